@@ -1,0 +1,104 @@
+"""Builds newrllama._capi: the C shim compiled with cffi (API mode, out of line).
+
+It compiles against the llama.h that the pinned llama-cpp-python installed into
+this environment and links that package's libllama with an rpath, so nothing has
+to be put on LD_LIBRARY_PATH. Run by setuptools through ``cffi_modules``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+from cffi import FFI
+
+HERE = Path(__file__).resolve().parent
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_engine.c", "newrllama_generate.c"]
+
+# Facts of this build that the module checks again at import.
+BUILD_INFO_C = """
+static const char *newrllama_built_llama_cpp_version(void) { return NEWRLLAMA_BUILT_LLAMA_CPP_VERSION; }
+static const char *newrllama_built_library_dir(void) { return NEWRLLAMA_BUILT_LIBRARY_DIR; }
+static const char *newrllama_built_library_sha256(void) { return NEWRLLAMA_BUILT_LIBRARY_SHA256; }
+"""
+BUILD_INFO_CDEF = """
+static const char *newrllama_built_llama_cpp_version(void);
+static const char *newrllama_built_library_dir(void);
+static const char *newrllama_built_library_sha256(void);
+extern "Python" int newrllama_progress_trampoline(int32_t, int32_t, int64_t, void *);
+"""
+
+
+class LlamaCppMissing(RuntimeError):
+    pass
+
+
+def llama_cpp_location() -> tuple[Path, Path]:
+    """Returns (include dir with llama.h, lib dir with libllama.so) of the installed llama-cpp-python."""
+    hint = (
+        f"newrllama builds against llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}, installed first into "
+        f"the same environment ({sys.executable}) with AMX disabled; run scripts/setup.sh, or see the README"
+    )
+    try:
+        version = importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        raise LlamaCppMissing(f"llama-cpp-python is not installed. {hint}") from None
+    if version != LLAMA_CPP_PYTHON_VERSION:
+        raise LlamaCppMissing(f"llama-cpp-python {version} is installed, but {LLAMA_CPP_PYTHON_VERSION} is required. {hint}")
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        raise LlamaCppMissing(f"the llama_cpp package cannot be found. {hint}")
+    package_dir = Path(spec.origin).resolve().parent
+    include_dir = package_dir.parent / "include"
+    lib_dir = package_dir / "lib"
+    for needed in (include_dir / "llama.h", lib_dir / "libllama.so"):
+        if not needed.exists():
+            raise LlamaCppMissing(f"{needed} is missing from the llama-cpp-python install. {hint}")
+    return include_dir, lib_dir
+
+
+def cdef_from_header(header: Path) -> str:
+    """The cdef is the public header itself, less what cffi's parser does not take."""
+    text = header.read_text()
+    text = re.sub(r'#ifdef __cplusplus.*?#endif', "", text, flags=re.S)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return text.replace("NEWRLLAMA_API ", "")
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_ffibuilder() -> FFI:
+    include_dir, lib_dir = llama_cpp_location()
+    library = (lib_dir / "libllama.so").resolve()
+    ffibuilder = FFI()
+    ffibuilder.cdef(cdef_from_header(HERE / "newrllama_capi.h") + BUILD_INFO_CDEF)
+    ffibuilder.set_source(
+        "newrllama._capi",
+        '#include "newrllama_capi.h"\n' + BUILD_INFO_C,
+        sources=[os.path.relpath(HERE / name) for name in SOURCES],  # setuptools refuses absolute paths
+        include_dirs=[str(HERE), str(include_dir)],
+        library_dirs=[str(lib_dir)],
+        libraries=["llama"],
+        define_macros=[
+            ("_POSIX_C_SOURCE", "200809L"),
+            ("NEWRLLAMA_BUILT_LLAMA_CPP_VERSION", f'"{LLAMA_CPP_PYTHON_VERSION}"'),
+            ("NEWRLLAMA_BUILT_LIBRARY_DIR", f'"{lib_dir.resolve()}"'),
+            ("NEWRLLAMA_BUILT_LIBRARY_SHA256", f'"{sha256_of(library)}"'),
+        ],
+        extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        extra_link_args=[f"-Wl,-rpath,{lib_dir}"],
+    )
+    return ffibuilder
+
+
+ffibuilder = make_ffibuilder()
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

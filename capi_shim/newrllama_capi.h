@@ -1,0 +1,213 @@
+/*
+ * newrllama C API: a thin, checked layer over llama.cpp's C API (llama.h).
+ *
+ * Conventions shared by every function:
+ *  - Functions that can fail return a newrllama_error_code and take a last
+ *    argument `const char **error_message`. On failure it points to a message
+ *    owned by the calling thread, valid until that thread's next newrllama call.
+ *    Passing NULL for error_message is allowed.
+ *  - Strings and arrays handed out by the API are owned by the caller and are
+ *    released with the matching newrllama_free_* function.
+ *  - A context must be used by one thread at a time; the API serialises calls
+ *    on one context with a per-context lock, so concurrent calls wait.
+ */
+#ifndef NEWRLLAMA_CAPI_H
+#define NEWRLLAMA_CAPI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEWRLLAMA_API __attribute__((visibility("default")))
+
+typedef enum newrllama_error_code {
+    NEWRLLAMA_OK = 0,
+    NEWRLLAMA_ERROR_INVALID_ARGUMENT = 1,
+    NEWRLLAMA_ERROR_MODEL_LOAD = 2,
+    NEWRLLAMA_ERROR_CONTEXT_CREATE = 3,
+    NEWRLLAMA_ERROR_TOKENIZE = 4,
+    NEWRLLAMA_ERROR_TEMPLATE = 5,
+    NEWRLLAMA_ERROR_DECODE = 6,
+    NEWRLLAMA_ERROR_OUT_OF_MEMORY = 7,
+    NEWRLLAMA_ERROR_CANCELLED = 8,
+    NEWRLLAMA_ERROR_PROMPT = 9
+} newrllama_error_code;
+
+typedef enum newrllama_finish_reason {
+    NEWRLLAMA_FINISH_STOP = 0,
+    NEWRLLAMA_FINISH_LENGTH = 1,
+    NEWRLLAMA_FINISH_ERROR = 2,
+    NEWRLLAMA_FINISH_CANCELLED = 3
+} newrllama_finish_reason;
+
+typedef struct newrllama_model *newrllama_model_handle;
+typedef struct newrllama_context *newrllama_context_handle;
+
+/* Sampling parameters of the original API, shared by every prompt. */
+struct newrllama_parallel_params {
+    int max_tokens;
+    int top_k;
+    float top_p;
+    float temperature;
+    int repeat_last_n;
+    float penalty_repeat;
+    int32_t seed;
+};
+
+/* Per-prompt sampling parameters of the extended API. */
+typedef struct newrllama_sampling_params {
+    int32_t max_tokens;      /* >= 1; generation also ends when the sequence's context is full */
+    int32_t top_k;           /* 0 disables */
+    float top_p;             /* in [0, 1]; 1 disables */
+    float min_p;             /* in [0, 1]; 0 disables */
+    float temperature;       /* >= 0; 0 is greedy */
+    int32_t repeat_last_n;   /* >= -1; 0 disables, -1 is the whole context */
+    float penalty_repeat;    /* > 0; 1 disables */
+    int64_t seed;            /* < 0: random; otherwise mixed with the prompt's index */
+    const char *const *stop; /* stop strings, excluded from the text; may be NULL */
+    int32_t n_stop;
+} newrllama_sampling_params;
+
+/* A prompt for the extended API: text (text_len bytes, may hold NUL bytes;
+ * tokenized with special tokens parsed) or, when tokens is not NULL, tokens. */
+typedef struct newrllama_prompt {
+    const char *text;
+    size_t text_len;
+    const int32_t *tokens;
+    size_t n_tokens;
+} newrllama_prompt;
+
+typedef struct newrllama_completion {
+    char *text;              /* generated text (never NULL on success paths) */
+    int32_t *token_ids;      /* generated tokens, end-of-generation token excluded */
+    int32_t n_token_ids;
+    int32_t n_prompt_tokens;
+    int32_t n_gen_tokens;
+    newrllama_finish_reason finish_reason;
+    char *error;             /* NULL unless finish_reason is ERROR or CANCELLED */
+} newrllama_completion;
+
+typedef struct newrllama_parallel_stats {
+    int64_t n_prompt_tokens;
+    int64_t n_gen_tokens;
+    double t_prompt_s;       /* time of decode steps that carried prompt tokens */
+    double t_gen_s;          /* time of decode steps that carried only generated tokens */
+    double t_total_s;        /* wall time of the whole call */
+    double tokens_per_second;/* generated tokens / t_total_s */
+    int32_t n_decode_calls;
+    int32_t n_fallbacks;     /* unified decodes that failed and were retried client by client */
+    int32_t n_failed;        /* prompts whose result is an error */
+} newrllama_parallel_stats;
+
+/* Called after every decode step; returning nonzero cancels the call.
+ * Unfinished prompts then end with finish_reason CANCELLED. */
+typedef int (*newrllama_progress_callback)(int32_t n_done, int32_t n_total,
+                                           int64_t n_gen_tokens, void *user_data);
+
+/* Library identity, for checking that the libllama loaded is the one built against. */
+NEWRLLAMA_API const char *newrllama_llama_version(void);
+NEWRLLAMA_API const char *newrllama_llama_library_path(void);
+NEWRLLAMA_API void newrllama_set_log_level(int level); /* 0 silent, 1 errors, 2 warnings, 3 all */
+
+NEWRLLAMA_API newrllama_error_code newrllama_backend_init(const char **error_message);
+NEWRLLAMA_API void newrllama_backend_free(void);
+
+NEWRLLAMA_API newrllama_error_code newrllama_model_load(const char *model_path, int n_gpu_layers,
+                                                        bool use_mmap, bool use_mlock,
+                                                        newrllama_model_handle *model_out,
+                                                        const char **error_message);
+NEWRLLAMA_API void newrllama_model_free(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_model_n_vocab(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_model_n_ctx_train(newrllama_model_handle model);
+NEWRLLAMA_API newrllama_error_code newrllama_model_desc(newrllama_model_handle model, char **desc_out,
+                                                        const char **error_message);
+
+NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_handle model, int n_ctx,
+                                                            int n_threads, int n_seq_max, int n_batch,
+                                                            newrllama_context_handle *context_out,
+                                                            const char **error_message);
+NEWRLLAMA_API void newrllama_context_free(newrllama_context_handle ctx);
+NEWRLLAMA_API int32_t newrllama_context_n_ctx(newrllama_context_handle ctx);
+NEWRLLAMA_API int32_t newrllama_context_n_ctx_seq(newrllama_context_handle ctx);
+NEWRLLAMA_API int32_t newrllama_context_n_batch(newrllama_context_handle ctx);
+NEWRLLAMA_API int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx);
+/* Cells of the KV cache in use by any sequence: 0 between calls. */
+NEWRLLAMA_API int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx);
+/* Test hook: the n-th llama_decode from now (1-based) fails as if llama.cpp
+ * returned `code` for batches containing sequence `seq_id` (-1: any batch). */
+NEWRLLAMA_API newrllama_error_code newrllama_context_inject_decode_failure(newrllama_context_handle ctx,
+                                                                          int32_t after_n_decodes,
+                                                                          int32_t seq_id, int32_t code,
+                                                                          const char **error_message);
+
+/* Control tokens written as text (e.g. "<start_of_turn>") are parsed as control tokens. */
+NEWRLLAMA_API newrllama_error_code newrllama_tokenize(newrllama_model_handle model, const char *text,
+                                                      size_t text_len, bool add_special,
+                                                      int32_t **tokens_out, size_t *n_tokens_out,
+                                                      const char **error_message);
+NEWRLLAMA_API newrllama_error_code newrllama_detokenize(newrllama_model_handle model,
+                                                        const int32_t *tokens, size_t n_tokens,
+                                                        char **text_out, size_t *text_len_out,
+                                                        const char **error_message);
+/* tmpl NULL: the model's built-in template. */
+NEWRLLAMA_API newrllama_error_code newrllama_apply_chat_template(newrllama_model_handle model,
+                                                                 const char *tmpl,
+                                                                 const char *const *roles,
+                                                                 const char *const *contents,
+                                                                 size_t n_messages, bool add_assistant,
+                                                                 char **result_out,
+                                                                 const char **error_message);
+
+NEWRLLAMA_API int32_t newrllama_token_bos(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_token_eos(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_token_eot(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_token_nl(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_token_pad(newrllama_model_handle model);
+NEWRLLAMA_API int32_t newrllama_token_sep(newrllama_model_handle model);
+NEWRLLAMA_API bool newrllama_token_is_eog(newrllama_model_handle model, int32_t token);
+NEWRLLAMA_API bool newrllama_token_is_control(newrllama_model_handle model, int32_t token);
+/* Owned by the model; NULL for an id outside the vocabulary. */
+NEWRLLAMA_API const char *newrllama_token_get_text(newrllama_model_handle model, int32_t token);
+
+/* One prompt given as tokens; max_tokens counts tokens. */
+NEWRLLAMA_API newrllama_error_code newrllama_generate(newrllama_context_handle ctx, const int32_t *tokens,
+                                                      size_t n_tokens, int max_tokens, int top_k,
+                                                      float top_p, float temperature, int repeat_last_n,
+                                                      float penalty_repeat, int32_t seed,
+                                                      char **result_out, const char **error_message);
+
+/* Many prompts in one batched decode loop. results_out receives n_prompts strings
+ * in input order (free with newrllama_free_string_array). A prompt that failed
+ * gets "[ERROR] <message>" while the others complete; the call then returns
+ * NEWRLLAMA_ERROR_PROMPT with a summary in error_message, and results_out is
+ * still filled. */
+NEWRLLAMA_API newrllama_error_code newrllama_generate_parallel(newrllama_context_handle ctx,
+                                                               const char **prompts, int n_prompts,
+                                                               const struct newrllama_parallel_params *params,
+                                                               char ***results_out,
+                                                               const char **error_message);
+
+/* Extended form: per-prompt parameters (an array of n_params, which is 1 or
+ * n_prompts), per-prompt results (free with newrllama_free_completions),
+ * statistics (may be NULL) and a progress callback that can cancel (may be NULL;
+ * it must not call into the same context). A cancelled call returns
+ * NEWRLLAMA_ERROR_CANCELLED with results_out filled. */
+NEWRLLAMA_API newrllama_error_code newrllama_generate_parallel_ex(
+    newrllama_context_handle ctx, const newrllama_prompt *prompts, int32_t n_prompts, const newrllama_sampling_params *params, int32_t n_params,
+    newrllama_progress_callback progress, void *user_data, newrllama_completion **results_out,
+    newrllama_parallel_stats *stats_out, const char **error_message);
+
+NEWRLLAMA_API void newrllama_free_string(char *str);
+NEWRLLAMA_API void newrllama_free_tokens(int32_t *tokens);
+NEWRLLAMA_API void newrllama_free_string_array(char **arr, int count);
+NEWRLLAMA_API void newrllama_free_completions(newrllama_completion *results, int32_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEWRLLAMA_CAPI_H */

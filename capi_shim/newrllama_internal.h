@@ -1,0 +1,78 @@
+/* Internal declarations shared by the shim's translation units. */
+#ifndef NEWRLLAMA_INTERNAL_H
+#define NEWRLLAMA_INTERNAL_H
+
+#include <stdatomic.h>
+#include <threads.h>
+
+#include "llama.h"
+#include "newrllama_capi.h"
+
+struct newrllama_model {
+    struct llama_model *model;
+    const struct llama_vocab *vocab;
+    int32_t n_vocab;
+    /* The handle itself plus one per live context: a context keeps its model alive. */
+    atomic_int refs;
+};
+
+struct decode_fault {
+    int32_t countdown; /* decodes left before the fault arms; 0 = disarmed */
+    bool armed;
+    int32_t seq_id;    /* -1: fail exactly one decode, whatever it holds */
+    int32_t code;
+};
+
+struct newrllama_context {
+    struct llama_context *ctx;
+    struct newrllama_model *model;
+    mtx_t lock;
+    int32_t n_ctx;
+    int32_t n_ctx_seq;
+    int32_t n_batch;
+    int32_t n_seq_max;
+    struct decode_fault fault;
+};
+
+/* Drops one reference; the last one frees the llama model. */
+void nr_model_release(struct newrllama_model *m);
+
+/* Error reporting: formats into the calling thread's buffer, stores it in *out. */
+newrllama_error_code nr_fail(const char **out, newrllama_error_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void nr_clear_error(const char **out);
+
+/* Growable byte buffer, always NUL-terminated once allocated. */
+typedef struct nr_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+} nr_buf;
+bool nr_buf_append(nr_buf *buf, const char *bytes, size_t n);
+char *nr_buf_take(nr_buf *buf); /* hands the (possibly empty) string to the caller */
+void nr_buf_free(nr_buf *buf);
+
+char *nr_strdup(const char *s);
+
+/* Tokenizes with special-token parsing on (chat templates must yield control tokens). */
+newrllama_error_code nr_tokenize(const struct newrllama_model *m, const char *text, size_t len,
+                                 bool add_special, llama_token **tokens_out, int32_t *n_out,
+                                 const char **error_message);
+
+/* False (with the message set) if a token id is outside the vocabulary. */
+bool nr_tokens_in_vocab(const struct newrllama_model *m, const int32_t *tokens, size_t n,
+                        const char **error_message);
+
+/* Appends the text of one generated token to buf. */
+bool nr_append_piece(const struct newrllama_model *m, llama_token token, nr_buf *buf);
+
+newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const char **error_message);
+
+/* The one generation engine: every public generation function runs through it. */
+newrllama_error_code nr_engine_run(struct newrllama_context *c, const newrllama_prompt *prompts,
+                                   int32_t n_prompts, const newrllama_sampling_params *params,
+                                   int32_t n_params, newrllama_progress_callback progress,
+                                   void *user_data, newrllama_completion *results,
+                                   newrllama_parallel_stats *stats, const char **error_message);
+
+#endif

@@ -1,0 +1,77 @@
+"""Loads the compiled shim, checks it against the libllama it loaded, and turns C errors into exceptions."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+from typing import Dict, NoReturn, Type
+
+from . import errors
+
+try:
+    from ._capi import ffi, lib
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise errors.LibraryMismatchError(
+        "newrllama's C shim (newrllama._capi) is not built or cannot load its libllama: "
+        f"{exc}. Reinstall with scripts/setup.sh (or install_newrllama() from R)."
+    ) from exc
+
+
+def _check_loaded_library() -> None:
+    built_version = ffi.string(lib.newrllama_built_llama_cpp_version()).decode()
+    try:
+        installed = importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        installed = "none"
+    loaded = os.path.realpath(ffi.string(lib.newrllama_llama_library_path()).decode())
+    built_dir = os.path.realpath(ffi.string(lib.newrllama_built_library_dir()).decode())
+    problem = None
+    if installed != built_version:
+        problem = f"llama-cpp-python {installed} is installed but the shim was built against {built_version}"
+    elif os.path.dirname(loaded) != built_dir:
+        problem = f"the shim loaded {loaded} but was built against the libllama in {built_dir}"
+    else:
+        with open(loaded, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest != ffi.string(lib.newrllama_built_library_sha256()).decode():
+            problem = f"{loaded} changed since the shim was built"
+    if problem:
+        raise errors.LibraryMismatchError(problem + "; rebuild newrllama (scripts/setup.sh)")
+
+
+_check_loaded_library()
+lib.newrllama_backend_init(ffi.NULL)
+lib.newrllama_set_log_level(int(os.environ.get("NEWRLLAMA_LOG_LEVEL", "1")))
+
+_ERROR_CLASSES: Dict[int, Type[errors.NewrllamaError]] = {
+    lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT: errors.InvalidArgumentError,
+    lib.NEWRLLAMA_ERROR_MODEL_LOAD: errors.ModelLoadError,
+    lib.NEWRLLAMA_ERROR_CONTEXT_CREATE: errors.ContextError,
+    lib.NEWRLLAMA_ERROR_TOKENIZE: errors.TokenizeError,
+    lib.NEWRLLAMA_ERROR_TEMPLATE: errors.TemplateError,
+}
+
+
+def raise_for(code: int, message_ptr) -> NoReturn:
+    """Raises the package's exception for a C error code and its message."""
+    message = ffi.string(message_ptr[0]).decode("utf-8", "replace") if message_ptr[0] != ffi.NULL else "unknown error"
+    if code == lib.NEWRLLAMA_ERROR_OUT_OF_MEMORY:
+        raise MemoryError(message)
+    raise _ERROR_CLASSES.get(code, errors.GenerationError)(message)
+
+
+def check(code: int, message_ptr) -> None:
+    if code != lib.NEWRLLAMA_OK:
+        raise_for(code, message_ptr)
+
+
+def new_error_slot():
+    return ffi.new("const char **")
+
+
+def take_string(ptr) -> bytes:
+    """Copies a C string that the caller owns and frees it."""
+    try:
+        return ffi.string(ptr)
+    finally:
+        lib.newrllama_free_string(ptr)

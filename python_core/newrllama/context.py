@@ -1,0 +1,123 @@
+"""Contexts: a model's working memory (KV cache) for up to n_seq_max prompts at once."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import List, Optional, Sequence
+
+from . import _lib, parallel
+from ._lib import ffi, lib
+from .errors import ClosedError, InvalidArgumentError
+from .model import Model
+from .params import SamplingParams
+from .parallel import ParamsArg, Prompt
+from .results import Completion, GenerationStats
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+class Context:
+    """A llama.cpp context over ``model``.
+
+    ``n_ctx`` cells are split evenly between ``n_seq_max`` sequences (each prompt
+    and its answer must fit in ``n_ctx_seq = n_ctx / n_seq_max``); ``n_seq_max``
+    is how many prompts are decoded together; ``n_batch`` caps the tokens of one
+    decode step (longer prompts are prefilled in chunks). ``n_threads=None`` uses
+    every core. Calls from several threads are serialized.
+    """
+
+    def __init__(self, model: Model, *, n_ctx: int = 4096, n_seq_max: int = 8,
+                 n_threads: Optional[int] = None, n_batch: int = 512) -> None:
+        if not isinstance(model, Model):
+            raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
+        n_threads = (os.cpu_count() or 1) if n_threads is None else _positive_int("n_threads", n_threads)
+        for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
+            _positive_int(name, value)
+        self.model = model  # keeps the Python model object alive as long as the context
+        self._lock = threading.RLock()
+        self.last_stats: Optional[GenerationStats] = None
+        err = _lib.new_error_slot()
+        out = ffi.new("newrllama_context_handle *")
+        _lib.check(lib.newrllama_context_create(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx), out, err), err)
+        self._handle = out[0]
+        self.n_threads = n_threads
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ClosedError("this context is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                lib.newrllama_context_free(self._handle)
+                self._handle = None
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<newrllama.Context (closed)>"
+        return (f"<newrllama.Context n_ctx={self.n_ctx} n_seq_max={self.n_seq_max} "
+                f"n_ctx_seq={self.n_ctx_seq} n_batch={self.n_batch}>")
+
+    @property
+    def n_ctx(self) -> int:
+        return lib.newrllama_context_n_ctx(self.handle)
+
+    @property
+    def n_ctx_seq(self) -> int:
+        return lib.newrllama_context_n_ctx_seq(self.handle)
+
+    @property
+    def n_batch(self) -> int:
+        return lib.newrllama_context_n_batch(self.handle)
+
+    @property
+    def n_seq_max(self) -> int:
+        return lib.newrllama_context_n_seq_max(self.handle)
+
+    def n_used_cells(self) -> int:
+        """KV cells in use; 0 between calls, since no call leaves anything behind."""
+        return lib.newrllama_context_n_used_cells(self.handle)
+
+    def generate(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> Completion:
+        """Answer to one prompt (text, or a list of token ids)."""
+        if params is not None and not isinstance(params, SamplingParams):
+            raise InvalidArgumentError("params must be a SamplingParams")
+        return self.generate_parallel([prompt], params)[0]
+
+    def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
+                          progress: bool = False) -> List[Completion]:
+        """Answers to many prompts, in input order, decoded together in batches.
+
+        ``params`` is one SamplingParams for every prompt or a list with one per
+        prompt. A prompt that cannot run gets ``finish_reason='error'`` while the
+        others complete. Ctrl-C stops the call, leaving the context clean.
+        """
+        with self._lock:
+            completions, stats = parallel.run(self.handle, prompts, params, progress)
+            self.last_stats = stats
+            return completions
+
+    def _inject_decode_failure(self, after_n_decodes: int, seq_id: int = -1, code: int = -3) -> None:
+        """Test hook: makes the n-th decode of the next call fail (for batches holding seq_id)."""
+        err = _lib.new_error_slot()
+        _lib.check(lib.newrllama_context_inject_decode_failure(self.handle, after_n_decodes, seq_id, code, err), err)

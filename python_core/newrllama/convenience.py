@@ -1,0 +1,47 @@
+"""One-call parallel generation: makes a model and a context that fit the prompts."""
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Sequence, Union
+
+from .context import Context
+from .errors import InvalidArgumentError
+from .model import Model
+from .params import SamplingParams
+from .parallel import Prompt
+from .results import Completion
+
+# Measured on a 2-core CPU: past 16 sequences a batch gains little (DESIGN.md).
+_DEFAULT_MAX_SEQ = 16
+
+
+def _n_tokens(model: Model, prompt: Prompt, index: int) -> int:
+    if prompt is None:
+        raise InvalidArgumentError(f"prompts[{index}] is None; every prompt must be a str")
+    return len(model.tokenize(prompt)) if isinstance(prompt, (str, bytes)) else len(prompt)
+
+
+def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.PathLike, None] = None, *,
+                      progress: bool = False, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
+    """Answers to ``prompts`` in input order.
+
+    ``model`` is a Model, a GGUF path, or None for the embedded model; the other
+    keywords are SamplingParams fields (``max_tokens``, ``temperature``, ``stop`` ...).
+    The context is sized so that the longest prompt and its answer fit in one sequence.
+    """
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise InvalidArgumentError("prompts must be a list of str")
+    params = SamplingParams(**sampling)
+    own_model = not isinstance(model, Model)
+    use = Model(model) if own_model else model
+    try:
+        longest = max((_n_tokens(use, p, i) for i, p in enumerate(prompts)), default=0)
+        if not prompts:
+            return []
+        n_seq = n_seq_max or min(_DEFAULT_MAX_SEQ, len(prompts))
+        per_seq = min(longest + params.max_tokens + 1, max(use.n_ctx_train, longest + 1))
+        with Context(use, n_ctx=max(per_seq, 16) * n_seq, n_seq_max=n_seq) as ctx:
+            return ctx.generate_parallel(prompts, params, progress=progress)
+    finally:
+        if own_model:
+            use.close()

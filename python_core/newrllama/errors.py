@@ -1,0 +1,38 @@
+"""Exceptions raised by newrllama. Every error of the package is a NewrllamaError."""
+from __future__ import annotations
+
+
+class NewrllamaError(Exception):
+    """Base class of every error raised by newrllama."""
+
+
+class InvalidArgumentError(NewrllamaError, ValueError):
+    """An argument has the wrong type or value; nothing was run."""
+
+
+class ModelLoadError(NewrllamaError):
+    """A model file is missing, not GGUF, truncated or otherwise unloadable."""
+
+
+class ContextError(NewrllamaError):
+    """llama.cpp could not create a context with the requested sizes."""
+
+
+class TokenizeError(NewrllamaError):
+    """Text could not be tokenized."""
+
+
+class TemplateError(NewrllamaError):
+    """A chat template could not be applied."""
+
+
+class GenerationError(NewrllamaError):
+    """Generation failed as a whole (a single prompt's failure is reported in its Completion)."""
+
+
+class ClosedError(NewrllamaError):
+    """A model or context was used after close()."""
+
+
+class LibraryMismatchError(NewrllamaError, ImportError):
+    """The libllama loaded at import is not the one the shim was built against."""

@@ -1,0 +1,163 @@
+"""Models: a loaded GGUF file with its tokenizer and chat template."""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Iterable, List, Mapping, Optional, Sequence, Union
+
+from . import _lib
+from ._lib import ffi, lib
+from .embedded import default_model_path
+from .errors import ClosedError, InvalidArgumentError
+
+Message = Mapping[str, str]
+
+
+def encode_text(value: Union[str, bytes], name: str) -> bytes:
+    """UTF-8 bytes of a text argument; bytes pass through as they are (they may be invalid UTF-8)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    raise InvalidArgumentError(f"{name} must be a str, got {type(value).__name__}")
+
+
+def check_token_list(tokens: object, name: str = "tokens") -> List[int]:
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
+        raise InvalidArgumentError(f"{name} must be a list of ints")
+    out = list(tokens)
+    for t in out:
+        if isinstance(t, bool) or not isinstance(t, int) or not -(2**31) <= t < 2**31:
+            raise InvalidArgumentError(f"{name} must hold 32-bit ints, got {t!r}")
+    return out
+
+
+class Model:
+    """A GGUF model loaded with llama.cpp.
+
+    ``path=None`` loads the embedded default model (gemma-3-270m, Q4_K_M).
+    Close it with ``close()`` or a ``with`` block; contexts made from it keep
+    the weights alive until they are closed too.
+    """
+
+    def __init__(self, path: Optional[Union[str, os.PathLike]] = None, *, n_gpu_layers: int = 0,
+                 use_mmap: bool = True, use_mlock: bool = False) -> None:
+        if path is None:
+            path = default_model_path()
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+        if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
+            raise InvalidArgumentError("n_gpu_layers must be an int")
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        err = _lib.new_error_slot()
+        out = ffi.new("newrllama_model_handle *")
+        _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, bool(use_mmap), bool(use_mlock), out, err), err)
+        self._handle = out[0]
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ClosedError("this model is closed")
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Releases the model; contexts still open keep the weights until they close."""
+        with self._lock:
+            if self._handle is not None:
+                lib.newrllama_model_free(self._handle)
+                self._handle = None
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.n_vocab} tokens in vocabulary"
+        return f"<newrllama.Model {os.path.basename(self.path)!r} ({state})>"
+
+    @property
+    def n_vocab(self) -> int:
+        return lib.newrllama_model_n_vocab(self.handle)
+
+    @property
+    def n_ctx_train(self) -> int:
+        return lib.newrllama_model_n_ctx_train(self.handle)
+
+    @property
+    def description(self) -> str:
+        err = _lib.new_error_slot()
+        out = ffi.new("char **")
+        _lib.check(lib.newrllama_model_desc(self.handle, out, err), err)
+        return _lib.take_string(out[0]).decode("utf-8", "replace")
+
+    def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> List[int]:
+        """Token ids of text; control tokens written as text (``<start_of_turn>``) become control tokens."""
+        data = encode_text(text, "text")
+        err = _lib.new_error_slot()
+        tokens = ffi.new("int32_t **")
+        n = ffi.new("size_t *")
+        _lib.check(lib.newrllama_tokenize(self.handle, data, len(data), bool(add_special), tokens, n, err), err)
+        try:
+            return list(ffi.unpack(tokens[0], n[0])) if n[0] else []
+        finally:
+            lib.newrllama_free_tokens(tokens[0])
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """Text of a list of token ids (control tokens render as nothing)."""
+        ids = check_token_list(tokens)
+        err = _lib.new_error_slot()
+        out = ffi.new("char **")
+        n = ffi.new("size_t *")
+        c_ids = ffi.new("int32_t[]", ids) if ids else ffi.NULL
+        _lib.check(lib.newrllama_detokenize(self.handle, c_ids, len(ids), out, n, err), err)
+        try:
+            return ffi.unpack(out[0], n[0]).decode("utf-8", "replace")
+        finally:
+            lib.newrllama_free_string(out[0])
+
+    def apply_chat_template(self, messages: Sequence[Message], add_assistant: bool = True,
+                            template: Optional[str] = None) -> str:
+        """Formats chat messages (dicts with 'role' and 'content') with the model's template, or ``template``."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise InvalidArgumentError("messages must be a list of {'role': ..., 'content': ...} dicts")
+        roles, contents = [], []
+        for i, m in enumerate(messages):
+            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+                raise InvalidArgumentError(f"messages[{i}] must be a dict with str 'role' and 'content'")
+            roles.append(ffi.new("char[]", m["role"].encode()))
+            contents.append(ffi.new("char[]", m["content"].encode("utf-8", "surrogatepass")))
+        c_roles = ffi.new("const char *[]", roles) if roles else ffi.NULL
+        c_contents = ffi.new("const char *[]", contents) if contents else ffi.NULL
+        c_template = ffi.new("char[]", template.encode()) if template is not None else ffi.NULL
+        err = _lib.new_error_slot()
+        out = ffi.new("char **")
+        _lib.check(lib.newrllama_apply_chat_template(self.handle, c_template, c_roles, c_contents, len(roles),
+                                                     bool(add_assistant), out, err), err)
+        return _lib.take_string(out[0]).decode("utf-8", "replace")
+
+    def token_bos(self) -> int:
+        return lib.newrllama_token_bos(self.handle)
+
+    def token_eos(self) -> int:
+        return lib.newrllama_token_eos(self.handle)
+
+    def token_eot(self) -> int:
+        return lib.newrllama_token_eot(self.handle)
+
+    def token_is_eog(self, token: int) -> bool:
+        return bool(lib.newrllama_token_is_eog(self.handle, token))
+
+    def token_get_text(self, token: int) -> Optional[str]:
+        ptr = lib.newrllama_token_get_text(self.handle, token)
+        return None if ptr == ffi.NULL else ffi.string(ptr).decode("utf-8", "replace")

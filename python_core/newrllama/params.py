@@ -1,0 +1,71 @@
+"""Sampling parameters."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+from .errors import InvalidArgumentError
+
+MAX_SEED = 2**32 - 1
+_INT32_MAX = 2**31 - 1
+
+
+def _check_int(name: str, value: object, low: int, high: int = _INT32_MAX) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgumentError(f"{name} must be in [{low}, {high}], got {value}")
+
+
+def _check_float(name: str, value: object, low: float, high: float, *, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentError(f"{name} must be a number, got {type(value).__name__}")
+    bad = not math.isfinite(value) or value > high or value < low or (low_open and value == low)
+    if bad:
+        bracket = "(" if low_open else "["
+        raise InvalidArgumentError(f"{name} must be a finite number in {bracket}{low}, {high}], got {value}")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample the answer to a prompt.
+
+    The defaults are deterministic: ``temperature=0`` is greedy decoding and
+    ``seed`` is fixed, so running the same prompts again gives the same text.
+    With ``temperature > 0`` every prompt gets its own random stream, derived
+    from ``seed`` and the prompt's index: identical prompts give different but
+    reproducible samples. A negative ``seed`` draws a random seed.
+
+    ``max_tokens`` counts tokens; generation also stops at an end-of-generation
+    token, at any of the ``stop`` strings (which are left out of the text), or
+    when the prompt's share of the context is full.
+    """
+
+    max_tokens: int = 100
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_last_n: int = 0
+    penalty_repeat: float = 1.0
+    seed: int = 1234
+    stop: Union[Sequence[str], str, None] = field(default=())
+
+    def __post_init__(self) -> None:
+        _check_int("max_tokens", self.max_tokens, 1)
+        _check_float("temperature", self.temperature, 0.0, math.inf)
+        _check_int("top_k", self.top_k, 0)
+        _check_float("top_p", self.top_p, 0.0, 1.0)
+        _check_float("min_p", self.min_p, 0.0, 1.0)
+        _check_int("repeat_last_n", self.repeat_last_n, -1)
+        _check_float("penalty_repeat", self.penalty_repeat, 0.0, math.inf, low_open=True)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InvalidArgumentError(f"seed must be an int, got {type(self.seed).__name__}")
+        if self.seed > MAX_SEED or self.seed < -(2**63):
+            raise InvalidArgumentError(f"seed must fit in 32 bits (0 to {MAX_SEED}; negative = random), got {self.seed}")
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        for s in stop:
+            if not isinstance(s, str) or not s:
+                raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")
+        object.__setattr__(self, "stop", stop)

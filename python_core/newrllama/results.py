@@ -1,0 +1,40 @@
+"""Results of generation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Literal, Optional
+
+FinishReason = Literal["stop", "length", "error"]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The answer to one prompt.
+
+    ``finish_reason`` is ``'stop'`` (end-of-generation token or stop string),
+    ``'length'`` (``max_tokens`` reached, or the prompt's context was full) or
+    ``'error'`` (this prompt could not run; ``error`` says why, ``text`` is empty).
+    """
+
+    text: str
+    token_ids: List[int] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    error: Optional[str] = None
+    n_prompt_tokens: int = 0
+    n_gen_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """Figures of the last generation call on a context."""
+
+    n_prompts: int
+    n_prompt_tokens: int
+    n_gen_tokens: int
+    t_prompt_s: float
+    t_gen_s: float
+    t_total_s: float
+    tokens_per_second: float
+    n_decode_calls: int
+    n_fallbacks: int
+    n_failed: int
