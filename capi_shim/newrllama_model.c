@@ -242,6 +242,26 @@ newrllama_error_code newrllama_detokenize(newrllama_model_handle model, const in
     return NEWRLLAMA_OK;
 }
 
+/* Some GGUF files carry no template; llama.cpp's built-in template whose name is
+ * the longest prefix of the architecture (gemma3 -> gemma) is then the right one. */
+static const char *template_for_architecture(const struct newrllama_model *m) {
+    char arch[64];
+    if (llama_model_meta_val_str(m->model, "general.architecture", arch, sizeof arch) < 0) return NULL;
+    const char *names[128];
+    int32_t n = llama_chat_builtin_templates(names, 128);
+    if (n > 128) n = 128;
+    const char *best = NULL;
+    size_t best_len = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (len > best_len && strncmp(arch, names[i], len) == 0) {
+            best = names[i];
+            best_len = len;
+        }
+    }
+    return best;
+}
+
 newrllama_error_code newrllama_apply_chat_template(newrllama_model_handle model, const char *tmpl,
                                                    const char *const *roles, const char *const *contents,
                                                    size_t n_messages, bool add_assistant, char **result_out,
@@ -256,6 +276,7 @@ newrllama_error_code newrllama_apply_chat_template(newrllama_model_handle model,
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "too many messages: %zu", n_messages);
     }
     const char *use_tmpl = tmpl ? tmpl : llama_model_chat_template(model->model, NULL);
+    if (!use_tmpl) use_tmpl = template_for_architecture(model);
     if (!use_tmpl) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_TEMPLATE,
                        "the model has no built-in chat template; pass one explicitly");

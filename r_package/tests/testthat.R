@@ -1,0 +1,4 @@
+library(testthat)
+library(newrllama)
+
+test_check("newrllama")

@@ -1,0 +1,30 @@
+# Shared by the test files. The model is small and loads in well under a
+# second, so each file loads its own; generation is kept to a few tokens.
+
+skip_if_no_newrllama <- function() {
+  if (!newrllama_available()) {
+    testthat::skip(paste0(
+      "the newrllama Python package is not available ",
+      "(set NEWRLLAMA_PYTHON or run install_newrllama())"
+    ))
+  }
+}
+
+capital_prompt <- function(country = "France") {
+  sprintf("The capital of Germany is Berlin. The capital of Italy is Rome. The capital of %s is", country)
+}
+
+# One thread: the tests may share the CPU with other work, and llama.cpp's
+# worker threads slow down badly when the cores are oversubscribed.
+test_context <- function(model, n_ctx = 1024L, n_seq_max = 4L) {
+  context_create(model, n_ctx = n_ctx, n_threads = 1L, n_seq_max = n_seq_max)
+}
+
+# What an object restored by readRDS() in a new R session looks like: the R
+# list survives, the Python object behind it does not.
+from_previous_session <- function(x) {
+  file <- tempfile(fileext = ".rds")
+  on.exit(unlink(file))
+  saveRDS(x, file)
+  readRDS(file)
+}

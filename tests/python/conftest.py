@@ -1,0 +1,40 @@
+"""Shared fixtures: the embedded model is loaded once per session."""
+from __future__ import annotations
+
+import pytest
+
+import newrllama
+
+FRANCE = "The capital of Germany is Berlin. The capital of Italy is Rome. The capital of France is"
+PROMPTS = [
+    "The capital of France is",
+    "1, 2, 3, 4,",
+    "Once upon a time, in a small village,",
+    "The chemical symbol for gold is",
+    "def fibonacci(n):",
+    "My favourite fruit is",
+    "The sun rises in the",
+    "Water boils at",
+]
+
+
+@pytest.fixture(scope="session")
+def model():
+    with newrllama.Model() as m:
+        yield m
+
+
+@pytest.fixture
+def ctx(model):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=8, n_threads=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def reference_llama():
+    """llama-cpp-python's Llama over the same file and libllama, as an independent oracle of logits."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llm = llama_cpp.Llama(newrllama.default_model_path(), n_ctx=1024, n_batch=1024, logits_all=True,
+                          verbose=False, n_threads=2)
+    yield llm
+    llm.close()

@@ -1,0 +1,25 @@
+"""Tells crosstalk from rounding: greedy tokens of a batched run against logits of the sequence decoded alone."""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+# llama.cpp's CPU kernels round differently for different batch shapes; a token that
+# was not the lone argmax must still be within this many logits of it.
+MARGIN = 0.75
+
+
+def worst_gap(llm, prompt_tokens: List[int], generated: List[int]) -> float:
+    """Largest (max logit - logit of the chosen token) over the generated tokens, teacher-forced alone."""
+    llm.reset()
+    llm.eval(prompt_tokens + generated)
+    scores = np.asarray(llm.scores[: len(prompt_tokens) + len(generated)])
+    gaps = [float(scores[len(prompt_tokens) - 1 + k].max() - scores[len(prompt_tokens) - 1 + k][tok])
+            for k, tok in enumerate(generated)]
+    return max(gaps, default=0.0)
+
+
+def assert_greedy_alone(llm, model, prompt: str, completion) -> None:
+    gap = worst_gap(llm, model.tokenize(prompt), completion.token_ids)
+    assert gap <= MARGIN, f"{prompt!r}: a token is {gap:.2f} logits below the argmax of the sequence alone"

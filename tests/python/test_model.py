@@ -1,0 +1,89 @@
+"""The Python Model API: loading, tokenizer, chat template, closing."""
+from __future__ import annotations
+
+import pytest
+
+import newrllama
+
+
+def test_default_model_path_is_cached_gguf():
+    path = newrllama.default_model_path()
+    assert path.endswith(".gguf")
+    with open(path, "rb") as f:
+        assert f.read(4) == b"GGUF"
+    assert newrllama.default_model_path() == path
+
+
+def test_missing_non_gguf_and_truncated_files_raise(tmp_path):
+    with pytest.raises(newrllama.ModelLoadError, match="cannot open"):
+        newrllama.Model(tmp_path / "missing.gguf")
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"\x00" * 100)
+    with pytest.raises(newrllama.ModelLoadError, match="not a GGUF"):
+        newrllama.Model(junk)
+    truncated = tmp_path / "truncated.gguf"
+    with open(newrllama.default_model_path(), "rb") as f:
+        truncated.write_bytes(f.read(2_000_000))
+    with pytest.raises(newrllama.ModelLoadError):
+        newrllama.Model(truncated)
+    with pytest.raises(newrllama.InvalidArgumentError):
+        newrllama.Model(42)
+
+
+def test_tokenize_round_trip(model):
+    text = "Hello, world! Ünïcödé 漢字"
+    tokens = model.tokenize(text, add_special=False)
+    assert all(isinstance(t, int) for t in tokens)
+    assert model.detokenize(tokens) == text
+    assert model.tokenize(text)[0] == model.token_bos()
+
+
+def test_tokenize_edge_inputs(model):
+    assert model.tokenize("", add_special=False) == []
+    assert model.tokenize("") == [model.token_bos()]
+    long_text = "word " * 50_000
+    assert len(model.tokenize(long_text, add_special=False)) >= 50_000
+    assert model.tokenize(b"\xff\xfe invalid utf-8 \xc3", add_special=False)
+    assert model.tokenize("nul\x00inside", add_special=False)
+    with pytest.raises(newrllama.InvalidArgumentError):
+        model.tokenize(None)
+    with pytest.raises(newrllama.InvalidArgumentError):
+        model.detokenize([1, "x"])
+    with pytest.raises(newrllama.InvalidArgumentError, match="outside the vocabulary"):
+        model.detokenize([model.n_vocab + 10])
+
+
+def test_chat_template_uses_control_tokens(model):
+    text = model.apply_chat_template([{"role": "user", "content": "Hi"}])
+    assert text.endswith("<start_of_turn>model\n")
+    tokens = model.tokenize(text, add_special=False)
+    assert model.token_get_text(tokens[0]) == "<start_of_turn>"
+    no_assistant = model.apply_chat_template([{"role": "user", "content": "Hi"}], add_assistant=False)
+    assert not no_assistant.endswith("<start_of_turn>model\n")
+    long_content = "x" * 100_000
+    assert long_content in model.apply_chat_template([{"role": "user", "content": long_content}])
+    chatml = model.apply_chat_template([{"role": "user", "content": "Hi"}], template="chatml")
+    assert "<|im_start|>user" in chatml
+    with pytest.raises(newrllama.InvalidArgumentError):
+        model.apply_chat_template([{"role": "user"}])
+    with pytest.raises(newrllama.TemplateError):
+        model.apply_chat_template([{"role": "user", "content": "Hi"}], template="no such template {{")
+
+
+def test_use_after_close_raises_and_context_keeps_model_alive():
+    m = newrllama.Model()
+    ctx = newrllama.Context(m, n_ctx=512, n_seq_max=1)
+    m.close()
+    m.close()  # idempotent
+    with pytest.raises(newrllama.ClosedError):
+        m.tokenize("x")
+    with pytest.raises(newrllama.ClosedError):
+        newrllama.Context(m)
+    # The context holds its own reference to the weights.
+    assert ctx.generate("Hello", newrllama.SamplingParams(max_tokens=3)).n_gen_tokens >= 1
+    ctx.close()
+    with pytest.raises(newrllama.ClosedError):
+        ctx.generate("Hello")
+    with newrllama.Model() as m2:
+        assert not m2.closed
+    assert m2.closed
