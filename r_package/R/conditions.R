@@ -37,14 +37,15 @@ python_error_class <- function(py_class) {
 # "module.Class: text". Parse it rather than depend on py_last_error(), which
 # may describe an older exception.
 split_python_message <- function(message) {
-  pattern <- "^([A-Za-z_][A-Za-z0-9_]*\\.)*([A-Za-z_][A-Za-z0-9_]*(Error|Exception|Interrupt)): ?"
+  # An exception without text (KeyboardInterrupt) has no ": ".
+  pattern <- "^(([A-Za-z_][A-Za-z0-9_]*\\.)*)([A-Za-z_][A-Za-z0-9_]*(Error|Exception|Interrupt))(: ?|\\s*$)"
   m <- regmatches(message, regexec(pattern, message))[[1]]
   if (length(m) == 0) {
     return(list(class = NULL, text = message))
   }
-  module <- sub("\\.$", "", sub(paste0(m[3], ": ?$"), "", m[1]))
+  module <- sub("\\.$", "", m[2])
   text <- substring(message, nchar(m[1]) + 1)
-  list(class = m[3], module = module, text = sub("\\s+$", "", text))
+  list(class = m[4], module = module, text = sub("\\s+$", "", text))
 }
 
 # Turns an error raised while calling Python into a newrllama condition.

@@ -27,3 +27,9 @@ test_that("errors raised in Python become newrllama_error conditions", {
   expect_s3_class(e, "newrllama_interrupted")
   expect_s3_class(e, "newrllama_error")
 })
+
+test_that("an exception without text is parsed too", {
+  parsed <- newrllama:::split_python_message("KeyboardInterrupt\n")
+  expect_equal(parsed$class, "KeyboardInterrupt")
+  expect_equal(parsed$module, "")
+})

@@ -1,0 +1,97 @@
+skip_if_no_newrllama()
+model <- model_load()
+ctx <- test_context(model)
+countries <- c("France", "Japan", "Spain", "Egypt")
+capitals <- c("Paris", "Tokyo", "Madrid", "Cairo")
+
+test_that("answers come back in input order, with statistics", {
+  answers <- generate_parallel(ctx, capital_prompt(countries), max_tokens = 3, progress = FALSE)
+  expect_type(answers, "character")
+  expect_length(answers, length(countries))
+  expect_null(names(answers))
+  for (i in seq_along(countries)) {
+    expect_match(answers[[i]], capitals[[i]])
+  }
+  stats <- attr(answers, "stats")
+  expect_type(stats, "list")
+  expect_equal(stats$n_prompts, length(countries))
+  expect_equal(stats$n_failed, 0)
+  expect_gt(stats$n_gen_tokens, 0)
+  expect_gt(stats$tokens_per_second, 0)
+  expect_null(attr(answers, "errors"))
+})
+
+test_that("identical prompts in one batch give identical answers", {
+  answers <- generate_parallel(ctx, rep(capital_prompt(), 3), max_tokens = 3, progress = FALSE)
+  expect_length(answers, 3)
+  expect_equal(answers[[1]], answers[[2]])
+  expect_equal(answers[[1]], answers[[3]])
+  expect_match(answers[[1]], "Paris")
+})
+
+test_that("one prompt gives what generate() gives", {
+  # A batch of one rounds the same way as generate(); larger batches may not.
+  one <- generate_parallel(ctx, capital_prompt("Spain"), max_tokens = 3, progress = FALSE)
+  expect_equal(as.vector(one), generate(ctx, capital_prompt("Spain"), max_tokens = 3))
+})
+
+test_that("names of the prompts are kept", {
+  prompts <- c(fr = capital_prompt("France"), jp = capital_prompt("Japan"))
+  answers <- generate_parallel(ctx, prompts, max_tokens = 2, progress = FALSE)
+  expect_named(answers, c("fr", "jp"))
+})
+
+test_that("a failed prompt is NA with its error and one warning, the others complete", {
+  prompts <- c(capital_prompt("France"), "", capital_prompt("Japan"), paste(rep("word", 400), collapse = " "))
+  warnings <- list()
+  answers <- withCallingHandlers(
+    generate_parallel(ctx, prompts, max_tokens = 2, progress = FALSE),
+    warning = function(w) {
+      warnings[[length(warnings) + 1]] <<- w
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_length(warnings, 1)
+  expect_s3_class(warnings[[1]], "newrllama_warning")
+  expect_match(conditionMessage(warnings[[1]]), "2 of 4 prompts failed")
+  expect_equal(is.na(answers), c(FALSE, TRUE, FALSE, TRUE))
+  expect_match(answers[[1]], "Paris")
+  expect_match(answers[[3]], "Tokyo")
+  errors <- attr(answers, "errors")
+  expect_type(errors, "character")
+  expect_named(errors, c("2", "4"))
+  expect_match(errors[["2"]], "empty")
+  expect_match(errors[["4"]], "n_ctx")
+  expect_equal(attr(answers, "stats")$n_failed, 2)
+})
+
+test_that("all prompts failing still returns a vector", {
+  expect_warning(answers <- generate_parallel(ctx, c("", ""), max_tokens = 2, progress = FALSE),
+                 class = "newrllama_warning")
+  expect_equal(as.vector(answers), c(NA_character_, NA_character_))
+})
+
+test_that("empty prompts give an empty result", {
+  expect_identical(generate_parallel(ctx, character(0), progress = FALSE), character(0))
+})
+
+test_that("more prompts than n_seq_max are all answered", {
+  small <- test_context(model, n_ctx = 256, n_seq_max = 2)
+  answers <- generate_parallel(small, rep(capital_prompt(), 5), max_tokens = 1, progress = FALSE)
+  expect_length(answers, 5)
+  expect_false(anyNA(answers))
+  expect_equal(length(unique(as.vector(answers))), 1)
+})
+
+test_that("generate_parallel() checks its arguments", {
+  expect_error(generate_parallel(ctx, c("a", NA)), "NA", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, list("a")), "prompts", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, 1:3), "prompts", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(model, "a"), "context", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", max_tokens = 0), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", temperature = NaN), "temperature",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", top_p = 2), "top_p", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", seed = 2^40), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", progress = NA), "progress", class = "newrllama_invalid_argument")
+})

@@ -1,0 +1,66 @@
+skip_if_no_newrllama()
+model <- model_load()
+ctx <- test_context(model)
+
+test_that("generate() answers a factual prompt", {
+  answer <- generate(ctx, capital_prompt(), max_tokens = 4)
+  expect_type(answer, "character")
+  expect_length(answer, 1)
+  expect_match(answer, "Paris")
+})
+
+test_that("a prompt given as tokens gives the same answer as the text", {
+  tokens <- tokenize(model, capital_prompt())
+  expect_equal(generate(ctx, tokens, max_tokens = 4), generate(ctx, capital_prompt(), max_tokens = 4))
+})
+
+test_that("sampling with a fixed seed is reproducible, including seeds above 2^31", {
+  a <- generate(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
+  b <- generate(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
+  expect_equal(a, b)
+  expect_type(generate(ctx, capital_prompt(), max_tokens = 2, temperature = 0.8, seed = -1), "character")
+})
+
+test_that("a prompt that cannot run is a newrllama_error", {
+  expect_error(generate(ctx, "", max_tokens = 2), "empty", class = "newrllama_error")
+  long <- paste(rep("word", 400), collapse = " ")
+  expect_error(generate(ctx, long, max_tokens = 2), "n_ctx", class = "newrllama_prompt_error")
+})
+
+test_that("generate() checks the prompt", {
+  expect_error(generate(ctx, NA_character_), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, c("a", "b")), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, c(2L, NA)), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, list("a")), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, NULL), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate(model, "a"), "context", class = "newrllama_invalid_argument")
+})
+
+test_that("generate() checks the sampling arguments", {
+  p <- capital_prompt()
+  bad <- function(...) expect_error(generate(ctx, p, ...), class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = 0), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = -1), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = 1e12), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = NA), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = "a"), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = 1:2), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, temperature = -1), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, temperature = NaN), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, temperature = Inf), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, top_p = 2), "top_p", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, top_p = -0.1), "top_p", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, top_k = -1), "top_k", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, repeat_last_n = -2), "repeat_last_n", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, penalty_repeat = 0), "penalty_repeat", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, penalty_repeat = Inf), "penalty_repeat", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, seed = 2^40), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, seed = -2^31 - 1), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, seed = 1.5), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, seed = NA), "seed", class = "newrllama_invalid_argument")
+})
+
+test_that("argument errors name the function the user called", {
+  e <- tryCatch(generate(ctx, capital_prompt(), max_tokens = 0), error = function(e) e)
+  expect_equal(conditionCall(e)[[1]], quote(generate))
+})

@@ -1,0 +1,30 @@
+test_that("install_newrllama() needs a newrllama checkout as source", {
+  expect_error(install_newrllama(source = ""), "NEWRLLAMA_SOURCE", class = "newrllama_invalid_argument")
+  expect_error(install_newrllama(source = NA_character_), "source", class = "newrllama_invalid_argument")
+  dir <- tempfile()
+  dir.create(dir)
+  on.exit(unlink(dir, recursive = TRUE))
+  expect_error(install_newrllama(source = dir), "not a newrllama repository",
+               class = "newrllama_invalid_argument")
+  writeLines(c("[project]", "name = \"something-else\""), file.path(dir, "pyproject.toml"))
+  expect_error(install_newrllama(source = dir), "not a newrllama repository",
+               class = "newrllama_invalid_argument")
+})
+
+test_that("the environment variable helper restores the old value", {
+  Sys.unsetenv("NEWRLLAMA_TEST_VAR")
+  seen <- newrllama:::with_env_var("NEWRLLAMA_TEST_VAR", "x", Sys.getenv("NEWRLLAMA_TEST_VAR"))
+  expect_equal(seen, "x")
+  expect_true(is.na(Sys.getenv("NEWRLLAMA_TEST_VAR", unset = NA)))
+})
+
+test_that("install_newrllama() installs a working Python side", {
+  skip_if_not(identical(Sys.getenv("NEWRLLAMA_TEST_INSTALL"), "true"),
+              "set NEWRLLAMA_TEST_INSTALL=true (and NEWRLLAMA_SOURCE) to test the installation")
+  skip_if(!nzchar(Sys.getenv("NEWRLLAMA_SOURCE")), "NEWRLLAMA_SOURCE is not set")
+  envname <- file.path(tempdir(), "r-newrllama-test")
+  python <- install_newrllama(envname = envname)
+  expect_true(file.exists(python))
+  out <- system2(python, c("-c", shQuote("import newrllama; print(newrllama.__version__)")), stdout = TRUE)
+  expect_match(out, "^[0-9]")
+})
