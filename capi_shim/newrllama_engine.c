@@ -21,7 +21,7 @@ typedef struct client {
     int32_t n_fed;              /* prompt tokens already decoded */
     llama_pos pos;              /* position of the next token to decode */
     llama_token pending;        /* sampled token not yet decoded; -1 if none */
-    struct llama_sampler *sampler;
+    struct llama_sampler *sampler; /* NULL for plain greedy decoding, which needs no state */
     const newrllama_sampling_params *params;
     nr_buf text;
     int32_t *gen;
@@ -106,6 +106,10 @@ newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const
         }
     }
     return NEWRLLAMA_OK;
+}
+
+static bool is_plain_greedy(const newrllama_sampling_params *p) {
+    return p->temperature <= 0.0f && (p->repeat_last_n == 0 || p->penalty_repeat == 1.0f);
 }
 
 static struct llama_sampler *make_sampler(const engine *e, const newrllama_sampling_params *p, int32_t index) {
@@ -205,8 +209,8 @@ static bool admit(engine *e, client *cl) {
             continue;
         }
         const newrllama_sampling_params *sp = params_for(e, index);
-        struct llama_sampler *sampler = make_sampler(e, sp, index);
-        if (!sampler) {
+        struct llama_sampler *sampler = is_plain_greedy(sp) ? NULL : make_sampler(e, sp, index);
+        if (!sampler && !is_plain_greedy(sp)) {
             free(owned);
             set_result(e, index, NEWRLLAMA_FINISH_ERROR, "cannot create a sampler", n);
             continue;
@@ -267,7 +271,7 @@ static void rollback_client(engine *e, client *cl) {
         cl->n_gen = 0;
         cl->text.len = 0;
         if (cl->text.data) cl->text.data[0] = '\0';
-        llama_sampler_reset(cl->sampler);
+        if (cl->sampler) llama_sampler_reset(cl->sampler);
     }
     cl->pos = cl->step_pos;
     cl->n_fed = cl->step_fed;
@@ -329,8 +333,20 @@ static bool cut_at_stop(client *cl, size_t piece_len) {
     return true;
 }
 
+/* Plain greedy decoding reads the row directly: a sampler chain would first copy the
+ * whole vocabulary (262k entries for gemma 3) into candidates, for every client and step. */
+static llama_token argmax_row(const engine *e, int32_t batch_index) {
+    const float *logits = llama_get_logits_ith(e->c->ctx, batch_index);
+    llama_token best = 0;
+    for (int32_t t = 1; t < e->c->model->n_vocab; t++) {
+        if (logits[t] > logits[best]) best = t;
+    }
+    return best;
+}
+
 static void sample_client(engine *e, client *cl, int32_t batch_index) {
-    llama_token token = llama_sampler_sample(cl->sampler, e->c->ctx, batch_index);
+    llama_token token = cl->sampler ? llama_sampler_sample(cl->sampler, e->c->ctx, batch_index)
+                                    : argmax_row(e, batch_index);
     if (llama_vocab_is_eog(e->c->model->vocab, token)) {
         finish_client(e, cl, NEWRLLAMA_FINISH_STOP, NULL);
         return;

@@ -71,7 +71,7 @@ say "assembling the embedded model"
 if [ -f "$ROOT/r_package/DESCRIPTION" ]; then
     say "installing the R package into $RLIB"
     mkdir -p "$RLIB"
-    R CMD INSTALL --no-test-load -l "$RLIB" "$ROOT/r_package" >/dev/null
+    R CMD INSTALL --no-test-load -l "$RLIB" "$ROOT/r_package" >/dev/null 2>&1
 fi
 echo "$digest" > "$STAMP"
 say "done"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import newrllama
-from conftest import FRANCE
+from samples import FRANCE
 
 
 def test_embedded_model_knows_paris(ctx):

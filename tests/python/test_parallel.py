@@ -9,7 +9,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from conftest import FRANCE, PROMPTS
+from samples import FRANCE, PROMPTS
 from oracle import assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=24)

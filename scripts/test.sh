@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: testthat, R CMD check of r_package/,
+# and pytest (C shim through cffi, Python API, cross-language). pytest runs last
+# so that its summary is the closing line.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$ROOT/scripts/setup.sh"
+export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
+export R_LIBS="$ROOT/.Rlib"
+cd "$ROOT"
+
+echo "== testthat (r_package)"
+Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
+
+echo "== R CMD check (r_package)"
+check_dir=$(mktemp -d)
+trap 'rm -rf "$check_dir"' EXIT
+(cd "$check_dir" && R CMD build --no-build-vignettes "$ROOT/r_package" >/dev/null \
+    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual newrllama_*.tar.gz > check.log 2>&1) \
+    || { cat "$check_dir/check.log" 2>/dev/null; echo "R CMD check failed"; exit 1; }
+grep -E "^Status:" "$check_dir/check.log"
+if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
+    cat "$check_dir/check.log"
+    exit 1
+fi
+
+echo "== pytest"
+"$ROOT/.venv/bin/python" -m pytest -q tests/python tests/cross_language
