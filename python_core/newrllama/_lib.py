@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-from typing import Dict, NoReturn, Type
+from typing import Dict, NoReturn, Optional, Type
 
 from . import errors
 
@@ -17,24 +17,29 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 
+def library_problem(installed_version: str, built_version: str, loaded_path: str, built_dir: str,
+                    loaded_sha256: str, built_sha256: str) -> Optional[str]:
+    """Why the loaded libllama is not the one the shim was built against, or None."""
+    if installed_version != built_version:
+        return f"llama-cpp-python {installed_version} is installed but the shim was built against {built_version}"
+    if os.path.dirname(loaded_path) != built_dir:
+        return f"the shim loaded {loaded_path} but was built against the libllama in {built_dir}"
+    if loaded_sha256 != built_sha256:
+        return f"{loaded_path} changed since the shim was built"
+    return None
+
+
 def _check_loaded_library() -> None:
-    built_version = ffi.string(lib.newrllama_built_llama_cpp_version()).decode()
     try:
         installed = importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
         installed = "none"
     loaded = os.path.realpath(ffi.string(lib.newrllama_llama_library_path()).decode())
-    built_dir = os.path.realpath(ffi.string(lib.newrllama_built_library_dir()).decode())
-    problem = None
-    if installed != built_version:
-        problem = f"llama-cpp-python {installed} is installed but the shim was built against {built_version}"
-    elif os.path.dirname(loaded) != built_dir:
-        problem = f"the shim loaded {loaded} but was built against the libllama in {built_dir}"
-    else:
-        with open(loaded, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-        if digest != ffi.string(lib.newrllama_built_library_sha256()).decode():
-            problem = f"{loaded} changed since the shim was built"
+    with open(loaded, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    problem = library_problem(installed, ffi.string(lib.newrllama_built_llama_cpp_version()).decode(), loaded,
+                              os.path.realpath(ffi.string(lib.newrllama_built_library_dir()).decode()), digest,
+                              ffi.string(lib.newrllama_built_library_sha256()).decode())
     if problem:
         raise errors.LibraryMismatchError(problem + "; rebuild newrllama (scripts/setup.sh)")
 

@@ -64,6 +64,8 @@ class SamplingParams:
             raise InvalidArgumentError(f"seed must be an int, got {type(self.seed).__name__}")
         if self.seed > MAX_SEED or self.seed < -(2**63):
             raise InvalidArgumentError(f"seed must fit in 32 bits (0 to {MAX_SEED}; negative = random), got {self.seed}")
+        if self.stop is not None and not isinstance(self.stop, (str, Sequence)):
+            raise InvalidArgumentError(f"stop must be a str or a list of str, got {type(self.stop).__name__}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         for s in stop:
             if not isinstance(s, str) or not s:

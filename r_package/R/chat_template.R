@@ -52,7 +52,8 @@ check_messages <- function(messages, call = sys.call(-1)) {
       abort_invalid(sprintf("`messages[[%d]]` must be a list with single strings `role` and `content`", i),
                     call = call)
     }
-    messages[[i]] <- list(role = m$role, content = m$content)
+    messages[[i]] <- list(role = check_utf8(m$role, sprintf("messages[[%d]]$role", i), call = call),
+                          content = check_utf8(m$content, sprintf("messages[[%d]]$content", i), call = call))
   }
   messages
 }

@@ -36,6 +36,37 @@ check_string <- function(x, name, call = sys.call(-1)) {
   if (!is.character(x) || length(x) != 1 || is.na(x)) {
     abort_invalid(sprintf("`%s` must be a single string, not %s", name, describe(x)), call = call)
   }
+  check_utf8(x, name, call = call)
+}
+
+# Strings as valid UTF-8 for Python. reticulate (1.28) crashes the R session
+# (segfault) on a string marked UTF-8 that is not valid UTF-8, silently turns
+# invalid bytes of an unmarked string into "<ff>" text, and refuses strings
+# marked "bytes"; so strings are converted here and invalid ones rejected.
+check_utf8 <- function(x, name, call = sys.call(-1)) {
+  # Bytes are checked before enc2utf8(), which turns invalid bytes of a
+  # native string into "<ff>" text. Native strings are UTF-8 only in a UTF-8
+  # locale; elsewhere enc2utf8() converts them.
+  enc <- Encoding(x)
+  as_utf8 <- enc %in% c("UTF-8", "bytes") | (enc == "unknown" & isTRUE(l10n_info()[["UTF-8"]]))
+  valid <- is.na(x) | !as_utf8 | validUTF8(x)
+  x[valid] <- enc2utf8(x[valid])
+  valid <- valid & (is.na(x) | validUTF8(x))
+  if (!all(valid)) {
+    where <- which(!valid)
+    shown <- paste(where[seq_len(min(length(where), 10))], collapse = ", ")
+    if (length(where) > 10) shown <- paste0(shown, ", ...")
+    abort_invalid(sprintf(paste0(
+      "`%s` must be valid UTF-8 text; %d string(s) are not (at position %s). ",
+      "Convert them with iconv(), e.g. iconv(x, from = \"latin1\", to = \"UTF-8\") ",
+      "or iconv(x, to = \"UTF-8\", sub = \"?\")"
+    ), name, length(where), shown), call = call)
+  }
+  # enc2utf8() leaves "bytes" strings as they are; valid ones are UTF-8 text.
+  bytes <- !is.na(x) & Encoding(x) == "bytes"
+  if (any(bytes)) {
+    Encoding(x[bytes]) <- "UTF-8"
+  }
   x
 }
 
@@ -59,7 +90,7 @@ check_prompts <- function(x, name = "prompts", call = sys.call(-1)) {
     abort_invalid(sprintf("`%s` must not contain NA (found at position %s)",
                           name, paste(which(is.na(x)), collapse = ", ")), call = call)
   }
-  x
+  check_utf8(x, name, call = call)
 }
 
 check_class <- function(x, class, name, maker, call = sys.call(-1)) {
