@@ -13,7 +13,8 @@
 #'   `pyproject.toml`); defaults to the environment variable
 #'   `NEWRLLAMA_SOURCE`.
 #' @param python Python interpreter to create the virtualenv with; `NULL`
-#'   lets reticulate choose.
+#'   takes `python3` from the `PATH` (reticulate's own choice can be a
+#'   minimal system Python without the `ssl` module that pip needs).
 #' @param ... Further arguments to [reticulate::virtualenv_create()].
 #' @return The path of the virtualenv's Python, invisibly.
 #' @examples
@@ -25,6 +26,9 @@ install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWR
                               python = NULL, ...) {
   envname <- check_string(envname, "envname")
   source <- check_newrllama_source(source)
+  if (is.null(python) && nzchar(Sys.which("python3"))) {
+    python <- unname(Sys.which("python3"))
+  }
   if (!reticulate::virtualenv_exists(envname)) {
     # packages = NULL: reticulate would otherwise add numpy, which newrllama does not use.
     args <- list(envname = envname, python = python, packages = NULL)
@@ -63,7 +67,9 @@ check_newrllama_source <- function(source, call = sys.call(-1)) {
 }
 
 pip_install <- function(python, args) {
-  status <- system2(python, c("-m", "pip", "install", shQuote(args)))
+  # R's LD_LIBRARY_PATH can make the interpreter load another libpython of the
+  # same minor version (e.g. the system's), whose stdlib then lacks a working ssl.
+  status <- system2("env", c("-u", "LD_LIBRARY_PATH", shQuote(python), "-m", "pip", "install", shQuote(args)))
   if (!identical(as.integer(status), 0L)) {
     abort(sprintf("pip install %s failed (exit status %s)", paste(args, collapse = " "), status),
           "newrllama_install_error")
