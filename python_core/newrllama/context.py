@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import os
-import threading
 from typing import List, Optional, Sequence
 
 from . import _lib, parallel
 from ._lib import ffi, lib
-from .errors import ClosedError, InvalidArgumentError
+from .errors import InvalidArgumentError
+from .handle import OwnedHandle
 from .model import Model
 from .params import SamplingParams
 from .parallel import ParamsArg, Prompt
@@ -20,7 +20,7 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-class Context:
+class Context(OwnedHandle):
     """A llama.cpp context over ``model``.
 
     ``n_ctx`` cells are split evenly between ``n_seq_max`` sequences (each prompt
@@ -30,6 +30,8 @@ class Context:
     every core. Calls from several threads are serialized.
     """
 
+    _what = "context"
+
     def __init__(self, model: Model, *, n_ctx: int = 4096, n_seq_max: int = 8,
                  n_threads: Optional[int] = None, n_batch: int = 512) -> None:
         if not isinstance(model, Model):
@@ -37,40 +39,13 @@ class Context:
         n_threads = (os.cpu_count() or 1) if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
-        self.model = model  # keeps the Python model object alive as long as the context
-        self._lock = threading.RLock()
+        self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx), out, err), err)
-        self._handle = out[0]
+        super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ClosedError("this context is closed")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        return self._handle is None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._handle is not None:
-                lib.newrllama_context_free(self._handle)
-                self._handle = None
-
-    def __enter__(self) -> "Context":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
 
     def __repr__(self) -> str:
         if self.closed:

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import os
-import threading
 from typing import Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
 from ._lib import ffi, lib
 from .embedded import default_model_path
-from .errors import ClosedError, InvalidArgumentError
+from .errors import InvalidArgumentError
+from .handle import OwnedHandle
 
 Message = Mapping[str, str]
 
@@ -32,13 +32,15 @@ def check_token_list(tokens: object, name: str = "tokens") -> List[int]:
     return out
 
 
-class Model:
+class Model(OwnedHandle):
     """A GGUF model loaded with llama.cpp.
 
     ``path=None`` loads the embedded default model (gemma-3-270m, Q4_K_M).
     Close it with ``close()`` or a ``with`` block; contexts made from it keep
     the weights alive until they are closed too.
     """
+
+    _what = "model"
 
     def __init__(self, path: Optional[Union[str, os.PathLike]] = None, *, n_gpu_layers: int = 0,
                  use_mmap: bool = True, use_mlock: bool = False) -> None:
@@ -49,38 +51,10 @@ class Model:
         if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
             raise InvalidArgumentError("n_gpu_layers must be an int")
         self.path = os.fspath(path)
-        self._lock = threading.Lock()
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_model_handle *")
         _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, bool(use_mmap), bool(use_mlock), out, err), err)
-        self._handle = out[0]
-
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ClosedError("this model is closed")
-        return self._handle
-
-    @property
-    def closed(self) -> bool:
-        return self._handle is None
-
-    def close(self) -> None:
-        """Releases the model; contexts still open keep the weights until they close."""
-        with self._lock:
-            if self._handle is not None:
-                lib.newrllama_model_free(self._handle)
-                self._handle = None
-
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self.close()
+        super().__init__(out[0], lib.newrllama_model_free)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.n_vocab} tokens in vocabulary"
