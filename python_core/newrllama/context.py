@@ -15,9 +15,16 @@ from .results import Completion, GenerationStats
 
 
 def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+        raise InvalidArgumentError(f"{name} must be a positive 32-bit int, got {value!r}")
     return value
+
+
+def _usable_cores() -> int:
+    # The cores this process may run on (a container or taskset can allow fewer than the machine has).
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class Context(OwnedHandle):
@@ -36,7 +43,7 @@ class Context(OwnedHandle):
                  n_threads: Optional[int] = None, n_batch: int = 512) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
-        n_threads = (os.cpu_count() or 1) if n_threads is None else _positive_int("n_threads", n_threads)
+        n_threads = _usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
         self.model = model

@@ -87,3 +87,18 @@ def test_use_after_close_raises_and_context_keeps_model_alive():
     with newrllama.Model() as m2:
         assert not m2.closed
     assert m2.closed
+
+
+@pytest.mark.parametrize("kwargs", [{"n_ctx": 0}, {"n_ctx": 2**40}, {"n_seq_max": -1}, {"n_threads": 0},
+                                    {"n_batch": 1.5}, {"n_seq_max": 1000}])
+def test_context_rejects_bad_sizes(model, kwargs):
+    with pytest.raises(newrllama.InvalidArgumentError):
+        newrllama.Context(model, **kwargs)
+
+
+def test_context_defaults_to_the_usable_cores(model):
+    import os
+    with newrllama.Context(model, n_ctx=512, n_seq_max=1) as ctx:
+        assert ctx.n_threads == len(os.sched_getaffinity(0))
+        assert "n_seq_max=1" in repr(ctx)
+    assert "closed" in repr(ctx)
