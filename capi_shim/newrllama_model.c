@@ -300,7 +300,7 @@ newrllama_error_code newrllama_apply_chat_template(newrllama_model_handle model,
     }
     char *buf = malloc(total);
     int32_t n = buf ? llama_chat_apply_template(use_tmpl, msgs, n_messages, add_assistant, buf, (int32_t)total) : -1;
-    if (buf && n > (int32_t)total) {
+    if (buf && n >= (int32_t)total) { /* no room for the terminating NUL either */
         /* The template produced more than estimated: retry with the exact size. */
         char *grown = realloc(buf, (size_t)n + 1);
         if (grown) {
