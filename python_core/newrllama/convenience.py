@@ -13,6 +13,8 @@ from .results import Completion
 
 # Measured on a 2-core CPU: past 16 sequences a batch gains little (DESIGN.md).
 _DEFAULT_MAX_SEQ = 16
+# A huge max_tokens must not size a KV cache of gigabytes: answers then end at the sequence's share.
+_MAX_CELLS = 65536
 
 
 def _n_tokens(model: Model, prompt: Prompt, index: int) -> int:
@@ -39,7 +41,8 @@ def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.Pat
         if not prompts:
             return []
         n_seq = n_seq_max or min(_DEFAULT_MAX_SEQ, len(prompts))
-        per_seq = min(longest + params.max_tokens + 1, max(use.n_ctx_train, longest + 1))
+        room = max(min(use.n_ctx_train, _MAX_CELLS // n_seq), longest + 1)
+        per_seq = min(longest + params.max_tokens + 1, room)
         with Context(use, n_ctx=max(per_seq, 16) * n_seq, n_seq_max=n_seq) as ctx:
             return ctx.generate_parallel(prompts, params, progress=progress)
     finally:

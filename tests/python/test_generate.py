@@ -70,3 +70,8 @@ def test_command_line_generates():
     bad = subprocess.run([sys.executable, "-m", "newrllama", "generate", "x", "--model", "/nonexistent.gguf"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "cannot open" in bad.stderr
+
+
+def test_module_level_call_bounds_the_context_for_huge_max_tokens(model):
+    [c] = newrllama.generate_parallel(["1, 2, 3,"], model, max_tokens=2**31 - 1, n_seq_max=256)
+    assert c.finish_reason == "length" and c.n_prompt_tokens + c.n_gen_tokens <= 65536 // 256 + 1
