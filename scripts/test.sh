@@ -10,7 +10,9 @@ export R_LIBS="$ROOT/.Rlib"
 cd "$ROOT"
 
 echo "== testthat (r_package)"
-Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
+# The install test makes a virtualenv from this checkout; pip's wheel cache holds the
+# AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
+NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
 
 echo "== R CMD check (r_package)"
 check_dir=$(mktemp -d)

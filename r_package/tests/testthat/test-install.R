@@ -25,6 +25,13 @@ test_that("install_newrllama() installs a working Python side", {
   envname <- file.path(tempdir(), "r-newrllama-test")
   python <- install_newrllama(envname = envname)
   expect_true(file.exists(python))
-  out <- system2(python, c("-c", shQuote("import newrllama; print(newrllama.__version__)")), stdout = TRUE)
-  expect_match(out, "^[0-9]")
+  # The new environment decodes: its llama-cpp-python is the AMX-safe build and the shim links it.
+  code <- paste(
+    "import newrllama",
+    "c = newrllama.generate_parallel([%s], max_tokens=4)[0]",
+    "print(newrllama.__version__, c.finish_reason, repr(c.text))",
+    sep = "; "
+  )
+  out <- system2(python, c("-c", shQuote(sprintf(code, deparse(capital_prompt())))), stdout = TRUE)
+  expect_match(paste(out, collapse = " "), "^[0-9.]+ length .*Paris")
 })
