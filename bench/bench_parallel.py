@@ -5,9 +5,10 @@ generated tokens/s for 1, 4, 8, 16, 32 prompts (48 new tokens each, greedy,
 2 threads, embedded model) for Context.generate_parallel, a loop of
 Context.generate, a loop of llama-cpp-python's Llama.create_completion, and
 generate_parallel called from R; then the drift over 100 consecutive calls of
-8 prompts. Figures are ratios within one run: this machine is shared and noisy.
+8 prompts. Figures are ratios within one run: this machine is shared and noisy,
+so every figure is the best of --repeats runs (the least disturbed one).
 
-    .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--drift-calls 100] [--no-r] [--no-llama-cpp]
+    .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--repeats 3] [--drift-calls 100] [--no-r] [--no-llama-cpp]
 """
 from __future__ import annotations
 
@@ -52,35 +53,40 @@ def n_ctx_for(n: int) -> int:
     return max(n, 1) * 128
 
 
-def bench_parallel(model, prompts, repeats=1):
-    """Best tokens/s of `repeats` calls (the R row is measured the same way)."""
+def best_rate(repeats: int, run) -> float:
+    """Best tokens/s over `repeats` timed calls of run(), which returns the tokens it generated."""
     best = 0.0
-    with newrllama.Context(model, n_ctx=n_ctx_for(len(prompts)), n_seq_max=len(prompts), n_threads=N_THREADS) as ctx:
-        ctx.generate_parallel(prompts[:1], newrllama.SamplingParams(max_tokens=4))  # warm-up
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            out = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=MAX_TOKENS))
-            best = max(best, sum(c.n_gen_tokens for c in out) / (time.perf_counter() - t0))
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        tokens = run()
+        best = max(best, tokens / (time.perf_counter() - t0))
     return best
 
 
-def bench_generate_loop(model, prompts):
+def bench_parallel(model, prompts, repeats):
+    params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
+    with newrllama.Context(model, n_ctx=n_ctx_for(len(prompts)), n_seq_max=len(prompts), n_threads=N_THREADS) as ctx:
+        ctx.generate_parallel(prompts[:1], newrllama.SamplingParams(max_tokens=4))  # warm-up
+        return best_rate(repeats, lambda: sum(c.n_gen_tokens for c in ctx.generate_parallel(prompts, params)))
+
+
+def bench_generate_loop(model, prompts, repeats):
+    params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
     with newrllama.Context(model, n_ctx=512, n_seq_max=1, n_threads=N_THREADS) as ctx:
         ctx.generate(prompts[0], newrllama.SamplingParams(max_tokens=4))
-        t0 = time.perf_counter()
-        tokens = sum(ctx.generate(p, newrllama.SamplingParams(max_tokens=MAX_TOKENS)).n_gen_tokens for p in prompts)
-        elapsed = time.perf_counter() - t0
-    return tokens / elapsed
+        return best_rate(repeats, lambda: sum(ctx.generate(p, params).n_gen_tokens for p in prompts))
 
 
-def bench_llama_cpp_loop(llm, prompts):
+def bench_llama_cpp_loop(llm, prompts, repeats):
+    def run():
+        tokens = 0
+        for p in prompts:
+            llm.reset()
+            tokens += llm.create_completion(p, max_tokens=MAX_TOKENS, temperature=0.0)["usage"]["completion_tokens"]
+        return tokens
+
     llm.create_completion(prompts[0], max_tokens=4, temperature=0.0)
-    t0 = time.perf_counter()
-    tokens = 0
-    for p in prompts:
-        llm.reset()
-        tokens += llm.create_completion(p, max_tokens=MAX_TOKENS, temperature=0.0)["usage"]["completion_tokens"]
-    return tokens / (time.perf_counter() - t0)
+    return best_rate(repeats, run)
 
 
 def bench_r(prompts, repeats):
@@ -104,14 +110,17 @@ def bench_drift(model, calls: int):
             t0 = time.perf_counter()
             ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=16))
             times.append(time.perf_counter() - t0)
+    # Medians: a slowdown shifts every call, while this shared machine adds spikes that would swing a mean.
     k = min(10, calls // 2)
-    return {"calls": calls, "first_10_mean_s": statistics.mean(times[:k]), "last_10_mean_s": statistics.mean(times[-k:]),
-            "last_over_first": statistics.mean(times[-k:]) / statistics.mean(times[:k])}
+    first, last = statistics.median(times[:k]), statistics.median(times[-k:])
+    return {"calls": calls, "first_10_median_s": first, "last_10_median_s": last, "last_over_first": last / first,
+            "times_s": times}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16, 32])
+    parser.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is kept")
     parser.add_argument("--drift-calls", type=int, default=100)
     parser.add_argument("--no-r", action="store_true")
     parser.add_argument("--no-llama-cpp", action="store_true")
@@ -128,14 +137,12 @@ def main() -> int:
     rows = []
     for n in args.sizes:
         prompts = (PROMPTS * (n // len(PROMPTS) + 1))[:n]
-        row = {"prompts": n, "generate_parallel": bench_parallel(model, prompts),
-               "generate_loop": bench_generate_loop(model, prompts)}
+        row = {"prompts": n, "generate_parallel": bench_parallel(model, prompts, args.repeats),
+               "generate_loop": bench_generate_loop(model, prompts, args.repeats)}
         if llm is not None:
-            row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts)
+            row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts, args.repeats)
         if not args.no_r and n == 16:
-            # Best of 3 on both sides: the R/Python ratio must not be a coin toss on a noisy machine.
-            row["generate_parallel"] = max(row["generate_parallel"], bench_parallel(model, prompts, repeats=2))
-            row["r_generate_parallel"] = bench_r(prompts, repeats=3)
+            row["r_generate_parallel"] = bench_r(prompts, args.repeats)
             row["r_over_python"] = row["r_generate_parallel"] / row["generate_parallel"]
         row["speedup_vs_generate_loop"] = row["generate_parallel"] / row["generate_loop"]
         rows.append(row)
@@ -154,9 +161,10 @@ def main() -> int:
         if "r_over_python" in r:
             print(f"R generate_parallel / Python generate_parallel at {r['prompts']} prompts: {r['r_over_python']:.3f}")
     if drift:
-        print(f"Drift over {drift['calls']} calls of 8 prompts: last 10 / first 10 = {drift['last_over_first']:.3f}")
+        print(f"Drift over {drift['calls']} calls of 8 prompts: median of last 10 / median of first 10 = "
+              f"{drift['last_over_first']:.3f}")
     Path(args.json).write_text(json.dumps({"rows": rows, "drift": drift, "max_tokens": MAX_TOKENS,
-                                           "threads": N_THREADS}, indent=2))
+                                           "threads": N_THREADS, "repeats": args.repeats}, indent=2))
     print(f"wrote {args.json}")
     model.close()
     return 0
