@@ -18,7 +18,8 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_engine.c", "newrllama_generate.c"]
+SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c", "newrllama_engine.c",
+           "newrllama_generate.c"]
 
 # Facts of this build that the module checks again at import.
 BUILD_INFO_C = """
@@ -30,7 +31,6 @@ BUILD_INFO_CDEF = """
 static const char *newrllama_built_llama_cpp_version(void);
 static const char *newrllama_built_library_dir(void);
 static const char *newrllama_built_library_sha256(void);
-extern "Python" int newrllama_progress_trampoline(int32_t, int32_t, int64_t, void *);
 """
 
 

@@ -10,6 +10,11 @@
  *    released with the matching newrllama_free_* function.
  *  - A context must be used by one thread at a time; the API serialises calls
  *    on one context with a per-context lock, so concurrent calls wait.
+ *  - Two ways to generate: the one-shot functions (newrllama_generate*) run a
+ *    whole call in C; the step primitives (newrllama_step and the sampler and
+ *    sequence functions) let a scheduler in another language own the policy
+ *    while C does the per-token work of each step. The one-shot functions are
+ *    a C driver over the same primitives.
  */
 #ifndef NEWRLLAMA_CAPI_H
 #define NEWRLLAMA_CAPI_H
@@ -67,7 +72,7 @@ typedef struct newrllama_sampling_params {
     float temperature;       /* >= 0; 0 is greedy */
     int32_t repeat_last_n;   /* >= -1; 0 disables, -1 is the whole context */
     float penalty_repeat;    /* > 0; 1 disables */
-    int64_t seed;            /* < 0: random; otherwise mixed with the prompt's index */
+    int64_t seed;            /* < 0: random; otherwise mixed with the prompt's tokens (newrllama_prompt_seed) */
     const char *const *stop; /* stop strings, excluded from the text; may be NULL */
     int32_t n_stop;
 } newrllama_sampling_params;
@@ -200,6 +205,68 @@ NEWRLLAMA_API newrllama_error_code newrllama_generate_parallel_ex(
     newrllama_context_handle ctx, const newrllama_prompt *prompts, int32_t n_prompts, const newrllama_sampling_params *params, int32_t n_params,
     newrllama_progress_callback progress, void *user_data, newrllama_completion **results_out,
     newrllama_parallel_stats *stats_out, const char **error_message);
+
+/* ---- Step primitives ------------------------------------------------------ */
+
+/* A client's sampler: the sampling fields of newrllama_sampling_params; stop
+ * strings and max_tokens are the caller's policy. It has its own random stream. */
+typedef struct newrllama_sampler *newrllama_sampler_handle;
+
+/* seed: the stream's seed (see newrllama_prompt_seed); ignored when greedy. */
+NEWRLLAMA_API newrllama_error_code newrllama_sampler_create(newrllama_context_handle ctx,
+                                                            const newrllama_sampling_params *params,
+                                                            uint32_t seed, newrllama_sampler_handle *sampler_out,
+                                                            const char **error_message);
+NEWRLLAMA_API void newrllama_sampler_free(newrllama_sampler_handle sampler);
+
+/* The seed of one prompt's random stream: a function of the call's seed, the
+ * prompt's tokens and `repeat` (how many identical prompts came before it in the
+ * call), not of the prompt's position, so re-running a subset of prompts gives
+ * the same samples. seed < 0 gives a random seed. Never LLAMA_DEFAULT_SEED. */
+NEWRLLAMA_API uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tokens, uint32_t repeat);
+
+typedef enum newrllama_slot_status {
+    NEWRLLAMA_SLOT_OK = 0,
+    NEWRLLAMA_SLOT_ROLLED_BACK = 1, /* the step failed; the sequence is as it was before the step */
+    NEWRLLAMA_SLOT_CLEARED = 2      /* the step failed and its tokens could not be removed exactly
+                                       (sliding-window cells were reused): the sequence is empty */
+} newrllama_slot_status;
+
+/* One sequence's share of a step. Inputs: seq_id, pos (position of tokens[0],
+ * which must follow the sequence's last position), tokens/n_tokens (>= 1), and
+ * sampler (NULL: no output wanted). Outputs: token (sampled from the row of the
+ * last token, -1 if none), is_eog, status. */
+typedef struct newrllama_slot {
+    int32_t seq_id;
+    int32_t pos;
+    const int32_t *tokens;
+    int32_t n_tokens;
+    newrllama_sampler_handle sampler;
+    int32_t token;
+    bool is_eog;
+    newrllama_slot_status status;
+} newrllama_slot;
+
+/* One llama_decode carrying every slot's tokens, then every slot with a sampler
+ * sampled in the same call. Slots must have distinct seq_ids and hold at most
+ * n_batch tokens together. On NEWRLLAMA_ERROR_DECODE the step is rolled back
+ * (each slot's status says how) and *decode_code_out holds llama_decode's code;
+ * decode one slot at a time to find the one that cannot proceed. On
+ * NEWRLLAMA_ERROR_INVALID_ARGUMENT nothing was done. */
+NEWRLLAMA_API newrllama_error_code newrllama_step(newrllama_context_handle ctx, newrllama_slot *slots,
+                                                  int32_t n_slots, int32_t *decode_code_out,
+                                                  const char **error_message);
+
+/* Sequence operations; seq ids are in [0, n_seq_max). */
+NEWRLLAMA_API newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t seq_id,
+                                                       const char **error_message);
+/* dst becomes a copy of the whole of src (dst's own cells are removed first). */
+NEWRLLAMA_API newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t src, int32_t dst,
+                                                      const char **error_message);
+/* Smallest and largest position held by the sequence; both -1 when it is empty. */
+NEWRLLAMA_API newrllama_error_code newrllama_seq_pos_range(newrllama_context_handle ctx, int32_t seq_id,
+                                                           int32_t *pos_min_out, int32_t *pos_max_out,
+                                                           const char **error_message);
 
 NEWRLLAMA_API void newrllama_free_string(char *str);
 NEWRLLAMA_API void newrllama_free_tokens(int32_t *tokens);

@@ -64,12 +64,20 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
                        "llama.cpp could not create a context (n_ctx=%d, n_seq_max=%d, n_batch=%d)",
                        n_ctx, n_seq_max, n_batch);
     }
+    c->n_batch = (int32_t)llama_n_batch(c->ctx);
+    c->batch = llama_batch_init(c->n_batch, 0, 1);
+    if (!c->batch.token) {
+        llama_free(c->ctx);
+        mtx_destroy(&c->lock);
+        free(c);
+        return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
     atomic_fetch_add(&model->refs, 1);
     c->model = model;
     c->n_ctx = (int32_t)llama_n_ctx(c->ctx);
     c->n_ctx_seq = (int32_t)llama_n_ctx_seq(c->ctx);
-    c->n_batch = (int32_t)llama_n_batch(c->ctx);
     c->n_seq_max = (int32_t)llama_n_seq_max(c->ctx);
+    c->n_swa = llama_model_n_swa(model->model);
     *context_out = c;
     return NEWRLLAMA_OK;
 }
@@ -79,6 +87,7 @@ void newrllama_context_free(newrllama_context_handle ctx) {
     /* Wait for a call in progress on another thread to end. */
     mtx_lock(&ctx->lock);
     mtx_unlock(&ctx->lock);
+    llama_batch_free(ctx->batch);
     llama_free(ctx->ctx);
     nr_model_release(ctx->model);
     mtx_destroy(&ctx->lock);

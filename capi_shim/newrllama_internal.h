@@ -31,7 +31,13 @@ struct newrllama_context {
     int32_t n_ctx_seq;
     int32_t n_batch;
     int32_t n_seq_max;
+    int32_t n_swa;            /* sliding-window size of the model's SWA layers; 0 if none */
+    struct llama_batch batch; /* n_batch tokens, reused by every step under the lock */
     struct decode_fault fault;
+};
+
+struct newrllama_sampler {
+    struct llama_sampler *chain; /* NULL: plain greedy, which reads the row's argmax and needs no state */
 };
 
 /* Drops one reference; the last one frees the llama model. */
@@ -68,7 +74,18 @@ bool nr_append_piece(const struct newrllama_model *m, llama_token token, nr_buf 
 
 newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const char **error_message);
 
-/* The one generation engine: every public generation function runs through it. */
+/* Step primitives for callers that hold c->lock (the C driver holds it for a whole call). */
+newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const newrllama_sampling_params *p,
+                                     uint32_t seed, struct newrllama_sampler **out);
+void nr_sampler_release(struct newrllama_sampler *s);
+/* A 64-bit hash of a token sequence: equal tokens, equal hash (repeats of identical prompts). */
+uint64_t nr_tokens_hash(const int32_t *tokens, size_t n_tokens);
+bool nr_check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
+                    const char **error_message);
+/* Returns llama_decode's code (0: decoded and sampled; otherwise rolled back). */
+int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32_t n_slots);
+
+/* The C driver of a whole call over the step primitives: every one-shot function runs through it. */
 newrllama_error_code nr_engine_run(struct newrllama_context *c, const newrllama_prompt *prompts,
                                    int32_t n_prompts, const newrllama_sampling_params *params,
                                    int32_t n_params, newrllama_progress_callback progress,

@@ -74,6 +74,36 @@ static void text_functions(newrllama_model_handle m) {
            NEWRLLAMA_ERROR_INVALID_ARGUMENT);
 }
 
+/* The primitives a scheduler drives: samplers, steps (one that fails and is rolled
+ * back, one refused), sequence operations. */
+static void step_primitives(newrllama_context_handle ctx) {
+    const char *err = NULL;
+    newrllama_sampling_params sp = {.max_tokens = 1, .top_k = 40, .top_p = 0.9f, .temperature = 0.8f,
+                                    .repeat_last_n = 8, .penalty_repeat = 1.1f, .seed = 3};
+    newrllama_sampler_handle sampler = NULL;
+    int32_t prompt[] = {2, 818, 5279, 529, 7001, 563};
+    EXPECT(newrllama_sampler_create(ctx, &sp, newrllama_prompt_seed(3, prompt, 6, 0), &sampler, &err) == NEWRLLAMA_OK);
+    newrllama_slot slots[2] = {{.seq_id = 0, .pos = 0, .tokens = prompt, .n_tokens = 6, .sampler = sampler},
+                               {.seq_id = 1, .pos = 0, .tokens = prompt, .n_tokens = 3}};
+    int32_t code = 0;
+    EXPECT(newrllama_step(ctx, slots, 2, &code, &err) == NEWRLLAMA_OK && slots[0].token >= 0);
+    int32_t next = slots[0].token;
+    newrllama_slot more = {.seq_id = 0, .pos = 6, .tokens = &next, .n_tokens = 1, .sampler = sampler};
+    EXPECT(newrllama_context_inject_decode_failure(ctx, 1, -1, -3, &err) == NEWRLLAMA_OK);
+    EXPECT(newrllama_step(ctx, &more, 1, &code, &err) == NEWRLLAMA_ERROR_DECODE && code == -3);
+    EXPECT(more.status == NEWRLLAMA_SLOT_ROLLED_BACK);
+    EXPECT(newrllama_step(ctx, &more, 1, &code, &err) == NEWRLLAMA_OK);
+    slots[1].seq_id = 0; /* two slots on one sequence: refused */
+    EXPECT(newrllama_step(ctx, slots, 2, &code, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(newrllama_seq_copy(ctx, 0, 2, &err) == NEWRLLAMA_OK);
+    int32_t lo = 0, hi = 0;
+    EXPECT(newrllama_seq_pos_range(ctx, 2, &lo, &hi, &err) == NEWRLLAMA_OK && lo == 0 && hi == 6);
+    for (int32_t s = 0; s < 3; s++) EXPECT(newrllama_seq_clear(ctx, s, &err) == NEWRLLAMA_OK);
+    newrllama_sampler_free(sampler);
+    EXPECT(newrllama_sampler_create(ctx, NULL, 0, &sampler, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(newrllama_context_n_used_cells(ctx) == 0);
+}
+
 static void generation(newrllama_model_handle m) {
     const char *err = NULL;
     newrllama_context_handle ctx = NULL;
@@ -134,6 +164,8 @@ static void generation(newrllama_model_handle m) {
            NEWRLLAMA_OK);
     newrllama_free_completions(results, 2);
     EXPECT(newrllama_context_n_used_cells(ctx) == 0);
+
+    step_primitives(ctx);
 
     /* The model is released first: the context keeps it alive until it is freed. */
     newrllama_model_free(m);

@@ -1,0 +1,277 @@
+/* Step primitives: per-client samplers and seeds, one batched decode-and-sample
+ * step with an exact rollback, and sequence operations. A scheduler (the Python
+ * one, or the C driver in newrllama_engine.c) owns the policy around them. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "newrllama_internal.h"
+
+/* ---- Samplers and seeds ---------------------------------------------------- */
+
+static bool is_plain_greedy(const newrllama_sampling_params *p) {
+    return p->temperature <= 0.0f && (p->repeat_last_n == 0 || p->penalty_repeat == 1.0f);
+}
+
+newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const newrllama_sampling_params *p,
+                                     uint32_t seed, struct newrllama_sampler **out) {
+    struct newrllama_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NEWRLLAMA_ERROR_OUT_OF_MEMORY;
+    if (is_plain_greedy(p)) {
+        *out = s;
+        return NEWRLLAMA_OK;
+    }
+    struct llama_sampler *chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    if (!chain) {
+        free(s);
+        return NEWRLLAMA_ERROR_OUT_OF_MEMORY;
+    }
+    if (p->repeat_last_n != 0 && p->penalty_repeat != 1.0f) {
+        int32_t last_n = p->repeat_last_n < 0 ? c->n_ctx_seq : p->repeat_last_n;
+        llama_sampler_chain_add(chain, llama_sampler_init_penalties(c->model->n_vocab, last_n, p->penalty_repeat, 0.0f, 0.0f));
+    }
+    if (p->temperature <= 0.0f) {
+        llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    } else {
+        if (p->top_k > 0) llama_sampler_chain_add(chain, llama_sampler_init_top_k(p->top_k));
+        if (p->top_p < 1.0f) llama_sampler_chain_add(chain, llama_sampler_init_top_p(p->top_p, 1));
+        if (p->min_p > 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_min_p(p->min_p, 1));
+        llama_sampler_chain_add(chain, llama_sampler_init_temp(p->temperature));
+        llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
+    }
+    s->chain = chain;
+    *out = s;
+    return NEWRLLAMA_OK;
+}
+
+void nr_sampler_release(struct newrllama_sampler *s) {
+    if (!s) return;
+    llama_sampler_free(s->chain);
+    free(s);
+}
+
+newrllama_error_code newrllama_sampler_create(newrllama_context_handle ctx, const newrllama_sampling_params *params,
+                                              uint32_t seed, newrllama_sampler_handle *sampler_out,
+                                              const char **error_message) {
+    nr_clear_error(error_message);
+    if (!ctx || !params || !sampler_out) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx, params and sampler_out must not be NULL");
+    }
+    *sampler_out = NULL;
+    newrllama_error_code rc = nr_check_sampling(params, error_message);
+    if (rc != NEWRLLAMA_OK) return rc;
+    if (nr_sampler_make(ctx, params, seed, sampler_out) != NEWRLLAMA_OK) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    return NEWRLLAMA_OK;
+}
+
+void newrllama_sampler_free(newrllama_sampler_handle sampler) { nr_sampler_release(sampler); }
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t nr_tokens_hash(const int32_t *tokens, size_t n_tokens) {
+    uint64_t h = 0x632BE59BD9B4E019ull ^ n_tokens;
+    for (size_t i = 0; tokens && i < n_tokens; i++) h = mix64(h ^ (uint32_t)tokens[i]) + 0x9E3779B97F4A7C15ull;
+    return h;
+}
+
+uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tokens, uint32_t repeat) {
+    if (seed < 0) return LLAMA_DEFAULT_SEED;
+    uint64_t h = mix64((uint64_t)seed * 0x9E3779B97F4A7C15ull ^ nr_tokens_hash(tokens, n_tokens));
+    h = mix64(h ^ ((uint64_t)repeat * 0xD6E8FEB86659FD93ull));
+    uint32_t s = (uint32_t)(h >> 32);
+    return s == LLAMA_DEFAULT_SEED ? s - 1 : s;
+}
+
+/* ---- The step --------------------------------------------------------------- */
+
+bool nr_check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
+                    const char **error_message) {
+    if (n_slots < 1 || n_slots > c->n_seq_max) {
+        nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "n_slots must be in [1, n_seq_max = %d], got %d",
+                c->n_seq_max, n_slots);
+        return false;
+    }
+    bool seen[256] = {false}; /* n_seq_max <= 256 (context creation checks it) */
+    int64_t total = 0;
+    for (int32_t i = 0; i < n_slots; i++) {
+        const newrllama_slot *s = &slots[i];
+        if (s->seq_id < 0 || s->seq_id >= c->n_seq_max || seen[s->seq_id]) {
+            nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                    "slots[%d]: seq_id %d is outside [0, %d) or used by another slot", i, s->seq_id, c->n_seq_max);
+            return false;
+        }
+        seen[s->seq_id] = true;
+        if (!s->tokens || s->n_tokens < 1 || s->pos < 0 || s->pos > INT32_MAX - s->n_tokens) {
+            nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                    "slots[%d]: needs tokens, n_tokens >= 1 and pos >= 0 (got n_tokens %d, pos %d)", i,
+                    s->n_tokens, s->pos);
+            return false;
+        }
+        total += s->n_tokens;
+        if (!nr_tokens_in_vocab(c->model, s->tokens, (size_t)s->n_tokens, error_message)) return false;
+    }
+    if (total > c->n_batch) {
+        nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                "the slots hold %lld tokens but a step holds at most n_batch = %d", (long long)total, c->n_batch);
+        return false;
+    }
+    return true;
+}
+
+static bool batch_has_seq(const struct llama_batch *b, llama_seq_id seq) {
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->seq_id[i][0] == seq) return true;
+    }
+    return false;
+}
+
+/* llama_decode, unless the test hook says this decode fails. A fault aimed at one
+ * sequence keeps failing its batches until that sequence is decoded alone. */
+static int32_t decode(struct newrllama_context *c, int32_t n_slots) {
+    struct decode_fault *f = &c->fault;
+    if (f->countdown > 0 && --f->countdown == 0) f->armed = true;
+    if (f->armed) {
+        if (f->seq_id < 0) {
+            f->armed = false;
+            return f->code;
+        }
+        if (batch_has_seq(&c->batch, f->seq_id)) {
+            if (n_slots == 1) f->armed = false;
+            return f->code;
+        }
+    }
+    return llama_decode(c->ctx, c->batch);
+}
+
+/* Plain greedy decoding reads the row directly: a sampler chain would first copy the
+ * whole vocabulary (262k entries for gemma 3) into candidates, for every client and step. */
+static llama_token argmax_row(const struct newrllama_context *c, int32_t batch_index) {
+    const float *logits = llama_get_logits_ith(c->ctx, batch_index);
+    llama_token best = 0;
+    for (int32_t t = 1; t < c->model->n_vocab; t++) {
+        if (logits[t] > logits[best]) best = t;
+    }
+    return best;
+}
+
+/* Removes the step's tokens from a slot's sequence. A token decoded at position p
+ * may reuse sliding-window cells older than p + 1 - n_swa of its own sequence; a
+ * slot whose tokens lie after the first one of the step could so have overwritten
+ * cells that the sequence still needs at `pos`. llama_memory_seq_rm reports success
+ * either way, so such a sequence is cleared instead and the caller feeds it again. */
+static newrllama_slot_status roll_back(struct newrllama_context *c, const newrllama_slot *s) {
+    llama_memory_t mem = llama_get_memory(c->ctx);
+    bool window_intact = c->n_swa == 0 || s->n_tokens == 1 || s->pos + s->n_tokens <= c->n_swa;
+    if (window_intact && llama_memory_seq_rm(mem, s->seq_id, s->pos, -1) &&
+        llama_memory_seq_pos_max(mem, s->seq_id) == s->pos - 1) {
+        return NEWRLLAMA_SLOT_ROLLED_BACK;
+    }
+    llama_memory_seq_rm(mem, s->seq_id, -1, -1);
+    return NEWRLLAMA_SLOT_CLEARED;
+}
+
+int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32_t n_slots) {
+    struct llama_batch *b = &c->batch;
+    b->n_tokens = 0;
+    for (int32_t i = 0; i < n_slots; i++) {
+        newrllama_slot *s = &slots[i];
+        for (int32_t k = 0; k < s->n_tokens; k++) {
+            int32_t j = b->n_tokens++;
+            b->token[j] = s->tokens[k];
+            b->pos[j] = s->pos + k;
+            b->n_seq_id[j] = 1;
+            b->seq_id[j][0] = s->seq_id;
+            b->logits[j] = s->sampler != NULL && k == s->n_tokens - 1;
+        }
+        s->token = -1;
+        s->is_eog = false;
+        s->status = NEWRLLAMA_SLOT_OK;
+    }
+    int32_t rc = decode(c, n_slots);
+    if (rc != 0) {
+        for (int32_t i = 0; i < n_slots; i++) slots[i].status = roll_back(c, &slots[i]);
+        return rc;
+    }
+    int32_t end = 0;
+    for (int32_t i = 0; i < n_slots; i++) {
+        newrllama_slot *s = &slots[i];
+        end += s->n_tokens;
+        if (!s->sampler) continue;
+        s->token = s->sampler->chain ? llama_sampler_sample(s->sampler->chain, c->ctx, end - 1) : argmax_row(c, end - 1);
+        s->is_eog = llama_vocab_is_eog(c->model->vocab, s->token);
+    }
+    return 0;
+}
+
+newrllama_error_code newrllama_step(newrllama_context_handle ctx, newrllama_slot *slots, int32_t n_slots,
+                                    int32_t *decode_code_out, const char **error_message) {
+    nr_clear_error(error_message);
+    if (decode_code_out) *decode_code_out = 0;
+    if (!ctx || !slots) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx and slots must not be NULL");
+    mtx_lock(&ctx->lock);
+    newrllama_error_code result = NEWRLLAMA_OK;
+    if (!nr_check_slots(ctx, slots, n_slots, error_message)) {
+        result = NEWRLLAMA_ERROR_INVALID_ARGUMENT;
+    } else {
+        int32_t rc = nr_step_locked(ctx, slots, n_slots);
+        if (decode_code_out) *decode_code_out = rc;
+        if (rc != 0) result = nr_fail(error_message, NEWRLLAMA_ERROR_DECODE, "llama_decode returned %d", rc);
+    }
+    mtx_unlock(&ctx->lock);
+    return result;
+}
+
+/* ---- Sequence operations ---------------------------------------------------- */
+
+static bool check_seq(const struct newrllama_context *c, int32_t seq_id, const char *name, const char **error_message) {
+    if (seq_id >= 0 && seq_id < c->n_seq_max) return true;
+    nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "%s must be in [0, %d), got %d", name, c->n_seq_max, seq_id);
+    return false;
+}
+
+newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t seq_id, const char **error_message) {
+    nr_clear_error(error_message);
+    if (!ctx) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!check_seq(ctx, seq_id, "seq_id", error_message)) return NEWRLLAMA_ERROR_INVALID_ARGUMENT;
+    mtx_lock(&ctx->lock);
+    llama_memory_seq_rm(llama_get_memory(ctx->ctx), seq_id, -1, -1);
+    mtx_unlock(&ctx->lock);
+    return NEWRLLAMA_OK;
+}
+
+newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t src, int32_t dst,
+                                        const char **error_message) {
+    nr_clear_error(error_message);
+    if (!ctx) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!check_seq(ctx, src, "src", error_message) || !check_seq(ctx, dst, "dst", error_message)) {
+        return NEWRLLAMA_ERROR_INVALID_ARGUMENT;
+    }
+    if (src == dst) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "src and dst are both %d", src);
+    mtx_lock(&ctx->lock);
+    llama_memory_t mem = llama_get_memory(ctx->ctx);
+    llama_memory_seq_rm(mem, dst, -1, -1);
+    llama_memory_seq_cp(mem, src, dst, -1, -1);
+    mtx_unlock(&ctx->lock);
+    return NEWRLLAMA_OK;
+}
+
+newrllama_error_code newrllama_seq_pos_range(newrllama_context_handle ctx, int32_t seq_id, int32_t *pos_min_out,
+                                             int32_t *pos_max_out, const char **error_message) {
+    nr_clear_error(error_message);
+    if (!ctx || !pos_min_out || !pos_max_out) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx, pos_min_out and pos_max_out must not be NULL");
+    }
+    if (!check_seq(ctx, seq_id, "seq_id", error_message)) return NEWRLLAMA_ERROR_INVALID_ARGUMENT;
+    mtx_lock(&ctx->lock);
+    llama_memory_t mem = llama_get_memory(ctx->ctx);
+    *pos_min_out = llama_memory_seq_pos_min(mem, seq_id);
+    *pos_max_out = llama_memory_seq_pos_max(mem, seq_id);
+    mtx_unlock(&ctx->lock);
+    return NEWRLLAMA_OK;
+}
