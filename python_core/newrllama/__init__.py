@@ -13,11 +13,13 @@ from .errors import (ClosedError, ContextError, GenerationError, InvalidArgument
 from .model import Model
 from .params import SamplingParams
 from .results import Completion, GenerationStats
+from .scheduler import EngineStats
+from .stream import TextStream
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ClosedError", "Completion", "Context", "ContextError", "GenerationError", "GenerationStats",
+    "ClosedError", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
-    "SamplingParams", "TemplateError", "TokenizeError", "default_model_path", "generate_parallel",
+    "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",
 ]

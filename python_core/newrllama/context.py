@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import List, Optional, Sequence
 
-from . import _lib, parallel
+from . import _lib
 from ._lib import ffi, lib
 from .errors import InvalidArgumentError
 from .handle import OwnedHandle
 from .model import Model
 from .params import SamplingParams
-from .parallel import ParamsArg, Prompt
+from .parallel import ParamsArg, Prompt, prepare_call
+from .request import Call, Request
 from .results import Completion, GenerationStats
+from .scheduler import EngineStats, Scheduler
+from .stream import TextStream
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -34,7 +38,12 @@ class Context(OwnedHandle):
     and its answer must fit in ``n_ctx_seq = n_ctx / n_seq_max``); ``n_seq_max``
     is how many prompts are decoded together; ``n_batch`` caps the tokens of one
     decode step (longer prompts are prefilled in chunks). ``n_threads=None`` uses
-    every core. Calls from several threads are serialized.
+    every core.
+
+    One engine thread, started at the first call, owns the llama.cpp context and
+    runs a scheduler: prompts from every caller, in any thread, join the running
+    batch at the next step, and each caller gets its own results in its own order.
+    ``last_stats`` holds the figures of the call that ended last.
     """
 
     _what = "context"
@@ -53,6 +62,17 @@ class Context(OwnedHandle):
         _lib.check(lib.newrllama_context_create(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx), out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
+        self._vocab = model.vocab
+        self._n_ctx_seq = lib.newrllama_context_n_ctx_seq(out[0])
+        self._scheduler = Scheduler(out[0], lib.newrllama_context_n_seq_max(out[0]),
+                                    lib.newrllama_context_n_batch(out[0]))
+
+    def close(self) -> None:
+        """Stops the engine thread (calls still running end with ClosedError) and frees the context."""
+        with self._lock:
+            if not self.closed:
+                self._scheduler.close()
+            super().close()
 
     def __repr__(self) -> str:
         if self.closed:
@@ -92,12 +112,39 @@ class Context(OwnedHandle):
 
         ``params`` is one SamplingParams for every prompt or a list with one per
         prompt. A prompt that cannot run gets ``finish_reason='error'`` while the
-        others complete. Ctrl-C stops the call, leaving the context clean.
+        others complete. Other threads' calls on this context share the batch.
+        Ctrl-C stops this call (and only this call), leaving the context clean.
         """
-        with self._lock:
-            completions, stats = parallel.run(self.handle, prompts, params, progress)
-            self.last_stats = stats
-            return completions
+        self.check_open()
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params)
+        self._submit(call, requests)
+        call.wait(progress, self._scheduler.cancel)
+        self.last_stats = call.stats(time.perf_counter())
+        return list(call.completions)  # type: ignore[arg-type]
+
+    def stream(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> TextStream:
+        """The answer to one prompt as an iterator of text pieces, yielded as they are generated.
+
+        It shares the batch with every other call on this context. ``stream.completion``
+        holds the whole answer once the iteration has ended; ``close()`` (or a ``with``
+        block) stops it early.
+        """
+        if params is not None and not isinstance(params, SamplingParams):
+            raise InvalidArgumentError("params must be a SamplingParams")
+        self.check_open()
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, [prompt], params)
+        stream = TextStream(call, requests[0] if requests else None, self._scheduler.cancel)
+        self._submit(call, requests)
+        return stream
+
+    def engine_stats(self) -> EngineStats:
+        """Steps run by the engine thread so far, and the time spent in C and in Python around them."""
+        return self._scheduler.stats()
+
+    def _submit(self, call: Call, requests: List[Request]) -> None:
+        call.t_start = time.perf_counter()
+        if requests:
+            self._scheduler.submit(requests)
 
     def _inject_decode_failure(self, after_n_decodes: int, seq_id: int = -1, code: int = -3) -> None:
         """Test hook: makes the n-th decode of the next call fail (for batches holding seq_id)."""

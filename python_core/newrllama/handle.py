@@ -20,9 +20,12 @@ class OwnedHandle:
 
     @property
     def handle(self):
+        self.check_open()
+        return self._handle
+
+    def check_open(self) -> None:
         if self._handle is None:
             raise ClosedError(f"this {self._what} is closed")
-        return self._handle
 
     @property
     def closed(self) -> bool:

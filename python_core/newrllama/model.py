@@ -9,6 +9,7 @@ from ._lib import ffi, lib
 from .embedded import default_model_path
 from .errors import InvalidArgumentError
 from .handle import OwnedHandle
+from .vocab import Vocab
 
 Message = Mapping[str, str]
 
@@ -55,6 +56,7 @@ class Model(OwnedHandle):
         out = ffi.new("newrllama_model_handle *")
         _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, bool(use_mmap), bool(use_mlock), out, err), err)
         super().__init__(out[0], lib.newrllama_model_free)
+        self.vocab = Vocab(out[0])
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.n_vocab} tokens in vocabulary"
@@ -62,7 +64,8 @@ class Model(OwnedHandle):
 
     @property
     def n_vocab(self) -> int:
-        return lib.newrllama_model_n_vocab(self.handle)
+        self.check_open()
+        return self.vocab.n_vocab
 
     @property
     def n_ctx_train(self) -> int:
@@ -78,27 +81,14 @@ class Model(OwnedHandle):
     def tokenize(self, text: Union[str, bytes], add_special: bool = True) -> List[int]:
         """Token ids of text; control tokens written as text (``<start_of_turn>``) become control tokens."""
         data = encode_text(text, "text")
-        err = _lib.new_error_slot()
-        tokens = ffi.new("int32_t **")
-        n = ffi.new("size_t *")
-        _lib.check(lib.newrllama_tokenize(self.handle, data, len(data), bool(add_special), tokens, n, err), err)
-        try:
-            return list(ffi.unpack(tokens[0], n[0])) if n[0] else []
-        finally:
-            lib.newrllama_free_tokens(tokens[0])
+        self.check_open()
+        return self.vocab.tokenize(data, add_special)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         """Text of a list of token ids (control tokens render as nothing)."""
         ids = check_token_list(tokens)
-        err = _lib.new_error_slot()
-        out = ffi.new("char **")
-        n = ffi.new("size_t *")
-        c_ids = ffi.new("int32_t[]", ids) if ids else ffi.NULL
-        _lib.check(lib.newrllama_detokenize(self.handle, c_ids, len(ids), out, n, err), err)
-        try:
-            return ffi.unpack(out[0], n[0]).decode("utf-8", "replace")
-        finally:
-            lib.newrllama_free_string(out[0])
+        self.check_open()
+        return self.vocab.detokenize(ids).decode("utf-8", "replace")
 
     def apply_chat_template(self, messages: Sequence[Message], add_assistant: bool = True,
                             template: Optional[str] = None) -> str:

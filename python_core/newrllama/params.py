@@ -34,8 +34,10 @@ class SamplingParams:
     The defaults are deterministic: ``temperature=0`` is greedy decoding and
     ``seed`` is fixed, so running the same prompts again gives the same text.
     With ``temperature > 0`` every prompt gets its own random stream, derived
-    from ``seed`` and the prompt's index: identical prompts give different but
-    reproducible samples. A negative ``seed`` draws a random seed.
+    from ``seed``, the prompt's tokens and how many identical prompts came
+    before it in the call (never from its position): re-running a subset of the
+    prompts gives the same answers, and identical prompts in one call give
+    different but reproducible samples. A negative ``seed`` draws a random seed.
 
     ``max_tokens`` counts tokens; generation also stops at an end-of-generation
     token, at any of the ``stop`` strings (which are left out of the text), or

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Literal, Optional
 
-FinishReason = Literal["stop", "length", "error"]
+FinishReason = Literal["stop", "length", "error", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,9 @@ class Completion:
 
     ``finish_reason`` is ``'stop'`` (end-of-generation token or stop string),
     ``'length'`` (``max_tokens`` reached, or the prompt's context was full) or
-    ``'error'`` (this prompt could not run; ``error`` says why, ``text`` is empty).
+    ``'error'`` (this prompt could not run; ``error`` says why, ``text`` is empty) or
+    ``'cancelled'`` (the caller stopped it: a stream closed early; a call interrupted
+    with Ctrl-C raises instead of returning results).
     """
 
     text: str

@@ -1,0 +1,197 @@
+"""A prompt as a client of the scheduler, and the group of prompts one caller submitted.
+
+A Request's tokens are its prompt followed by what it generated, in a C buffer
+that steps read from directly; n_past says how many of them its sequence holds.
+Everything here runs per event (one sampled token, one finished prompt), never
+per vocabulary entry: sampling happens in C."""
+from __future__ import annotations
+
+import threading
+from typing import Callable, List, Optional
+
+from ._lib import ffi, lib
+from .errors import ClosedError
+from .params import SamplingParams
+from .results import Completion, FinishReason, GenerationStats
+from .stops import StopMatcher
+
+# Called from the engine thread with the bytes a stream may show, and True once at the end.
+Sink = Callable[[bytes, bool], None]
+
+
+class Request:
+    __slots__ = ("call", "index", "params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
+                 "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion")
+
+    def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, repeat: int,
+                 n_ctx_seq: int, pieces: Callable[[int], bytes]) -> None:
+        self.call = call
+        self.index = index
+        self.params = params
+        self.prompt = prompt_tokens
+        self.n_prompt = len(prompt_tokens)
+        # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
+        self.seed = lib.newrllama_prompt_seed(max(params.seed, -1), prompt_tokens, self.n_prompt, repeat)
+        self.tokens = ffi.NULL
+        self.n_tokens = self.n_prompt
+        self.n_past = 0
+        self.seq = -1
+        self.sampler = ffi.NULL
+        self.text = b""
+        self.stops = StopMatcher(params.stop) if params.stop else None
+        self.n_ctx_seq = n_ctx_seq
+        self.pieces = pieces
+        self.sink: Optional[Sink] = None
+        self.n_shown = 0
+        self.cancelled = False
+        self.completion: Optional[Completion] = None
+
+    def start(self, seq: int, sampler) -> None:
+        """Admitted to a sequence: the C buffer that steps read (prompt, then generated tokens) is made
+        now, so that waiting requests hold only their prompt."""
+        room = min(self.n_prompt + self.params.max_tokens, self.n_ctx_seq + 1)
+        self.tokens = ffi.new("int32_t[]", room)
+        self.tokens[0:self.n_prompt] = self.prompt
+        self.seq = seq
+        self.sampler = sampler
+        self.n_past = 0
+
+    @property
+    def n_gen(self) -> int:
+        return self.n_tokens - self.n_prompt
+
+    def accept(self, token: int, is_eog: bool) -> Optional[FinishReason]:
+        """Takes the token sampled for this request; returns why it is finished, or None."""
+        if is_eog:
+            return "stop"
+        self.tokens[self.n_tokens] = token
+        self.n_tokens += 1
+        piece = self.pieces(token)
+        self.text += piece
+        if self.stops is not None:
+            end = self.stops.cut(self.text, len(piece))
+            if end >= 0:
+                self.text = self.text[:end]
+                return "stop"
+        if self.n_gen >= self.params.max_tokens or self.n_tokens - 1 >= self.n_ctx_seq:
+            return "length"
+        if self.sink is not None:
+            self._show(len(self.text) - (self.stops.held_back(self.text) if self.stops else 0), False)
+        return None
+
+    def _show(self, end: int, final: bool) -> None:
+        if end > self.n_shown or final:
+            self.sink(self.text[self.n_shown:end], final)
+            self.n_shown = max(end, self.n_shown)
+
+    def finish(self, reason: FinishReason, error: Optional[str] = None) -> None:
+        """Records the result (engine thread, or the caller for a prompt that never ran) and tells the caller."""
+        if self.completion is not None:
+            return
+        self.completion = Completion(
+            text=self.text.decode("utf-8", "replace") if reason != "error" else "",
+            token_ids=list(self.tokens[self.n_prompt:self.n_tokens]) if self.n_gen and reason != "error" else [],
+            finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
+            n_gen_tokens=self.n_gen if reason != "error" else 0)
+        self.tokens = ffi.NULL
+        if self.sink is not None:
+            self._show(len(self.text), True)
+        self.call.finished(self)
+
+
+class Call:
+    """The requests of one caller: waits for them, shows progress, gathers the call's statistics."""
+
+    def __init__(self, n_prompts: int) -> None:
+        self.requests: List[Optional[Request]] = [None] * n_prompts
+        self.completions: List[Optional[Completion]] = [None] * n_prompts
+        self._n_done = 0
+        self._done = threading.Event()
+        if n_prompts == 0:
+            self._done.set()
+        self._lock = threading.Lock()
+        self.closed = False
+        self.t_start = 0.0
+        self.n_decode_calls = 0
+        self.n_fallbacks = 0
+        self.t_prompt_s = 0.0
+        self.t_gen_s = 0.0
+
+    def failed_early(self, index: int, n_prompt_tokens: int, error: str) -> None:
+        """A prompt that cannot run at all (it is never submitted)."""
+        self.completions[index] = Completion(text="", finish_reason="error", error=error,
+                                             n_prompt_tokens=n_prompt_tokens)
+        self._count_one()
+
+    def finished(self, request: Request) -> None:
+        self.completions[request.index] = request.completion
+        self._count_one()
+
+    def _count_one(self) -> None:
+        with self._lock:
+            self._n_done += 1
+            if self._n_done == len(self.completions):
+                self._done.set()
+
+    @property
+    def n_done(self) -> int:
+        return self._n_done
+
+    def pending(self) -> List[Request]:
+        return [r for r in self.requests if r is not None and r.completion is None]
+
+    def wait(self, progress: bool, cancel: Callable[["Call"], None]) -> None:
+        """Blocks until every request is finished. An exception here (Ctrl-C) cancels this call's
+        requests, waits until the engine has freed their sequences, and propagates."""
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(self.completions), unit="prompt", desc="newrllama")
+        shown = 0
+        try:
+            # Short waits keep the caller's thread in Python, where Ctrl-C is raised.
+            while not self._done.wait(0.1):
+                if bar is not None and self._n_done > shown:
+                    bar.update(self._n_done - shown)
+                    shown = self._n_done
+        except BaseException:
+            cancel(self)
+            while not self._done.wait(0.1):
+                pass
+            raise
+        finally:
+            if bar is not None:
+                bar.update(self._n_done - shown)
+                bar.close()
+        if self.closed:
+            raise ClosedError("the context was closed while this call was running")
+
+    def stats(self, t_end: float) -> GenerationStats:
+        done = [c for c in self.completions if c is not None]
+        n_gen = sum(c.n_gen_tokens for c in done)
+        t_total = t_end - self.t_start
+        return GenerationStats(
+            n_prompts=len(self.completions), n_prompt_tokens=sum(c.n_prompt_tokens for c in done),
+            n_gen_tokens=n_gen, t_prompt_s=self.t_prompt_s, t_gen_s=self.t_gen_s, t_total_s=t_total,
+            tokens_per_second=n_gen / t_total if t_total > 0 else 0.0, n_decode_calls=self.n_decode_calls,
+            n_fallbacks=self.n_fallbacks, n_failed=sum(c.finish_reason == "error" for c in done))
+
+
+def c_sampling_params(p: SamplingParams):
+    """The C form of the sampling part of p (stop strings and max_tokens stay in Python)."""
+    c = ffi.new("newrllama_sampling_params *")
+    c.max_tokens = p.max_tokens
+    c.top_k = p.top_k
+    c.top_p = p.top_p
+    c.min_p = p.min_p
+    c.temperature = p.temperature
+    c.repeat_last_n = p.repeat_last_n
+    c.penalty_repeat = p.penalty_repeat
+    c.seed = max(p.seed, -1)
+    return c
+
+
+def free_sampler(request: Request) -> None:
+    if request.sampler != ffi.NULL:
+        lib.newrllama_sampler_free(request.sampler)
+        request.sampler = ffi.NULL
