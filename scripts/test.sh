@@ -14,11 +14,11 @@ echo "== testthat (r_package)"
 # AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
 
-echo "== R CMD check (r_package)"
+echo "== R CMD check (r_package; its tests ran just above, so --no-tests)"
 check_dir=$(mktemp -d)
 trap 'rm -rf "$check_dir"' EXIT
 (cd "$check_dir" && R CMD build --no-build-vignettes "$ROOT/r_package" >/dev/null \
-    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual newrllama_*.tar.gz > check.log 2>&1) \
+    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests newrllama_*.tar.gz > check.log 2>&1) \
     || { cat "$check_dir/check.log" 2>/dev/null; echo "R CMD check failed"; exit 1; }
 grep -E "^Status:" "$check_dir/check.log"
 if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
