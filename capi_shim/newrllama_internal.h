@@ -21,6 +21,7 @@ struct decode_fault {
     bool armed;
     int32_t seq_id;    /* -1: fail exactly one decode, whatever it holds */
     int32_t code;
+    int32_t n_fired;
 };
 
 struct newrllama_context {

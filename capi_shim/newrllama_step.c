@@ -132,7 +132,8 @@ static bool batch_has_seq(const struct llama_batch *b, llama_seq_id seq) {
 }
 
 /* llama_decode, unless the test hook says this decode fails. A fault aimed at one
- * sequence keeps failing its batches until that sequence is decoded alone. */
+ * sequence is persistent: it fails every decode holding that sequence until it has
+ * failed its first attempt and then a decode of that sequence alone (the retry). */
 static int32_t decode(struct newrllama_context *c, int32_t n_slots) {
     struct decode_fault *f = &c->fault;
     if (f->countdown > 0 && --f->countdown == 0) f->armed = true;
@@ -142,7 +143,7 @@ static int32_t decode(struct newrllama_context *c, int32_t n_slots) {
             return f->code;
         }
         if (batch_has_seq(&c->batch, f->seq_id)) {
-            if (n_slots == 1) f->armed = false;
+            if (++f->n_fired >= 2 && n_slots == 1) f->armed = false;
             return f->code;
         }
     }
