@@ -15,7 +15,9 @@
 #'   (0 = none, -1 = the whole context).
 #' @param penalty_repeat Repetition penalty (1 = none).
 #' @param seed Random seed, a whole number up to 2^32 - 1; a negative seed
-#'   draws a random one.
+#'   draws a random one. Each prompt's random stream comes from the seed, the
+#'   prompt's tokens and how many identical prompts came before it in the call,
+#'   not from its position: re-running a subset of prompts gives the same answers.
 #' @return The generated text, a single string. A prompt that cannot run (for
 #'   example one too long for its share of the context) signals an error of
 #'   class `newrllama_error`.
