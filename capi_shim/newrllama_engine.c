@@ -8,7 +8,6 @@
  * one, prefilling ones a chunk in the room left in n_batch) and samples the
  * clients that reached their last token. A finished client's sequence is
  * cleared and handed to the next prompt at once (continuous batching). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,43 +55,6 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const char **error_message) {
-    if (p->max_tokens < 1) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "max_tokens must be >= 1, got %d", p->max_tokens);
-    }
-    if (p->top_k < 0) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "top_k must be >= 0, got %d", p->top_k);
-    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f)) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "top_p must be in [0, 1], got %g", p->top_p);
-    }
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f)) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "min_p must be in [0, 1], got %g", p->min_p);
-    }
-    if (!(p->temperature >= 0.0f) || isinf(p->temperature)) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "temperature must be a finite number >= 0, got %g", p->temperature);
-    }
-    if (p->repeat_last_n < -1) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "repeat_last_n must be >= -1, got %d", p->repeat_last_n);
-    }
-    if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat)) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "penalty_repeat must be a finite number > 0, got %g", p->penalty_repeat);
-    }
-    if (p->seed > (int64_t)UINT32_MAX) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "seed must fit in 32 bits (negative = random), got %lld", (long long)p->seed);
-    }
-    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) {
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "stop is NULL but n_stop is %d", p->n_stop);
-    }
-    for (int32_t i = 0; i < p->n_stop; i++) {
-        if (!p->stop[i] || !p->stop[i][0]) {
-            return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "stop string %d is NULL or empty", i);
-        }
-    }
-    return NEWRLLAMA_OK;
 }
 
 static const newrllama_sampling_params *params_for(const engine *e, int32_t index) {

@@ -81,8 +81,6 @@ newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const ne
 void nr_sampler_release(struct newrllama_sampler *s);
 /* A 64-bit hash of a token sequence: equal tokens, equal hash (repeats of identical prompts). */
 uint64_t nr_tokens_hash(const int32_t *tokens, size_t n_tokens);
-bool nr_check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
-                    const char **error_message);
 /* Returns llama_decode's code (0: decoded and sampled; otherwise rolled back). */
 int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32_t n_slots);
 

@@ -3,11 +3,48 @@
  * one, or the C driver in newrllama_engine.c) owns the policy around them. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
+#include <math.h>
 
 #include "newrllama_internal.h"
 
 /* ---- Samplers and seeds ---------------------------------------------------- */
+
+newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const char **error_message) {
+    if (p->max_tokens < 1) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "max_tokens must be >= 1, got %d", p->max_tokens);
+    }
+    if (p->top_k < 0) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "top_k must be >= 0, got %d", p->top_k);
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f)) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "top_p must be in [0, 1], got %g", p->top_p);
+    }
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f)) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "min_p must be in [0, 1], got %g", p->min_p);
+    }
+    if (!(p->temperature >= 0.0f) || isinf(p->temperature)) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "temperature must be a finite number >= 0, got %g", p->temperature);
+    }
+    if (p->repeat_last_n < -1) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "repeat_last_n must be >= -1, got %d", p->repeat_last_n);
+    }
+    if (!(p->penalty_repeat > 0.0f) || isinf(p->penalty_repeat)) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "penalty_repeat must be a finite number > 0, got %g", p->penalty_repeat);
+    }
+    if (p->seed > (int64_t)UINT32_MAX) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "seed must fit in 32 bits (negative = random), got %lld", (long long)p->seed);
+    }
+    if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "stop is NULL but n_stop is %d", p->n_stop);
+    }
+    for (int32_t i = 0; i < p->n_stop; i++) {
+        if (!p->stop[i] || !p->stop[i][0]) {
+            return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "stop string %d is NULL or empty", i);
+        }
+    }
+    return NEWRLLAMA_OK;
+}
 
 static bool is_plain_greedy(const newrllama_sampling_params *p) {
     return p->temperature <= 0.0f && (p->repeat_last_n == 0 || p->penalty_repeat == 1.0f);
@@ -90,7 +127,7 @@ uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tok
 
 /* ---- The step --------------------------------------------------------------- */
 
-bool nr_check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
+static bool check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
                     const char **error_message) {
     if (n_slots < 1 || n_slots > c->n_seq_max) {
         nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "n_slots must be in [1, n_seq_max = %d], got %d",
@@ -217,7 +254,7 @@ newrllama_error_code newrllama_step(newrllama_context_handle ctx, newrllama_slot
     if (!ctx || !slots) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx and slots must not be NULL");
     mtx_lock(&ctx->lock);
     newrllama_error_code result = NEWRLLAMA_OK;
-    if (!nr_check_slots(ctx, slots, n_slots, error_message)) {
+    if (!check_slots(ctx, slots, n_slots, error_message)) {
         result = NEWRLLAMA_ERROR_INVALID_ARGUMENT;
     } else {
         int32_t rc = nr_step_locked(ctx, slots, n_slots);

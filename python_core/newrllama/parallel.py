@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from .params import SamplingParams
-from .request import Call, Request
+from .request import Call, Request, c_sampling_params
 from .vocab import Vocab
 
 Prompt = Union[str, bytes, Sequence[int]]
@@ -72,6 +72,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     plist = normalize_params(params, len(prompts))
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
     call = Call(len(prompts))
+    c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
     requests = []
     repeats: Dict[Tuple[int, ...], int] = {}
     for i, tokens in enumerate(checked):
@@ -85,7 +86,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             key = tuple(tokens)
             repeat = repeats.get(key, 0)
             repeats[key] = repeat + 1
-            request = Request(call, i, tokens, plist[i], repeat, n_ctx_seq, vocab.piece)
+            request = Request(call, i, tokens, plist[i], c_params[id(plist[i])], repeat, n_ctx_seq, vocab.piece)
             call.requests[i] = request
             requests.append(request)
     return call, requests

@@ -20,14 +20,15 @@ Sink = Callable[[bytes, bool], None]
 
 
 class Request:
-    __slots__ = ("call", "index", "params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
+    __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion")
 
-    def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, repeat: int,
-                 n_ctx_seq: int, pieces: Callable[[int], bytes]) -> None:
+    def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
+                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes]) -> None:
         self.call = call
         self.index = index
         self.params = params
+        self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
         self.prompt = prompt_tokens
         self.n_prompt = len(prompt_tokens)
         # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
@@ -136,9 +137,6 @@ class Call:
     @property
     def n_done(self) -> int:
         return self._n_done
-
-    def pending(self) -> List[Request]:
-        return [r for r in self.requests if r is not None and r.completion is None]
 
     def wait(self, progress: bool, cancel: Callable[["Call"], None]) -> None:
         """Blocks until every request is finished. An exception here (Ctrl-C) cancels this call's

@@ -15,12 +15,12 @@ import collections
 import threading
 import time
 from dataclasses import dataclass
-from typing import Deque, Dict, List, Optional
+from typing import Deque, List, Optional
 
 from . import _lib
 from ._lib import ffi, lib
 from .errors import ClosedError
-from .request import Call, Request, c_sampling_params, free_sampler
+from .request import Call, Request, free_sampler
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,6 @@ class Scheduler:
         self._slot_requests: List[Request] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
-        self._c_params: Dict[int, object] = {}
         self._n_steps = 0
         self._t_step = 0.0
         self._t_python = 0.0
@@ -135,21 +134,12 @@ class Scheduler:
                     r.finish("cancelled", "cancelled")
                     continue
                 out = ffi.new("newrllama_sampler_handle *")
-                if lib.newrllama_sampler_create(self._ctx, self._params_of(r), r.seed, out, self._err) != lib.NEWRLLAMA_OK:
+                if lib.newrllama_sampler_create(self._ctx, r.c_params, r.seed, out, self._err) != lib.NEWRLLAMA_OK:
                     r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
                     continue
                 r.start(seq, out[0])
                 self._active[seq] = r
                 break
-
-    def _params_of(self, r: Request):
-        c = self._c_params.get(id(r.params))
-        if c is None or c[0] is not r.params:
-            c = (r.params, c_sampling_params(r.params))
-            if len(self._c_params) > 4096:
-                self._c_params.clear()
-            self._c_params[id(r.params)] = c
-        return c[1]
 
     def _fill(self, i: int, r: Request, room: int) -> int:
         left = r.n_tokens - r.n_past
