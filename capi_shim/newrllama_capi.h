@@ -135,12 +135,25 @@ NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_hand
                                                             int n_threads, int n_seq_max, int n_batch,
                                                             newrllama_context_handle *context_out,
                                                             const char **error_message);
+/* As newrllama_context_create, plus n_seq_cache sequences (ids n_seq_max .. n_seq_max +
+ * n_seq_cache - 1) that hold cached prompt prefixes for the caller's own policy. The KV
+ * cache is unified: a sequence copied from another shares its cells, and sequences with
+ * different numbers of tokens share one pass of a step. Each of the n_seq_max sequences
+ * has n_ctx_seq = n_ctx / n_seq_max cells of budget, which callers enforce. */
+NEWRLLAMA_API newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx,
+                                                               int n_threads, int n_seq_max, int n_batch,
+                                                               int n_seq_cache,
+                                                               newrllama_context_handle *context_out,
+                                                               const char **error_message);
 NEWRLLAMA_API void newrllama_context_free(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_ctx(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_ctx_seq(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_batch(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx);
-/* Cells of the KV cache in use by any sequence: 0 between calls. */
+NEWRLLAMA_API int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx);
+/* The model's sliding-window size (0 if it has none). */
+NEWRLLAMA_API int32_t newrllama_context_n_swa(newrllama_context_handle ctx);
+/* Cells held by the n_seq_max prompt sequences (not the cache sequences): 0 between calls. */
 NEWRLLAMA_API int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx);
 /* Test hook: the n-th llama_decode from now (1-based) fails as if llama.cpp
  * returned `code` for batches containing sequence `seq_id` (-1: any batch). */
@@ -257,12 +270,14 @@ NEWRLLAMA_API newrllama_error_code newrllama_step(newrllama_context_handle ctx, 
                                                   int32_t n_slots, int32_t *decode_code_out,
                                                   const char **error_message);
 
-/* Sequence operations; seq ids are in [0, n_seq_max). */
+/* Sequence operations; seq ids are in [0, n_seq_max + n_seq_cache). */
 NEWRLLAMA_API newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t seq_id,
                                                        const char **error_message);
-/* dst becomes a copy of the whole of src (dst's own cells are removed first). */
+/* dst becomes a copy of positions [0, n_tokens) of src (n_tokens < 0: all of src); dst's
+ * own cells are removed first. The copy shares src's cells. With a sliding-window model, a
+ * partial copy is only sound while src has never reached past the window (n_swa). */
 NEWRLLAMA_API newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t src, int32_t dst,
-                                                      const char **error_message);
+                                                      int32_t n_tokens, const char **error_message);
 /* Smallest and largest position held by the sequence; both -1 when it is empty. */
 NEWRLLAMA_API newrllama_error_code newrllama_seq_pos_range(newrllama_context_handle ctx, int32_t seq_id,
                                                            int32_t *pos_min_out, int32_t *pos_max_out,

@@ -12,6 +12,13 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
                                               int n_seq_max, int n_batch,
                                               newrllama_context_handle *context_out,
                                               const char **error_message) {
+    return newrllama_context_create_ex(model, n_ctx, n_threads, n_seq_max, n_batch, 0, context_out, error_message);
+}
+
+newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx, int n_threads,
+                                                 int n_seq_max, int n_batch, int n_seq_cache,
+                                                 newrllama_context_handle *context_out,
+                                                 const char **error_message) {
     nr_clear_error(error_message);
     if (!context_out) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "context_out is NULL");
     *context_out = NULL;
@@ -24,6 +31,11 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
                        "n_ctx must be in [16 * n_seq_max, %d] = [%d, %d], got %d", NR_MAX_CTX,
                        16 * n_seq_max, NR_MAX_CTX, n_ctx);
+    }
+    if (n_seq_cache < 0 || n_seq_cache > NR_MAX_SEQ - n_seq_max) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "n_seq_cache must be in [0, %d - n_seq_max] = [0, %d], got %d", NR_MAX_SEQ,
+                       NR_MAX_SEQ - n_seq_max, n_seq_cache);
     }
     if (n_threads < 0 || n_threads > 1024) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
@@ -40,15 +52,22 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
         n_threads = cores > 0 ? (int)cores : 1;
     }
 
+    /* The budget per sequence is what a non-unified cache would give (llama.cpp pads it to
+     * 256 cells); the unified cache holds all of them, and cached prefixes live in the room
+     * that sequences sharing them do not use. */
+    int32_t n_ctx_seq = (n_ctx / n_seq_max + 255) / 256 * 256;
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_ctx = (uint32_t)n_ctx_seq * (uint32_t)n_seq_max;
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_batch;
-    cp.n_seq_max = (uint32_t)n_seq_max;
+    cp.n_seq_max = (uint32_t)(n_seq_max + n_seq_cache);
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
-    cp.kv_unified = false;
+    /* One stream for every sequence: a step whose sequences carry different numbers of
+     * tokens is one pass (a split cache runs one pass per distinct count), and a copied
+     * sequence shares cells instead of copying a stream. */
+    cp.kv_unified = true;
 
     struct newrllama_context *c = calloc(1, sizeof *c);
     if (!c) return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -75,8 +94,9 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
     atomic_fetch_add(&model->refs, 1);
     c->model = model;
     c->n_ctx = (int32_t)llama_n_ctx(c->ctx);
-    c->n_ctx_seq = (int32_t)llama_n_ctx_seq(c->ctx);
-    c->n_seq_max = (int32_t)llama_n_seq_max(c->ctx);
+    c->n_ctx_seq = n_ctx_seq;
+    c->n_seq_max = n_seq_max;
+    c->n_seq_total = n_seq_max + n_seq_cache;
     c->n_swa = llama_model_n_swa(model->model);
     *context_out = c;
     return NEWRLLAMA_OK;
@@ -98,6 +118,10 @@ int32_t newrllama_context_n_ctx(newrllama_context_handle ctx) { return ctx ? ctx
 int32_t newrllama_context_n_ctx_seq(newrllama_context_handle ctx) { return ctx ? ctx->n_ctx_seq : -1; }
 int32_t newrllama_context_n_batch(newrllama_context_handle ctx) { return ctx ? ctx->n_batch : -1; }
 int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx) { return ctx ? ctx->n_seq_max : -1; }
+int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx) {
+    return ctx ? ctx->n_seq_total - ctx->n_seq_max : -1;
+}
+int32_t newrllama_context_n_swa(newrllama_context_handle ctx) { return ctx ? ctx->n_swa : -1; }
 
 int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx) {
     if (!ctx) return -1;
@@ -118,9 +142,9 @@ newrllama_error_code newrllama_context_inject_decode_failure(newrllama_context_h
                                                             int32_t code, const char **error_message) {
     nr_clear_error(error_message);
     if (!ctx) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "context is NULL");
-    if (after_n_decodes < 1 || seq_id < -1 || seq_id >= ctx->n_seq_max || code == 0) {
+    if (after_n_decodes < 1 || seq_id < -1 || seq_id >= ctx->n_seq_total || code == 0) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "need after_n_decodes >= 1, -1 <= seq_id < n_seq_max and a nonzero code");
+                       "need after_n_decodes >= 1, -1 <= seq_id < n_seq_max + n_seq_cache and a nonzero code");
     }
     mtx_lock(&ctx->lock);
     ctx->fault = (struct decode_fault){.countdown = after_n_decodes, .armed = false, .seq_id = seq_id, .code = code};

@@ -314,7 +314,7 @@ static newrllama_error_code run_loop(engine *e, newrllama_progress_callback prog
 
 static bool sequences_in_use(const struct newrllama_context *c) {
     llama_memory_t mem = llama_get_memory(c->ctx);
-    for (int32_t s = 0; s < c->n_seq_max; s++) {
+    for (int32_t s = 0; s < c->n_seq_total; s++) {
         if (llama_memory_seq_pos_max(mem, s) >= 0) return true;
     }
     return false;
@@ -365,8 +365,8 @@ newrllama_error_code nr_engine_run(struct newrllama_context *c, const newrllama_
     bool ran = false;
     if (sequences_in_use(c)) {
         rc = nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                     "the context's sequences are in use by another caller (a running scheduler); "
-                     "run the one-shot functions on a context of their own");
+                     "the context's sequences are in use by another caller (a running scheduler or its "
+                     "prefix cache); run the one-shot functions on a context of their own");
     } else if (!engine_alloc(&e)) {
         rc = nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
     } else {

@@ -29,9 +29,10 @@ struct newrllama_context {
     struct newrllama_model *model;
     mtx_t lock;
     int32_t n_ctx;
-    int32_t n_ctx_seq;
+    int32_t n_ctx_seq;        /* budget of each prompt sequence, enforced by callers (the KV cache is unified) */
     int32_t n_batch;
-    int32_t n_seq_max;
+    int32_t n_seq_max;        /* prompt sequences: ids [0, n_seq_max) */
+    int32_t n_seq_total;      /* plus the cache sequences: ids [n_seq_max, n_seq_total) */
     int32_t n_swa;            /* sliding-window size of the model's SWA layers; 0 if none */
     struct llama_batch batch; /* n_batch tokens, reused by every step under the lock */
     struct decode_fault fault;

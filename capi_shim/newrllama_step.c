@@ -129,18 +129,18 @@ uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tok
 
 static bool check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
                     const char **error_message) {
-    if (n_slots < 1 || n_slots > c->n_seq_max) {
-        nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "n_slots must be in [1, n_seq_max = %d], got %d",
-                c->n_seq_max, n_slots);
+    if (n_slots < 1 || n_slots > c->n_seq_total) {
+        nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "n_slots must be in [1, %d], got %d",
+                c->n_seq_total, n_slots);
         return false;
     }
-    bool seen[256] = {false}; /* n_seq_max <= 256 (context creation checks it) */
+    bool seen[256] = {false}; /* n_seq_total <= 256 (context creation checks it) */
     int64_t total = 0;
     for (int32_t i = 0; i < n_slots; i++) {
         const newrllama_slot *s = &slots[i];
-        if (s->seq_id < 0 || s->seq_id >= c->n_seq_max || seen[s->seq_id]) {
+        if (s->seq_id < 0 || s->seq_id >= c->n_seq_total || seen[s->seq_id]) {
             nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                    "slots[%d]: seq_id %d is outside [0, %d) or used by another slot", i, s->seq_id, c->n_seq_max);
+                    "slots[%d]: seq_id %d is outside [0, %d) or used by another slot", i, s->seq_id, c->n_seq_total);
             return false;
         }
         seen[s->seq_id] = true;
@@ -268,8 +268,8 @@ newrllama_error_code newrllama_step(newrllama_context_handle ctx, newrllama_slot
 /* ---- Sequence operations ---------------------------------------------------- */
 
 static bool check_seq(const struct newrllama_context *c, int32_t seq_id, const char *name, const char **error_message) {
-    if (seq_id >= 0 && seq_id < c->n_seq_max) return true;
-    nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "%s must be in [0, %d), got %d", name, c->n_seq_max, seq_id);
+    if (seq_id >= 0 && seq_id < c->n_seq_total) return true;
+    nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "%s must be in [0, %d), got %d", name, c->n_seq_total, seq_id);
     return false;
 }
 
@@ -284,7 +284,7 @@ newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t s
 }
 
 newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t src, int32_t dst,
-                                        const char **error_message) {
+                                        int32_t n_tokens, const char **error_message) {
     nr_clear_error(error_message);
     if (!ctx) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     if (!check_seq(ctx, src, "src", error_message) || !check_seq(ctx, dst, "dst", error_message)) {
@@ -294,7 +294,7 @@ newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t sr
     mtx_lock(&ctx->lock);
     llama_memory_t mem = llama_get_memory(ctx->ctx);
     llama_memory_seq_rm(mem, dst, -1, -1);
-    llama_memory_seq_cp(mem, src, dst, -1, -1);
+    llama_memory_seq_cp(mem, src, dst, n_tokens < 0 ? -1 : 0, n_tokens < 0 ? -1 : n_tokens);
     mtx_unlock(&ctx->lock);
     return NEWRLLAMA_OK;
 }

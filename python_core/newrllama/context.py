@@ -12,6 +12,7 @@ from .handle import OwnedHandle
 from .model import Model
 from .params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
+from .prefix_cache import PrefixCache
 from .request import Call, Request
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
@@ -44,28 +45,45 @@ class Context(OwnedHandle):
     runs a scheduler: prompts from every caller, in any thread, join the running
     batch at the next step, and each caller gets its own results in its own order.
     ``last_stats`` holds the figures of the call that ended last.
+
+    With ``prefix_cache=True`` (the default), a long prefix shared by several prompts
+    of a call (an instruction followed by different documents) is decoded once and
+    shared by all of them, and kept for later calls (up to ``PREFIX_CACHE_SEQUENCES``
+    prefixes, the least recently used evicted first); ``Completion.n_cached_tokens``
+    says how many prompt tokens came from the cache. Answers equal those without the
+    cache up to rounding: llama.cpp's kernels round differently for different batch
+    shapes and cache layouts.
     """
+
+    PREFIX_CACHE_SEQUENCES = 8
 
     _what = "context"
 
     def __init__(self, model: Model, *, n_ctx: int = 4096, n_seq_max: int = 8,
-                 n_threads: Optional[int] = None, n_batch: int = 512) -> None:
+                 n_threads: Optional[int] = None, n_batch: int = 512, prefix_cache: bool = True) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
         n_threads = _usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
+        if not isinstance(prefix_cache, bool):
+            raise InvalidArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r}")
+        n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, max(0, 256 - n_seq_max)) if prefix_cache else 0
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
-        _lib.check(lib.newrllama_context_create(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx), out, err), err)
+        _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx),
+                                                      n_seq_cache, out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self._vocab = model.vocab
         self._n_ctx_seq = lib.newrllama_context_n_ctx_seq(out[0])
-        self._scheduler = Scheduler(out[0], lib.newrllama_context_n_seq_max(out[0]),
-                                    lib.newrllama_context_n_batch(out[0]))
+        n_seq = lib.newrllama_context_n_seq_max(out[0])
+        self.prefix_cache = n_seq_cache > 0
+        cache = PrefixCache(out[0], n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
+                            lib.newrllama_context_n_ctx(out[0])) if self.prefix_cache else None
+        self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache)
 
     def close(self) -> None:
         """Stops the engine thread (calls still running end with ClosedError) and frees the context."""
@@ -78,7 +96,7 @@ class Context(OwnedHandle):
         if self.closed:
             return "<newrllama.Context (closed)>"
         return (f"<newrllama.Context n_ctx={self.n_ctx} n_seq_max={self.n_seq_max} "
-                f"n_ctx_seq={self.n_ctx_seq} n_batch={self.n_batch}>")
+                f"n_ctx_seq={self.n_ctx_seq} n_batch={self.n_batch} prefix_cache={self.prefix_cache}>")
 
     @property
     def n_ctx(self) -> int:
@@ -97,7 +115,7 @@ class Context(OwnedHandle):
         return lib.newrllama_context_n_seq_max(self.handle)
 
     def n_used_cells(self) -> int:
-        """KV cells in use; 0 between calls, since no call leaves anything behind."""
+        """KV cells held by running prompts (cached prefixes aside); 0 between calls."""
         return lib.newrllama_context_n_used_cells(self.handle)
 
     def generate(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> Completion:
@@ -116,7 +134,7 @@ class Context(OwnedHandle):
         Ctrl-C stops this call (and only this call), leaving the context clean.
         """
         self.check_open()
-        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params)
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache)
         self._submit(call, requests)
         call.wait(progress, self._scheduler.cancel)
         self.last_stats = call.stats(time.perf_counter())

@@ -11,6 +11,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from .params import SamplingParams
+from .prefix_cache import shared_prefix_lengths
 from .request import Call, Request, c_sampling_params
 from .vocab import Vocab
 
@@ -66,8 +67,8 @@ def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int
     return tokens
 
 
-def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg
-                 ) -> Tuple[Call, List[Request]]:
+def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg,
+                 prefix_cache: bool = False) -> Tuple[Call, List[Request]]:
     prompts = check_prompts(prompts)
     plist = normalize_params(params, len(prompts))
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
@@ -81,7 +82,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
         elif len(tokens) >= n_ctx_seq:
             call.failed_early(i, len(tokens), (
                 f"prompt has {len(tokens)} tokens but a sequence holds at most {n_ctx_seq} (n_ctx / n_seq_max) "
-                "including the answer; use a larger n_ctx or a smaller n_seq_max"))
+                "including the answer (a cached shared prefix counts too); use a larger n_ctx or a smaller n_seq_max"))
         else:
             key = tuple(tokens)
             repeat = repeats.get(key, 0)
@@ -89,4 +90,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             request = Request(call, i, tokens, plist[i], c_params[id(plist[i])], repeat, n_ctx_seq, vocab.piece)
             call.requests[i] = request
             requests.append(request)
+    if prefix_cache and len(requests) > 1:
+        for request, shared in zip(requests, shared_prefix_lengths([r.prompt for r in requests])):
+            request.shared = shared
     return call, requests

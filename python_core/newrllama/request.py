@@ -21,10 +21,11 @@ Sink = Callable[[bytes, bool], None]
 
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
-                 "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion")
+                 "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
+                 "shared", "prefix", "n_cached")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
-                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes]) -> None:
+                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: int = 0) -> None:
         self.call = call
         self.index = index
         self.params = params
@@ -46,6 +47,9 @@ class Request:
         self.n_shown = 0
         self.cancelled = False
         self.completion: Optional[Completion] = None
+        self.shared = shared    # leading tokens shared with other prompts of the call, worth caching
+        self.prefix = None      # the cached Prefix it copied (n_cached > 0) or waits for (n_cached == 0)
+        self.n_cached = 0       # prompt tokens its sequence got from the prefix cache
 
     def start(self, seq: int, sampler) -> None:
         """Admitted to a sequence: the C buffer that steps read (prompt, then generated tokens) is made
@@ -56,6 +60,10 @@ class Request:
         self.seq = seq
         self.sampler = sampler
         self.n_past = 0
+
+    @property
+    def awaiting_prefix(self) -> bool:
+        return self.prefix is not None and self.n_cached == 0
 
     @property
     def n_gen(self) -> int:
@@ -93,7 +101,7 @@ class Request:
             text=self.text.decode("utf-8", "replace") if reason != "error" else "",
             token_ids=list(self.tokens[self.n_prompt:self.n_tokens]) if self.n_gen and reason != "error" else [],
             finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
-            n_gen_tokens=self.n_gen if reason != "error" else 0)
+            n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached)
         self.tokens = ffi.NULL
         if self.sink is not None:
             self._show(len(self.text), True)
@@ -170,7 +178,8 @@ class Call:
         t_total = t_end - self.t_start
         return GenerationStats(
             n_prompts=len(self.completions), n_prompt_tokens=sum(c.n_prompt_tokens for c in done),
-            n_gen_tokens=n_gen, t_prompt_s=self.t_prompt_s, t_gen_s=self.t_gen_s, t_total_s=t_total,
+            n_gen_tokens=n_gen, n_cached_tokens=sum(c.n_cached_tokens for c in done),
+            t_prompt_s=self.t_prompt_s, t_gen_s=self.t_gen_s, t_total_s=t_total,
             tokens_per_second=n_gen / t_total if t_total > 0 else 0.0, n_decode_calls=self.n_decode_calls,
             n_fallbacks=self.n_fallbacks, n_failed=sum(c.finish_reason == "error" for c in done))
 

@@ -24,6 +24,7 @@ class Completion:
     error: Optional[str] = None
     n_prompt_tokens: int = 0
     n_gen_tokens: int = 0
+    n_cached_tokens: int = 0  # prompt tokens served by the prefix cache (not decoded for this prompt)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class GenerationStats:
     n_prompts: int
     n_prompt_tokens: int
     n_gen_tokens: int
+    n_cached_tokens: int
     t_prompt_s: float
     t_gen_s: float
     t_total_s: float

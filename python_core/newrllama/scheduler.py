@@ -6,21 +6,26 @@ is free (continuous batching), builds each step (one token for every generating
 request, then prefill chunks in the room left in n_batch), and runs it with one C
 call (newrllama_step: decode, then sample every request that wants a token). The
 policy lives here: admission, stop strings, max_tokens, cancellation, the fallback
-to decoding requests one at a time when a batched step fails, statistics. Its
-Python cost is per event (an admitted prompt, a sampled token), not per vocabulary
-entry; EngineStats.python_us_per_step measures it."""
+to decoding requests one at a time when a batched step fails, the prefix cache
+(prefix_cache.py: a prompt starting with a cached prefix copies it at admission,
+or waits in its sequence while the prefix is decoded as part of the steps),
+statistics. Its Python cost is per event (an admitted prompt, a sampled token),
+not per vocabulary entry; EngineStats.python_us_per_step measures it."""
 from __future__ import annotations
 
 import collections
 import threading
 import time
 from dataclasses import dataclass
-from typing import Deque, List, Optional
+from typing import Deque, List, Optional, Union
 
 from . import _lib
 from ._lib import ffi, lib
 from .errors import ClosedError
+from .prefix_cache import Prefix, PrefixCache
 from .request import Call, Request, free_sampler
+
+Holder = Union[Request, Prefix]  # what a slot of a step decodes for
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,8 @@ class EngineStats:
     n_steps: int
     t_step_s: float     # inside newrllama_step (decode and sampling, in C)
     t_python_s: float   # the scheduler's own work around the steps
+    n_cached_prefixes: int = 0  # prefixes the prefix cache holds now
+    n_prefix_evictions: int = 0
 
     @property
     def python_us_per_step(self) -> float:
@@ -37,17 +44,18 @@ class EngineStats:
 
 
 class Scheduler:
-    def __init__(self, ctx_handle, n_seq_max: int, n_batch: int) -> None:
+    def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache]) -> None:
         self._ctx = ctx_handle
         self._n_batch = n_batch
+        self._cache = cache
         self._cv = threading.Condition()
         self._incoming: List[Request] = []
         self._cancel_requested = False
         self._closing = False
         self._waiting: Deque[Request] = collections.deque()
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
-        self._slots = ffi.new("newrllama_slot[]", n_seq_max)
-        self._slot_requests: List[Request] = []
+        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
+        self._slot_holders: List[Holder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
         self._n_steps = 0
@@ -77,7 +85,9 @@ class Scheduler:
             self._cv.notify()
 
     def stats(self) -> EngineStats:
-        return EngineStats(self._n_steps, self._t_step, self._t_python)
+        cache = self._cache
+        return EngineStats(self._n_steps, self._t_step, self._t_python, len(cache.entries) if cache else 0,
+                           cache.n_evictions if cache else 0)
 
     def close(self) -> None:
         """Stops the engine thread; requests still running end with an error."""
@@ -139,46 +149,109 @@ class Scheduler:
                     continue
                 r.start(seq, out[0])
                 self._active[seq] = r
+                if self._cache is not None:
+                    self._attach_prefix(r)
                 break
 
-    def _fill(self, i: int, r: Request, room: int) -> int:
-        left = r.n_tokens - r.n_past
+    def _attach_prefix(self, r: Request) -> None:
+        prefix, n = self._cache.lookup(r.prompt, r.shared)
+        if prefix is not None:
+            r.prefix = prefix
+            if prefix.ready:
+                self._copy_prefix(r, n)
+
+    def _copy_prefix(self, r: Request, n: int) -> None:
+        _lib.check(lib.newrllama_seq_copy(self._ctx, r.prefix.seq, r.seq, n, self._err), self._err)
+        r.n_past = r.n_cached = n
+
+    def _let_go_of_prefix(self, r: Request) -> None:
+        """The request decodes its whole prompt itself from now on (its copy is gone, or never came)."""
+        if r.prefix is not None:
+            PrefixCache.release(r.prefix)
+            r.prefix = None
+        r.n_cached = 0
+        r.n_past = 0
+
+    def _prefix_ready(self, p: Prefix) -> None:
+        for r in self._active:
+            if r is not None and r.prefix is p and r.awaiting_prefix:
+                self._copy_prefix(r, p.n_tokens)
+
+    def _prefix_failed(self, p: Prefix) -> None:
+        for r in self._active:
+            if r is not None and r.prefix is p:
+                self._let_go_of_prefix(r)
+        self._cache.drop(p)
+
+    def _fill(self, i: int, h: Holder, room: int) -> int:
+        left = h.n_tokens - h.n_past
         n = left if left < room else room
         s = self._slots[i]
-        s.seq_id = r.seq
-        s.pos = r.n_past
-        s.tokens = r.tokens + r.n_past
+        s.seq_id = h.seq
+        s.pos = h.n_past
+        s.tokens = h.tokens + h.n_past
         s.n_tokens = n
-        s.sampler = r.sampler if n == left else ffi.NULL
+        s.sampler = h.sampler if n == left else ffi.NULL
         return n
 
     def _build(self) -> bool:
-        """Fills the slots: generating requests first, then prefill chunks. True if it carries prompt tokens."""
-        requests = self._slot_requests = []
+        """Fills the slots: generating requests first, then prefixes being cached, then prompts'
+        prefill chunks. True if the step carries prompt tokens."""
+        holders = self._slot_holders = []
         room = self._n_batch
+        prefilling: List[Holder] = self._cache.decoding() if self._cache is not None else []
+        for r in self._active:
+            if r is not None and not r.awaiting_prefix:
+                if r.n_tokens - r.n_past == 1:
+                    room -= self._fill(len(holders), r, room)
+                    holders.append(r)
+                else:
+                    prefilling.append(r)
         prefill = False
-        for r in self._active:
-            if r is not None and r.n_tokens - r.n_past == 1:
-                room -= self._fill(len(requests), r, room)
-                requests.append(r)
-        for r in self._active:
+        for h in prefilling:
             if room <= 0:
                 break
-            if r is not None and r.n_tokens - r.n_past > 1:
-                room -= self._fill(len(requests), r, room)
-                requests.append(r)
-                prefill = True
+            room -= self._fill(len(holders), h, room)
+            holders.append(h)
+            prefill = True
+        if self._cache is not None:
+            own = sum(r.n_past - r.n_cached for r in self._active if r is not None)
+            self._cache.make_room(own + self._n_batch - room)
         return prefill
+
+    def _calls_of(self, holders: List[Holder]):
+        calls = {}
+        for h in holders:
+            if isinstance(h, Request):
+                calls[id(h.call)] = h.call
+            else:  # a prefix works for the calls waiting for it
+                for r in self._active:
+                    if r is not None and r.prefix is h:
+                        calls[id(r.call)] = r.call
+        return calls.values()
+
+    def _advance(self, h: Holder, n: int, slot) -> bool:
+        """Records a holder's decoded tokens; True once it reached its next stop (a token, or a ready prefix)."""
+        h.n_past += n
+        if slot.sampler != ffi.NULL:
+            self._on_token(h, slot.token, slot.is_eog)
+            return True
+        if isinstance(h, Prefix) and h.ready:
+            self._prefix_ready(h)
+            return True
+        return False
 
     def _step(self) -> float:
         prefill = self._build()
-        requests = self._slot_requests
+        holders = self._slot_holders
+        if not holders:  # every admitted request waits for a prefix that has no room yet
+            return 0.0
         t0 = time.perf_counter()
-        code = lib.newrllama_step(self._ctx, self._slots, len(requests), self._decode_code, self._err)
+        code = lib.newrllama_step(self._ctx, self._slots, len(holders), self._decode_code, self._err)
         dt = time.perf_counter() - t0
         self._n_steps += 1
         self._t_step += dt
-        calls = {id(r.call): r.call for r in requests}.values()
+        calls = self._calls_of(holders)
         for call in calls:
             call.n_decode_calls += 1
             if prefill:
@@ -186,42 +259,49 @@ class Scheduler:
             else:
                 call.t_gen_s += dt
         if code == lib.NEWRLLAMA_OK:
-            for i, r in enumerate(requests):
-                s = self._slots[i]
-                r.n_past += s.n_tokens
-                if s.sampler != ffi.NULL:
-                    self._on_token(r, s.token, s.is_eog)
+            for i, h in enumerate(holders):
+                self._advance(h, self._slots[i].n_tokens, self._slots[i])
             return dt
         if code != lib.NEWRLLAMA_ERROR_DECODE:
             _lib.raise_for(code, self._err)
+        for i, h in enumerate(holders):
+            if self._slots[i].status == lib.NEWRLLAMA_SLOT_CLEARED:
+                self._restart(h)
+        if self._decode_code[0] == 1 and self._cache is not None and self._cache.evict_idle():
+            return dt  # no free KV cells: idle cached prefixes are gone now, and the next step retries
         for call in calls:
             call.n_fallbacks += 1
-        return dt + self._one_by_one(requests, self._decode_code[0])
+        return dt + self._one_by_one(holders, self._decode_code[0])
 
-    def _one_by_one(self, requests: List[Request], batch_code: int) -> float:
-        """A batched step failed and was rolled back: decode each of its requests alone up to its
-        next token, so that only a request that cannot proceed on its own fails."""
-        for i, r in enumerate(requests):
-            if self._slots[i].status == lib.NEWRLLAMA_SLOT_CLEARED:
-                r.n_past = 0
+    def _restart(self, h: Holder) -> None:
+        """A failed step left its sequence empty: it is decoded again from its start."""
+        if isinstance(h, Request):
+            self._let_go_of_prefix(h)
+        else:
+            h.n_past = 0
+
+    def _one_by_one(self, holders: List[Holder], batch_code: int) -> float:
+        """A batched step failed and was rolled back: decode each of its holders alone up to its
+        next token (a prefix: to its end), so that only one that cannot proceed on its own fails."""
         t_total = 0.0
-        for r in requests:
+        for h in holders:
             while True:
-                n = self._fill(0, r, self._n_batch)
+                n = self._fill(0, h, self._n_batch)
                 t0 = time.perf_counter()
                 code = lib.newrllama_step(self._ctx, self._slots, 1, self._decode_code, self._err)
                 t_total += time.perf_counter() - t0
-                r.call.n_decode_calls += 1
+                for call in self._calls_of([h]):
+                    call.n_decode_calls += 1
                 if code != lib.NEWRLLAMA_OK:
                     if code != lib.NEWRLLAMA_ERROR_DECODE:
                         _lib.raise_for(code, self._err)
-                    self._retire(r, "error", f"llama_decode failed for this prompt (code {self._decode_code[0]}; "
-                                             f"batched decode code {batch_code})")
+                    if isinstance(h, Prefix):
+                        self._prefix_failed(h)
+                    else:
+                        self._retire(h, "error", f"llama_decode failed for this prompt (code {self._decode_code[0]}; "
+                                                 f"batched decode code {batch_code})")
                     break
-                r.n_past += n
-                s = self._slots[0]
-                if s.sampler != ffi.NULL:
-                    self._on_token(r, s.token, s.is_eog)
+                if self._advance(h, n, self._slots[0]):
                     break
         return t_total
 
@@ -235,6 +315,9 @@ class Scheduler:
     def _retire(self, r: Request, reason, error: Optional[str] = None) -> None:
         """Ends an admitted request: frees its sampler and its sequence, then reports the result."""
         free_sampler(r)
+        if r.prefix is not None:
+            PrefixCache.release(r.prefix)
+            r.prefix = None
         if r.seq >= 0:
             lib.newrllama_seq_clear(self._ctx, r.seq, ffi.NULL)
             self._active[r.seq] = None
@@ -254,6 +337,8 @@ class Scheduler:
                 r.seq = -1
         for seq in range(len(self._active)):
             lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
+        if self._cache is not None:
+            self._cache.clear()
         for r in pending:
             if closed:
                 r.call.closed = True

@@ -95,7 +95,7 @@ static void step_primitives(newrllama_context_handle ctx) {
     EXPECT(newrllama_step(ctx, &more, 1, &code, &err) == NEWRLLAMA_OK);
     slots[1].seq_id = 0; /* two slots on one sequence: refused */
     EXPECT(newrllama_step(ctx, slots, 2, &code, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
-    EXPECT(newrllama_seq_copy(ctx, 0, 2, &err) == NEWRLLAMA_OK);
+    EXPECT(newrllama_seq_copy(ctx, 0, 2, -1, &err) == NEWRLLAMA_OK);
     int32_t lo = 0, hi = 0;
     EXPECT(newrllama_seq_pos_range(ctx, 2, &lo, &hi, &err) == NEWRLLAMA_OK && lo == 0 && hi == 6);
     for (int32_t s = 0; s < 3; s++) EXPECT(newrllama_seq_clear(ctx, s, &err) == NEWRLLAMA_OK);

@@ -29,14 +29,13 @@ def test_results_in_input_order_and_isolated(ctx, model, reference_llama):
     assert stats.tokens_per_second > 0 and stats.n_fallbacks == 0
 
 
-def test_identical_prompts_in_one_batch_are_identical(ctx, model, reference_llama):
-    # llama.cpp's CPU matmul handles rows in groups of 4, the remainder by another path
-    # that rounds differently: a batch of 8 keeps every row in the same kind of group.
-    completions = ctx.generate_parallel([PROMPTS[2]] * 8, GREEDY)
-    assert len({c.text for c in completions}) == 1
-    # With a remainder (6 rows), any difference must still be rounding, not crosstalk.
-    for c in ctx.generate_parallel([PROMPTS[2]] * 6, GREEDY):
-        assert_greedy_alone(reference_llama, model, PROMPTS[2], c)
+def test_identical_prompts_in_one_batch_differ_only_by_rounding(ctx, model, reference_llama):
+    # With one unified KV cache, each copy of the prompt sits in other cells, and llama.cpp's
+    # attention kernels sum tiles of cells in an order that depends on where the cells are:
+    # copies may round apart, but every token must be (within a margin) the argmax alone.
+    for n in (8, 6):
+        for c in ctx.generate_parallel([PROMPTS[2]] * n, GREEDY):
+            assert_greedy_alone(reference_llama, model, PROMPTS[2], c)
 
 
 def test_one_too_long_prompt_fails_alone(model):

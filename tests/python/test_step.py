@@ -92,7 +92,7 @@ def test_step_decodes_and_samples_every_slot(ctx4, model):
 
 @pytest.mark.parametrize("spans,why", [
     ([(0, 0, [1], None), (0, 5, [1], None)], "used by another slot"),
-    ([(4, 0, [1], None)], "outside"),
+    ([(12, 0, [1], None)], "outside"),  # 4 prompt sequences + 8 cache sequences
     ([(-1, 0, [1], None)], "outside"),
     ([(0, -1, [1], None)], "pos >= 0"),
     ([(0, 0, [], None)], "n_tokens >= 1"),
@@ -120,10 +120,11 @@ def test_null_arguments_are_refused(ctx4):
     assert lib.newrllama_sampler_create(ffi.NULL, bad, 0, out, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     lib.newrllama_sampler_free(ffi.NULL)
     lo = ffi.new("int32_t *")
-    assert lib.newrllama_seq_pos_range(ctx4.handle, 9, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_seq_pos_range(ctx4.handle, 12, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_clear(ctx4.handle, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_seq_copy(ctx4.handle, 1, 1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_seq_copy(ctx4.handle, 0, 4, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_seq_copy(ctx4.handle, 1, 1, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_seq_copy(ctx4.handle, 0, 12, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_context_n_seq_cache(ctx4.handle) == 8
 
 
 def test_failed_step_is_rolled_back_exactly(ctx4, model):
@@ -155,7 +156,7 @@ def test_failed_prefill_past_the_sliding_window_clears_the_sequence(ctx4, model)
 def test_sequence_copy_and_clear(ctx4, model):
     prompt = model.tokenize(PROMPTS[0])
     assert step(ctx4, [(0, 0, prompt, ffi.NULL)])[0] == lib.NEWRLLAMA_OK
-    assert lib.newrllama_seq_copy(ctx4.handle, 0, 2, ffi.NULL) == lib.NEWRLLAMA_OK
+    assert lib.newrllama_seq_copy(ctx4.handle, 0, 2, -1, ffi.NULL) == lib.NEWRLLAMA_OK
     assert pos_range(ctx4, 2) == pos_range(ctx4, 0) == (0, len(prompt) - 1)
     # Continuing the copy gives what continuing the original gives.
     sampler = greedy_sampler(ctx4)

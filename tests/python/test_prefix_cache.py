@@ -1,0 +1,191 @@
+"""The prefix cache: a shared instruction is decoded once, and answers stay those of prompts decoded alone."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import newrllama
+from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, shared_prefix_lengths
+from oracle import assert_expected_or_rounding, assert_greedy_alone
+
+GREEDY = newrllama.SamplingParams(max_tokens=6)
+INSTRUCTION = ("You label news stories. Answer with one word: business, sport, science or politics. "
+               "Business covers companies, markets and trade. Sport covers games, players and results. "
+               "Science covers research, discoveries and technology. Politics covers governments, "
+               "elections and laws. Read the story, then answer.\n")
+STORIES = ["The central bank raised interest rates again.", "The striker scored twice in the final.",
+           "Researchers found water on a distant moon.", "Parliament passed the new budget law.",
+           "Shares of the carmaker fell ten percent.", "The champion retired after twenty years.",
+           "A new vaccine entered its last trial.", "The president signed the trade agreement.",
+           "The airline reported record profits.", "The marathon was won in record time."]
+OTHER_INSTRUCTION = ("Translate the sentence into French, keeping names as they are and numbers in digits. "
+                     "Use a formal register and do not explain the translation. ") * 5
+
+
+def annotation_prompts(stories, instruction=INSTRUCTION):
+    return [f"{instruction}Story: {s}\nLabel:" for s in stories]
+
+
+def instruction_tokens(model, instruction=INSTRUCTION) -> int:
+    return len(model.tokenize(instruction))
+
+
+@pytest.fixture
+def cached(model):
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as c:
+        yield c
+
+
+def test_shared_prefix_lengths_groups_prompts_by_long_common_prefixes():
+    a = list(range(100))
+    groups = shared_prefix_lengths([a + [1, 2], [7] * 50, a + [3], a + [1, 5, 6], [8] * 40, [7] * 50 + [9]])
+    assert groups[0] == groups[2] == groups[3] == 100  # capped one short of the shortest member (a + [3])
+    assert groups[1] == groups[5] == 49                # an identical-but-one pair: the shorter keeps its last token
+    assert groups[4] == 0                              # alone
+    assert shared_prefix_lengths([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [0, 0]
+    assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix_length([], [1]) == 0
+
+
+def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llama):
+    prompts = annotation_prompts(STORIES)
+    completions = cached.generate_parallel(prompts, GREEDY)
+    n_instr = instruction_tokens(model)
+    for prompt, c in zip(prompts, completions):
+        assert c.error is None and c.n_cached_tokens >= n_instr - 1
+        assert c.n_prompt_tokens == len(model.tokenize(prompt))
+    stats = cached.last_stats
+    assert stats.n_cached_tokens == sum(c.n_cached_tokens for c in completions) >= len(prompts) * (n_instr - 1)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, prefix_cache=False) as plain:
+        uncached = plain.generate_parallel(prompts, GREEDY)
+        assert plain.last_stats.n_cached_tokens == 0
+    for prompt, c, u in zip(prompts[:5], completions, uncached):
+        assert_expected_or_rounding(reference_llama, model, prompt, c, u.text)
+    assert cached.n_used_cells() == 0
+
+
+def test_cached_instruction_serves_later_calls_and_single_prompts(cached, model, reference_llama):
+    cached.generate_parallel(annotation_prompts(STORIES[:4]), GREEDY)
+    later = annotation_prompts(STORIES[4:])
+    completions = cached.generate_parallel(later, GREEDY)
+    n_instr = instruction_tokens(model)
+    assert cached.last_stats.n_cached_tokens >= len(later) * (n_instr - 1)
+    one = cached.generate(later[0], GREEDY)
+    assert one.n_cached_tokens >= n_instr - 1
+    assert_greedy_alone(reference_llama, model, later[0], one)
+    for prompt, c in zip(later[:3], completions):
+        assert_greedy_alone(reference_llama, model, prompt, c)
+
+
+def test_unrelated_prompts_in_the_same_call_are_isolated(cached, model, reference_llama):
+    unrelated = ["The capital of France is", "def fibonacci(n):", "1, 2, 3, 4,"]
+    prompts = annotation_prompts(STORIES[:5]) + unrelated
+    completions = cached.generate_parallel(prompts, GREEDY)
+    assert all(c.n_cached_tokens == 0 for c in completions[5:])
+    assert all(c.n_cached_tokens > 0 for c in completions[:5])
+    for prompt, c in zip(prompts[3:], completions[3:]):
+        assert_greedy_alone(reference_llama, model, prompt, c)
+
+
+def test_prompt_equal_to_or_shorter_than_a_cached_prefix(cached, model, reference_llama):
+    cached.generate_parallel(annotation_prompts(STORIES[:3]), GREEDY)
+    # The prefix is shorter than the sliding window (512 tokens): its first tokens may be shared too.
+    for prompt in (INSTRUCTION, INSTRUCTION[: len(INSTRUCTION) * 3 // 4]):
+        c = cached.generate(prompt, GREEDY)
+        assert c.error is None and 0 < c.n_cached_tokens < c.n_prompt_tokens
+        assert_greedy_alone(reference_llama, model, prompt, c)
+
+
+def test_prefix_past_the_sliding_window_is_never_cut(model, reference_llama):
+    long_instruction = INSTRUCTION * 10  # about 10 x 58 tokens: past gemma 3's 512-token window
+    assert instruction_tokens(model, long_instruction) > 512
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        prompts = annotation_prompts(STORIES[:2], long_instruction)
+        first = ctx.generate_parallel(prompts, GREEDY)
+        assert all(c.n_cached_tokens > 512 for c in first)
+        shorter = long_instruction[: len(long_instruction) * 3 // 4]
+        c = ctx.generate(shorter, GREEDY)
+        assert c.error is None and c.n_cached_tokens == 0  # decoded in full: the cut could miss window cells
+        assert_greedy_alone(reference_llama, model, shorter, c)
+        again = ctx.generate_parallel(prompts, GREEDY)
+        for prompt, a, b in zip(prompts, again, first):
+            assert a.n_cached_tokens == b.n_cached_tokens
+            assert_expected_or_rounding(reference_llama, model, prompt, a, b.text)
+
+
+def test_eviction_under_pressure_of_sequences_and_cells(model, reference_llama):
+    # n_ctx 1024 over 2 sequences: four 290-token instructions cannot all stay cached beside the prompts.
+    instructions = [f"Rule set {k}. " + OTHER_INSTRUCTION * 2 + f" End of rule set {k}.\n" for k in range(4)]
+    with newrllama.Context(model, n_ctx=1024, n_seq_max=2, n_threads=2) as ctx:
+        for rounds in range(2):
+            for k, instruction in enumerate(instructions):
+                prompts = annotation_prompts(STORIES[2 * k:2 * k + 3], instruction)
+                completions = ctx.generate_parallel(prompts, GREEDY)
+                assert ctx.last_stats.n_fallbacks == 0 and ctx.last_stats.n_failed == 0
+                assert all(c.n_cached_tokens > 250 for c in completions)
+        stats = ctx.engine_stats()
+        assert stats.n_prefix_evictions >= 4 and stats.n_cached_prefixes <= 3
+        assert_greedy_alone(reference_llama, model, prompts[0], completions[0])
+    # More instruction groups than cache sequences: the least recently used ones go.
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
+        n_groups = newrllama.Context.PREFIX_CACHE_SEQUENCES + 2
+        for k in range(n_groups):
+            prompts = annotation_prompts(STORIES[:2], f"Group {k}. " + OTHER_INSTRUCTION)
+            assert all(c.n_cached_tokens > 0 for c in ctx.generate_parallel(prompts, GREEDY))
+        stats = ctx.engine_stats()
+        assert stats.n_cached_prefixes == newrllama.Context.PREFIX_CACHE_SEQUENCES and stats.n_prefix_evictions == 2
+        assert_greedy_alone(reference_llama, model, prompts[1], ctx.generate_parallel(prompts, GREEDY)[1])
+
+
+def test_budget_error_counts_the_cached_prefix(model):
+    with newrllama.Context(model, n_ctx=1024, n_seq_max=4, n_threads=2) as ctx:
+        fits = annotation_prompts(STORIES[:2])
+        too_long = f"{INSTRUCTION}Story: {'word ' * ctx.n_ctx_seq}\nLabel:"
+        completions = ctx.generate_parallel(fits + [too_long], GREEDY)
+        assert [c.finish_reason for c in completions[:2]] != ["error", "error"]
+        assert completions[2].finish_reason == "error"
+        assert "cached shared prefix counts too" in completions[2].error
+        assert all(c.n_cached_tokens > 0 for c in completions[:2])
+
+
+def test_concurrent_callers_share_one_cached_prefix(cached, model, reference_llama):
+    expected = {p: c.text for p, c in zip(annotation_prompts(STORIES), cached.generate_parallel(annotation_prompts(STORIES), GREEDY))}
+    results, errors = {}, []
+
+    def caller(k):
+        try:
+            prompts = annotation_prompts(STORIES[k::3])
+            results[k] = list(zip(prompts, cached.generate_parallel(prompts, GREEDY)))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    n_instr = instruction_tokens(model)
+    for k in range(3):
+        for prompt, c in results[k]:
+            assert c.n_cached_tokens >= n_instr - 1
+            assert_expected_or_rounding(reference_llama, model, prompt, c, expected[prompt])
+
+
+def test_no_residue_a_fresh_context_gives_the_same_answers(cached, model, reference_llama):
+    prompts = annotation_prompts(STORIES)
+    cached.generate_parallel(annotation_prompts(STORIES[::-1], OTHER_INSTRUCTION), GREEDY)
+    cached.generate_parallel(prompts[:3], GREEDY)
+    warm = cached.generate_parallel(prompts, GREEDY)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as fresh:
+        cold = fresh.generate_parallel(prompts, GREEDY)
+    for prompt, w, c in zip(prompts, warm, cold):
+        assert_expected_or_rounding(reference_llama, model, prompt, w, c.text)
+
+
+def test_prefix_cache_argument(model):
+    with pytest.raises(newrllama.InvalidArgumentError, match="prefix_cache"):
+        newrllama.Context(model, prefix_cache="yes")
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, prefix_cache=False) as ctx:
+        assert not ctx.prefix_cache and "prefix_cache=False" in repr(ctx)
+        assert all(c.n_cached_tokens == 0 for c in ctx.generate_parallel(annotation_prompts(STORIES[:3]), GREEDY))
