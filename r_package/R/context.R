@@ -5,10 +5,19 @@
 #' together, and each prompt with its answer must fit in `n_ctx / n_seq_max`
 #' tokens.
 #'
+#' With `prefix_cache = TRUE`, a long beginning shared by several prompts of a
+#' call (an instruction followed by different documents) is decoded once and
+#' shared by all of them, and kept for later calls on the context (the least
+#' recently used prefixes are evicted first). `attr(x, "stats")$n_cached_tokens`
+#' of [generate_parallel()] says how many prompt tokens came from the cache.
+#' Answers equal those without the cache up to floating-point rounding.
+#'
 #' @param model A model from [model_load()].
 #' @param n_ctx Total context size in tokens.
 #' @param n_threads Number of CPU threads; `NULL` uses all cores.
 #' @param n_seq_max Number of prompts decoded together.
+#' @param prefix_cache Decode a shared prompt prefix once (`TRUE`, the
+#'   default) or every prompt in full (`FALSE`).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
 #' @seealso [generate()], [generate_parallel()].
 #' @examplesIf newrllama::newrllama_available()
@@ -16,15 +25,17 @@
 #' ctx <- context_create(model, n_ctx = 1024, n_seq_max = 4)
 #' ctx
 #' @export
-context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8L) {
+context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8L, prefix_cache = TRUE) {
   check_model(model)
   n_ctx <- check_count(n_ctx, "n_ctx", min = 1)
   n_seq_max <- check_count(n_seq_max, "n_seq_max", min = 1)
+  prefix_cache <- check_flag(prefix_cache, "prefix_cache")
   if (!is.null(n_threads)) {
     n_threads <- check_count(n_threads, "n_threads", min = 1)
   }
   nl <- py_newrllama()
-  py <- with_python(nl$Context(model$py, n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads))
+  py <- with_python(nl$Context(model$py, n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads,
+                                      prefix_cache = prefix_cache))
   structure(
     list(
       py = py,
@@ -32,7 +43,8 @@ context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8
       n_ctx = with_python(py$n_ctx),
       n_seq_max = with_python(py$n_seq_max),
       n_ctx_seq = with_python(py$n_ctx_seq),
-      n_threads = with_python(py$n_threads)
+      n_threads = with_python(py$n_threads),
+      prefix_cache = prefix_cache
     ),
     class = "newrllama_context"
   )
@@ -45,6 +57,7 @@ print.newrllama_context <- function(x, ...) {
   cat("  n_ctx:     ", x$n_ctx, " tokens (", x$n_ctx_seq, " per sequence)\n", sep = "")
   cat("  n_seq_max: ", x$n_seq_max, "\n", sep = "")
   cat("  n_threads: ", x$n_threads, "\n", sep = "")
+  cat("  prefix cache: ", if (isTRUE(x$prefix_cache)) "on" else "off", "\n", sep = "")
   cat("  state:     ", object_state(x$py), "\n", sep = "")
   invisible(x)
 }

@@ -2,9 +2,10 @@
 #'
 #' Runs the prompts through the model, up to the context's `n_seq_max` at a
 #' time, decoded together in batches. Each prompt is independent of the
-#' others: identical prompts give identical answers with greedy decoding.
-#' Batched decoding rounds floats differently from decoding one prompt alone,
-#' so an answer can differ slightly from the one [generate()] gives.
+#' others. Batched decoding rounds floats differently from decoding one prompt
+#' alone (and copies of one prompt sit in different cells of the KV cache), so
+#' an answer can differ slightly from the one [generate()] gives, where two
+#' candidate tokens are nearly tied.
 #'
 #' @inheritParams generate
 #' @param prompts A character vector of prompts.
@@ -15,7 +16,8 @@
 #'   named by the positions of the failed prompts, and one warning of class
 #'   `newrllama_warning` says how many failed. `attr(result, "stats")` holds
 #'   the figures of the call (a named list: `n_prompts`, `n_prompt_tokens`,
-#'   `n_gen_tokens`, `t_prompt_s`, `t_gen_s`, `t_total_s`,
+#'   `n_gen_tokens`, `n_cached_tokens` (prompt tokens served by the prefix
+#'   cache, see [context_create()]), `t_prompt_s`, `t_gen_s`, `t_total_s`,
 #'   `tokens_per_second`, `n_decode_calls`, `n_fallbacks`, `n_failed`).
 #' @seealso [generate()] for a single prompt.
 #' @examplesIf newrllama::newrllama_available()

@@ -11,6 +11,7 @@ test_that("context_create() makes a context that keeps its model", {
   expect_equal(ctx$n_threads, 1L)
   expect_output(print(ctx), "<newrllama_context>")
   expect_output(print(ctx), "256 per sequence")
+  expect_output(print(ctx), "prefix cache: on")
 })
 
 test_that("n_threads = NULL uses every core", {
@@ -28,6 +29,8 @@ test_that("context_create() checks its arguments", {
   expect_error(context_create(model, n_seq_max = 2.5), "n_seq_max", class = "newrllama_invalid_argument")
   expect_error(context_create(model, n_threads = 0), "n_threads", class = "newrllama_invalid_argument")
   expect_error(context_create(model, n_threads = "all"), "n_threads", class = "newrllama_invalid_argument")
+  expect_error(context_create(model, prefix_cache = NA), "prefix_cache", class = "newrllama_invalid_argument")
+  expect_error(context_create(model, prefix_cache = "yes"), "prefix_cache", class = "newrllama_invalid_argument")
 })
 
 test_that("a context from a previous session or a closed one gives a clear error", {

@@ -21,12 +21,27 @@ test_that("answers come back in input order, with statistics", {
   expect_null(attr(answers, "errors"))
 })
 
-test_that("identical prompts in one batch give identical answers", {
+test_that("identical prompts in one batch each get the answer", {
   answers <- generate_parallel(ctx, rep(capital_prompt(), 3), max_tokens = 3, progress = FALSE)
   expect_length(answers, 3)
-  expect_equal(answers[[1]], answers[[2]])
-  expect_equal(answers[[1]], answers[[3]])
-  expect_match(answers[[1]], "Paris")
+  for (a in answers) expect_match(a, "Paris")
+})
+
+test_that("a shared instruction is decoded once and served from the prefix cache", {
+  instruction <- paste(rep("Name the capital city of the last country in one word.", 4), collapse = " ")
+  prompts <- paste(instruction, capital_prompt(countries))
+  answers <- generate_parallel(ctx, prompts, max_tokens = 3, progress = FALSE)
+  for (i in seq_along(countries)) {
+    expect_match(answers[[i]], capitals[[i]])
+  }
+  expect_gt(attr(answers, "stats")$n_cached_tokens, 4 * 40)
+  plain <- context_create(model, n_ctx = 1024L, n_threads = 1L, n_seq_max = 4L, prefix_cache = FALSE)
+  expect_output(print(plain), "prefix cache: off")
+  off <- generate_parallel(plain, prompts, max_tokens = 3, progress = FALSE)
+  expect_equal(attr(off, "stats")$n_cached_tokens, 0)
+  for (i in seq_along(countries)) {
+    expect_match(off[[i]], capitals[[i]])
+  }
 })
 
 test_that("one prompt gives what generate() gives", {
