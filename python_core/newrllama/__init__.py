@@ -5,6 +5,7 @@
         for c in ctx.generate_parallel(["The capital of France is", "2 + 2 ="]):
             print(c.text, c.finish_reason)
 """
+from .agreement import Agreement, LabelScores, Validation, agreement, validate
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
@@ -19,6 +20,7 @@ from .stream import TextStream
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agreement", "LabelScores", "Validation", "agreement", "validate",
     "ClosedError", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
     "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",

@@ -91,4 +91,8 @@ def run(ctx, prompts, params, progress):
             [c.finish_reason == 'error' for c in completions],
             [(c.error or 'unknown error') if c.finish_reason == 'error' else '' for c in completions],
             dataclasses.asdict(stats) if stats is not None else None)
+
+def label_scores(v):
+    s = [v.per_label[k] for k in v.labels]
+    return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])
 "

@@ -1,0 +1,60 @@
+skip_if_no_newrllama()
+
+# Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 coders x 12 units.
+krippendorff_example <- rbind(
+  c(1, 2, 3, 3, 2, 1, 4, 1, 2, NA, NA, NA),
+  c(1, 2, 3, 3, 2, 2, 4, 1, 2, 5, NA, 3),
+  c(NA, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, NA),
+  c(1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, NA)
+)
+
+test_that("agreement() matches Krippendorff's published example", {
+  expect_equal(round(agreement(krippendorff_example)$alpha, 3), 0.743)
+  expect_equal(round(agreement(krippendorff_example, "ordinal")$alpha, 3), 0.815)
+  a <- agreement(krippendorff_example, "interval")
+  expect_equal(round(a$alpha, 3), 0.849)
+  expect_equal(a$n_units, 11)
+  expect_equal(a$n_coders, 4)
+  expect_output(print(a), "Krippendorff's alpha \\(interval\\) 0.849")
+})
+
+test_that("agreement() takes labels with NA and data frames", {
+  coders <- data.frame(u1 = c("acq", "acq", NA), u2 = c("crude", "crude", "crude"), u3 = c("acq", NA, "acq"))
+  a <- agreement(coders)
+  expect_equal(a$alpha, 1)
+  expect_equal(a$percent_agreement, 1)
+  expect_error(agreement(krippendorff_example, "ratio"), "should be one of")
+  expect_error(agreement(1:3), "coders x units", class = "newrllama_invalid_argument")
+  expect_error(agreement(rbind(c("a", "b"), c("a", "c")), "interval"), "numbers", class = "newrllama_invalid_argument")
+})
+
+test_that("validate() gives accuracy, kappa, macro-F1, per-label scores and the confusion table", {
+  v <- validate(c("a", "b", "a", NA, "c"), c("a", "b", "b", "a", NA))
+  expect_s3_class(v, "newrllama_validation")
+  expect_equal(v$n, 4)
+  expect_equal(v$n_missing, 1)
+  expect_equal(v$accuracy, 0.5)
+  expect_equal(v$kappa, (0.5 - 6 / 16) / (1 - 6 / 16))
+  expect_equal(v$macro_f1, (0.5 + 2 / 3) / 2)
+  expect_equal(v$per_label$label, c("a", "b"))
+  expect_equal(v$per_label$recall, c(0.5, 0.5))
+  expect_equal(v$per_label$support, c(2L, 2L))
+  expect_equal(sum(v$confusion), 4)
+  expect_equal(unname(v$confusion["b", "a"]), 1)
+  expect_output(print(v), "accuracy 0.500")
+})
+
+test_that("validate() agrees with Python on numeric labels and factors", {
+  truth <- factor(c(1, 2, 2, 3, 3, 3))
+  v <- validate(c(1, 2, 3, 3, 3, 1), truth)
+  expect_equal(v$accuracy, 4 / 6)
+  expect_equal(v$per_label$label, c("1", "2", "3"))
+  py <- reticulate::import("newrllama")$validate(list("1", "2", "3", "3", "3", "1"), list("1", "2", "2", "3", "3", "3"))
+  expect_equal(v$kappa, py$kappa)
+})
+
+test_that("validate() checks its arguments", {
+  expect_error(validate(c("a", "b"), "a"), "has 2 labels", class = "newrllama_invalid_argument")
+  expect_error(validate(list("a"), "a"), "vector of labels", class = "newrllama_invalid_argument")
+  expect_error(validate(NA, NA), "known truth", class = "newrllama_invalid_argument")
+})
