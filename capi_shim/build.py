@@ -85,7 +85,7 @@ def make_ffibuilder() -> FFI:
         sources=[os.path.relpath(HERE / name) for name in SOURCES],  # setuptools refuses absolute paths
         include_dirs=[str(HERE), str(include_dir)],
         library_dirs=[str(lib_dir)],
-        libraries=["llama"],
+        libraries=["llama", "m"],
         define_macros=[
             ("_POSIX_C_SOURCE", "200809L"),
             ("NEWRLLAMA_BUILT_LLAMA_CPP_VERSION", f'"{LLAMA_CPP_PYTHON_VERSION}"'),

@@ -247,8 +247,13 @@ typedef enum newrllama_slot_status {
 
 /* One sequence's share of a step. Inputs: seq_id, pos (position of tokens[0],
  * which must follow the sequence's last position), tokens/n_tokens (>= 1), and
- * sampler (NULL: no output wanted). Outputs: token (sampled from the row of the
- * last token, -1 if none), is_eog, status. */
+ * sampler (NULL: no token wanted). Outputs: token (sampled from the row of the
+ * last token, -1 if none), is_eog, status.
+ *
+ * Scoring (optional; a slot with a sampler may not score): n_score_rows > 0 asks for
+ * the rows of the slot's last n_score_rows tokens; logprobs[i] receives the natural
+ * log-probability of token targets[i] in row target_rows[i] (in [0, n_score_rows),
+ * counted from the first of those tokens), for i < n_targets. */
 typedef struct newrllama_slot {
     int32_t seq_id;
     int32_t pos;
@@ -258,6 +263,11 @@ typedef struct newrllama_slot {
     int32_t token;
     bool is_eog;
     newrllama_slot_status status;
+    int32_t n_score_rows;
+    int32_t n_targets;
+    const int32_t *targets;
+    const int32_t *target_rows;
+    float *logprobs;
 } newrllama_slot;
 
 /* One llama_decode carrying every slot's tokens, then every slot with a sampler

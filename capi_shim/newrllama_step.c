@@ -2,8 +2,8 @@
  * step with an exact rollback, and sequence operations. A scheduler (the Python
  * one, or the C driver in newrllama_engine.c) owns the policy around them. */
 #include <stdint.h>
-#include <stdlib.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "newrllama_internal.h"
 
@@ -127,6 +127,28 @@ uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tok
 
 /* ---- The step --------------------------------------------------------------- */
 
+static bool check_scoring(const struct newrllama_context *c, const newrllama_slot *s, int32_t i,
+                          const char **error_message) {
+    if (s->n_score_rows == 0) return true;
+    if (s->sampler || s->n_score_rows < 0 || s->n_score_rows > s->n_tokens || s->n_targets < 1 || !s->targets ||
+        !s->target_rows || !s->logprobs) {
+        nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                "slots[%d]: scoring needs no sampler, 1 <= n_score_rows <= n_tokens, n_targets >= 1, targets, "
+                "target_rows and logprobs", i);
+        return false;
+    }
+    if (!nr_tokens_in_vocab(c->model, s->targets, (size_t)s->n_targets, error_message)) return false;
+    for (int32_t k = 0; k < s->n_targets; k++) {
+        if (s->target_rows[k] < 0 || s->target_rows[k] >= s->n_score_rows) {
+            nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                    "slots[%d]: target_rows[%d] = %d is outside [0, n_score_rows = %d)", i, k, s->target_rows[k],
+                    s->n_score_rows);
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool check_slots(const struct newrllama_context *c, const newrllama_slot *slots, int32_t n_slots,
                     const char **error_message) {
     if (n_slots < 1 || n_slots > c->n_seq_total) {
@@ -152,6 +174,7 @@ static bool check_slots(const struct newrllama_context *c, const newrllama_slot 
         }
         total += s->n_tokens;
         if (!nr_tokens_in_vocab(c->model, s->tokens, (size_t)s->n_tokens, error_message)) return false;
+        if (!check_scoring(c, s, i, error_message)) return false;
     }
     if (total > c->n_batch) {
         nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
@@ -198,6 +221,33 @@ static llama_token argmax_row(const struct newrllama_context *c, int32_t batch_i
     return best;
 }
 
+/* log(sum(exp(row))), the normaliser of a row's log-softmax. */
+static double log_sum_exp(const float *row, int32_t n) {
+    float max = row[0];
+    for (int32_t t = 1; t < n; t++) {
+        if (row[t] > max) max = row[t];
+    }
+    double sum = 0.0;
+    for (int32_t t = 0; t < n; t++) sum += exp((double)(row[t] - max));
+    return max + log(sum);
+}
+
+/* Fills a scoring slot's logprobs from the rows of its last n_score_rows tokens (batch rows first_row...).
+ * Targets usually come grouped by row: a row's normaliser is kept while its targets follow. */
+static void score(const struct newrllama_context *c, newrllama_slot *s, int32_t first_row) {
+    int32_t norm_row = -1;
+    double norm = 0.0;
+    for (int32_t k = 0; k < s->n_targets; k++) {
+        int32_t r = s->target_rows[k];
+        const float *row = llama_get_logits_ith(c->ctx, first_row + r);
+        if (r != norm_row) {
+            norm = log_sum_exp(row, c->model->n_vocab);
+            norm_row = r;
+        }
+        s->logprobs[k] = (float)(row[s->targets[k]] - norm);
+    }
+}
+
 /* Removes the step's tokens from a slot's sequence. A token decoded at position p
  * may reuse sliding-window cells older than p + 1 - n_swa of its own sequence; a
  * slot whose tokens lie after the first one of the step could so have overwritten
@@ -225,7 +275,7 @@ int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32
             b->pos[j] = s->pos + k;
             b->n_seq_id[j] = 1;
             b->seq_id[j][0] = s->seq_id;
-            b->logits[j] = s->sampler != NULL && k == s->n_tokens - 1;
+            b->logits[j] = (s->sampler != NULL && k == s->n_tokens - 1) || k >= s->n_tokens - s->n_score_rows;
         }
         s->token = -1;
         s->is_eog = false;
@@ -240,6 +290,7 @@ int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32
     for (int32_t i = 0; i < n_slots; i++) {
         newrllama_slot *s = &slots[i];
         end += s->n_tokens;
+        if (s->n_score_rows > 0) score(c, s, end - s->n_score_rows);
         if (!s->sampler) continue;
         s->token = s->sampler->chain ? llama_sampler_sample(s->sampler->chain, c->ctx, end - 1) : argmax_row(c, end - 1);
         s->is_eog = llama_vocab_is_eog(c->model->vocab, s->token);

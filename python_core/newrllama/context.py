@@ -56,6 +56,7 @@ class Context(OwnedHandle):
     """
 
     PREFIX_CACHE_SEQUENCES = 8
+    SCRATCH_SEQUENCES = 64
 
     _what = "context"
 
@@ -69,12 +70,14 @@ class Context(OwnedHandle):
         if not isinstance(prefix_cache, bool):
             raise InvalidArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r}")
         n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, max(0, 256 - n_seq_max)) if prefix_cache else 0
+        # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each).
+        n_seq_scratch = min(self.SCRATCH_SEQUENCES, max(0, 256 - n_seq_max - n_seq_cache))
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx),
-                                                      n_seq_cache, out, err), err)
+                                                      n_seq_cache + n_seq_scratch, out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self._vocab = model.vocab
@@ -83,7 +86,9 @@ class Context(OwnedHandle):
         self.prefix_cache = n_seq_cache > 0
         cache = PrefixCache(out[0], n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
                             lib.newrllama_context_n_ctx(out[0])) if self.prefix_cache else None
-        self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache)
+        first_scratch = n_seq + n_seq_cache
+        self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache,
+                                    list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)))
 
     def close(self) -> None:
         """Stops the engine thread (calls still running end with ClosedError) and frees the context."""

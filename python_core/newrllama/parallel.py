@@ -10,6 +10,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
+from .choices import ChoiceScoring, label_tokens
 from .params import SamplingParams
 from .prefix_cache import shared_prefix_lengths
 from .request import Call, Request, c_sampling_params
@@ -67,6 +68,12 @@ def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int
     return tokens
 
 
+def _ends_in_a_word(prompt: Prompt) -> bool:
+    if isinstance(prompt, bytes):
+        prompt = prompt.decode("utf-8", "replace")
+    return isinstance(prompt, str) and bool(prompt) and not prompt[-1].isspace()
+
+
 def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg,
                  prefix_cache: bool = False) -> Tuple[Call, List[Request]]:
     prompts = check_prompts(prompts)
@@ -74,20 +81,29 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
+    labels: Dict[Tuple[int, bool], List[List[int]]] = {}
     requests = []
     repeats: Dict[Tuple[int, ...], int] = {}
     for i, tokens in enumerate(checked):
+        p = plist[i]
+        choice = None
+        if p.choices is not None and not isinstance(tokens, str):
+            key = (id(p), _ends_in_a_word(prompts[i]))
+            if key not in labels:
+                labels[key] = label_tokens(vocab.tokenize, p.choices, key[1])
+            choice = ChoiceScoring(p.choices, labels[key])
         if isinstance(tokens, str):
             call.failed_early(i, 0, tokens)
-        elif len(tokens) >= n_ctx_seq:
+        elif len(tokens) + (choice.longest if choice else 0) >= n_ctx_seq:
+            answer = "its longest label" if choice else "the answer"
             call.failed_early(i, len(tokens), (
                 f"prompt has {len(tokens)} tokens but a sequence holds at most {n_ctx_seq} (n_ctx / n_seq_max) "
-                "including the answer (a cached shared prefix counts too); use a larger n_ctx or a smaller n_seq_max"))
+                f"including {answer} (a cached shared prefix counts too); use a larger n_ctx or a smaller n_seq_max"))
         else:
             key = tuple(tokens)
             repeat = repeats.get(key, 0)
             repeats[key] = repeat + 1
-            request = Request(call, i, tokens, plist[i], c_params[id(plist[i])], repeat, n_ctx_seq, vocab.piece)
+            request = Request(call, i, tokens, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice)
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError
 
 MAX_SEED = 2**32 - 1
+MAX_CHOICES = 1024
 _INT32_MAX = 2**31 - 1
 
 
@@ -42,6 +43,13 @@ class SamplingParams:
     ``max_tokens`` counts tokens; generation also stops at an end-of-generation
     token, at any of the ``stop`` strings (which are left out of the text), or
     when the prompt's share of the context is full.
+
+    ``choices``: the answer is exactly one of these strings, the most probable
+    one (sampling settings do not apply). Each label is scored by the
+    log-probability of its whole token sequence after the prompt (the sum over
+    its tokens, not normalised by length; with a space in front when the prompt
+    text does not end in whitespace, as the model would write it), and
+    ``Completion.choice_probs`` holds the softmax of those scores over the labels.
     """
 
     max_tokens: int = 100
@@ -53,6 +61,7 @@ class SamplingParams:
     penalty_repeat: float = 1.0
     seed: int = 1234
     stop: Union[Sequence[str], str, None] = field(default=())
+    choices: Optional[Sequence[str]] = None
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, 1)
@@ -73,3 +82,23 @@ class SamplingParams:
             if not isinstance(s, str) or not s:
                 raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")
         object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "choices", _check_choices(self.choices))
+
+
+def _check_choices(choices: object) -> Optional[Tuple[str, ...]]:
+    if choices is None:
+        return None
+    if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence):
+        raise InvalidArgumentError("choices must be a list of str (the labels), not a single string")
+    labels = tuple(choices)
+    if not 2 <= len(labels) <= MAX_CHOICES:
+        raise InvalidArgumentError(f"choices must hold 2 to {MAX_CHOICES} labels, got {len(labels)}")
+    for i, label in enumerate(labels):
+        if not isinstance(label, str) or not label.strip():
+            raise InvalidArgumentError(f"choices[{i}] must be a non-blank str, got {label!r}")
+        if "\0" in label:
+            raise InvalidArgumentError(f"choices[{i}] contains a NUL character")
+    if len(set(labels)) != len(labels):
+        dup = next(label for label in labels if labels.count(label) > 1)
+        raise InvalidArgumentError(f"choices holds {dup!r} more than once")
+    return labels

@@ -70,7 +70,7 @@ class Prefix:
 
     It is filled into steps like a prompt that wants no output (same field names)."""
 
-    __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "users", "last_used")
+    __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "score", "users", "last_used")
 
     def __init__(self, token_list: List[int], seq: int) -> None:
         self.token_list = token_list
@@ -79,6 +79,7 @@ class Prefix:
         self.n_past = 0
         self.seq = seq
         self.sampler = ffi.NULL
+        self.score = None
         self.users = 0      # admitted prompts that copied it or wait for it
         self.last_used = 0
 

@@ -13,6 +13,7 @@ from ._lib import ffi, lib
 from .errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
+from .choices import ChoiceScoring
 from .stops import StopMatcher
 
 # Called from the engine thread with the bytes a stream may show, and True once at the end.
@@ -22,10 +23,11 @@ Sink = Callable[[bytes, bool], None]
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "prefix", "n_cached")
+                 "shared", "prefix", "n_cached", "choice")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
-                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: int = 0) -> None:
+                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: int = 0,
+                 choice: Optional[ChoiceScoring] = None) -> None:
         self.call = call
         self.index = index
         self.params = params
@@ -50,6 +52,7 @@ class Request:
         self.shared = shared    # leading tokens shared with other prompts of the call, worth caching
         self.prefix = None      # the cached Prefix it copied (n_cached > 0) or waits for (n_cached == 0)
         self.n_cached = 0       # prompt tokens its sequence got from the prefix cache
+        self.choice = choice    # with choices: the scoring of its labels, instead of sampling
 
     def start(self, seq: int, sampler) -> None:
         """Admitted to a sequence: the C buffer that steps read (prompt, then generated tokens) is made
@@ -60,6 +63,16 @@ class Request:
         self.seq = seq
         self.sampler = sampler
         self.n_past = 0
+
+    @property
+    def score(self):
+        """C scoring fields for the prompt's last token (choices), else None."""
+        return self.choice.first if self.choice is not None else None
+
+    @property
+    def scoring_labels(self) -> bool:
+        """Its prompt is decoded and labels are still being scored."""
+        return self.choice is not None and self.n_past == self.n_tokens
 
     @property
     def awaiting_prefix(self) -> bool:
@@ -96,6 +109,16 @@ class Request:
     def finish(self, reason: FinishReason, error: Optional[str] = None) -> None:
         """Records the result (engine thread, or the caller for a prompt that never ran) and tells the caller."""
         if self.completion is not None:
+            return
+        if self.choice is not None and reason == "stop":
+            best, probs = self.choice.result()
+            label_tokens = self.choice.tokens[best]
+            self.completion = Completion(
+                text=self.choice.labels[best], token_ids=list(label_tokens), finish_reason="stop",
+                n_prompt_tokens=self.n_prompt, n_gen_tokens=len(label_tokens), n_cached_tokens=self.n_cached,
+                choice_probs=probs)
+            self.tokens = ffi.NULL
+            self.call.finished(self)
             return
         self.completion = Completion(
             text=self.text.decode("utf-8", "replace") if reason != "error" else "",

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Literal, Optional
+from typing import Dict, List, Literal, Optional
 
 FinishReason = Literal["stop", "length", "error", "cancelled"]
 
@@ -25,6 +25,7 @@ class Completion:
     n_prompt_tokens: int = 0
     n_gen_tokens: int = 0
     n_cached_tokens: int = 0  # prompt tokens served by the prefix cache (not decoded for this prompt)
+    choice_probs: Optional[Dict[str, float]] = None  # with SamplingParams(choices=...): label -> probability
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ from typing import Deque, List, Optional, Union
 from . import _lib
 from ._lib import ffi, lib
 from .errors import ClosedError
+from .choices import LabelJob
 from .prefix_cache import Prefix, PrefixCache
 from .request import Call, Request, free_sampler
 
-Holder = Union[Request, Prefix]  # what a slot of a step decodes for
+Holder = Union[Request, Prefix, LabelJob]  # what a slot of a step decodes for
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,13 @@ class EngineStats:
 
 
 class Scheduler:
-    def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache]) -> None:
+    def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
+                 scratch_seqs: List[int]) -> None:
         self._ctx = ctx_handle
         self._n_batch = n_batch
         self._cache = cache
+        self._scratch_seqs = tuple(scratch_seqs)
+        self._scratch = list(scratch_seqs)  # free sequences for LabelJobs (choices with multi-token labels)
         self._cv = threading.Condition()
         self._incoming: List[Request] = []
         self._cancel_requested = False
@@ -143,8 +147,9 @@ class Scheduler:
                 if r.cancelled:
                     r.finish("cancelled", "cancelled")
                     continue
-                out = ffi.new("newrllama_sampler_handle *")
-                if lib.newrllama_sampler_create(self._ctx, r.c_params, r.seed, out, self._err) != lib.NEWRLLAMA_OK:
+                out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
+                if r.choice is None and lib.newrllama_sampler_create(self._ctx, r.c_params, r.seed, out,
+                                                                     self._err) != lib.NEWRLLAMA_OK:
                     r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
                     continue
                 r.start(seq, out[0])
@@ -192,6 +197,11 @@ class Scheduler:
         s.tokens = h.tokens + h.n_past
         s.n_tokens = n
         s.sampler = h.sampler if n == left else ffi.NULL
+        score = h.score if n == left else None
+        if score is None:
+            s.n_score_rows = 0
+        else:
+            s.n_score_rows, s.n_targets, s.targets, s.target_rows, s.logprobs = score
         return n
 
     def _build(self) -> bool:
@@ -201,12 +211,15 @@ class Scheduler:
         room = self._n_batch
         prefilling: List[Holder] = self._cache.decoding() if self._cache is not None else []
         for r in self._active:
-            if r is not None and not r.awaiting_prefix:
-                if r.n_tokens - r.n_past == 1:
-                    room -= self._fill(len(holders), r, room)
-                    holders.append(r)
-                else:
-                    prefilling.append(r)
+            if r is None or r.awaiting_prefix:
+                continue
+            if r.scoring_labels:
+                room = self._add_label_jobs(r, holders, room)
+            elif r.n_tokens - r.n_past == 1:
+                room -= self._fill(len(holders), r, room)
+                holders.append(r)
+            else:
+                prefilling.append(r)
         prefill = False
         for h in prefilling:
             if room <= 0:
@@ -219,11 +232,30 @@ class Scheduler:
             self._cache.make_room(own + self._n_batch - room)
         return prefill
 
+    def _add_label_jobs(self, r: Request, holders: List[Holder], room: int) -> int:
+        """Starts scoring r's waiting multi-token labels, as many as scratch sequences and room allow."""
+        choice = r.choice
+        while choice.waiting and self._scratch and len(choice.tokens[choice.waiting[-1]]) - 1 <= room:
+            k = choice.waiting.pop()
+            job = LabelJob(r, k, self._scratch.pop(), r.n_tokens, choice.tokens[k])
+            _lib.check(lib.newrllama_seq_copy(self._ctx, r.seq, job.seq, -1, self._err), self._err)
+            choice.running.append(job)
+            room -= self._fill(len(holders), job, room)
+            holders.append(job)
+        return room
+
+    def _end_job(self, job: LabelJob) -> None:
+        lib.newrllama_seq_clear(self._ctx, job.seq, ffi.NULL)
+        self._scratch.append(job.seq)
+        job.owner.choice.running.remove(job)
+
     def _calls_of(self, holders: List[Holder]):
         calls = {}
         for h in holders:
             if isinstance(h, Request):
                 calls[id(h.call)] = h.call
+            elif isinstance(h, LabelJob):
+                calls[id(h.owner.call)] = h.owner.call
             else:  # a prefix works for the calls waiting for it
                 for r in self._active:
                     if r is not None and r.prefix is h:
@@ -231,10 +263,16 @@ class Scheduler:
         return calls.values()
 
     def _advance(self, h: Holder, n: int, slot) -> bool:
-        """Records a holder's decoded tokens; True once it reached its next stop (a token, or a ready prefix)."""
+        """Records a holder's decoded tokens; True once it reached its next stop (a token, scores, a ready
+        prefix) or it is gone (its request ended while this step ran for it)."""
+        if isinstance(h, LabelJob) and h not in h.owner.choice.running or isinstance(h, Request) and h.seq < 0:
+            return True
         h.n_past += n
         if slot.sampler != ffi.NULL:
             self._on_token(h, slot.token, slot.is_eog)
+            return True
+        if slot.n_score_rows > 0:
+            self._on_scores(h)
             return True
         if isinstance(h, Prefix) and h.ready:
             self._prefix_ready(h)
@@ -277,6 +315,9 @@ class Scheduler:
         """A failed step left its sequence empty: it is decoded again from its start."""
         if isinstance(h, Request):
             self._let_go_of_prefix(h)
+        elif isinstance(h, LabelJob):  # scored again from a new copy of its prompt
+            h.owner.choice.waiting.append(h.label)
+            self._end_job(h)
         else:
             h.n_past = 0
 
@@ -285,7 +326,8 @@ class Scheduler:
         next token (a prefix: to its end), so that only one that cannot proceed on its own fails."""
         t_total = 0.0
         for h in holders:
-            while True:
+            while not (isinstance(h, LabelJob) and h not in h.owner.choice.running or
+                       isinstance(h, Request) and h.seq < 0):
                 n = self._fill(0, h, self._n_batch)
                 t0 = time.perf_counter()
                 code = lib.newrllama_step(self._ctx, self._slots, 1, self._decode_code, self._err)
@@ -297,6 +339,9 @@ class Scheduler:
                         _lib.raise_for(code, self._err)
                     if isinstance(h, Prefix):
                         self._prefix_failed(h)
+                    elif isinstance(h, LabelJob):
+                        self._retire(h.owner, "error", f"llama_decode failed scoring a label of this prompt "
+                                                       f"(code {self._decode_code[0]}; batched decode code {batch_code})")
                     else:
                         self._retire(h, "error", f"llama_decode failed for this prompt (code {self._decode_code[0]}; "
                                                  f"batched decode code {batch_code})")
@@ -304,6 +349,19 @@ class Scheduler:
                 if self._advance(h, n, self._slots[0]):
                     break
         return t_total
+
+    def _on_scores(self, h: Holder) -> None:
+        if isinstance(h, LabelJob):
+            r = h.owner
+            r.choice.logprob[h.label] += h.total()
+            self._end_job(h)
+        else:
+            r = h
+            r.choice.record_first()
+        if r.choice.done:
+            self._retire(r, "stop")
+        elif r.cancelled:
+            self._retire(r, "cancelled", "cancelled")
 
     def _on_token(self, r: Request, token: int, is_eog: bool) -> None:
         reason = r.accept(token, is_eog)
@@ -315,6 +373,9 @@ class Scheduler:
     def _retire(self, r: Request, reason, error: Optional[str] = None) -> None:
         """Ends an admitted request: frees its sampler and its sequence, then reports the result."""
         free_sampler(r)
+        if r.choice is not None:
+            for job in list(r.choice.running):
+                self._end_job(job)
         if r.prefix is not None:
             PrefixCache.release(r.prefix)
             r.prefix = None
@@ -337,6 +398,9 @@ class Scheduler:
                 r.seq = -1
         for seq in range(len(self._active)):
             lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
+        for seq in self._scratch_seqs:
+            lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
+        self._scratch = list(self._scratch_seqs)
         if self._cache is not None:
             self._cache.clear()
         for r in pending:

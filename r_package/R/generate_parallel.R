@@ -10,6 +10,12 @@
 #' @inheritParams generate
 #' @param prompts A character vector of prompts.
 #' @param progress Show a progress bar.
+#' @param choices `NULL`, or a character vector of labels: each answer is then
+#'   the most probable label, scored by the log-probability of all its tokens
+#'   after the prompt (summed, not normalised by length; with a space in front
+#'   when the prompt ends in a word), and `attr(result, "probs")` is a numeric
+#'   matrix with one row per prompt and one column per label (the softmax of
+#'   the scores; `NA` for a failed prompt). Sampling arguments do not apply.
 #' @return A character vector with one answer per prompt, in the order of
 #'   `prompts` and with its names. A prompt that could not run gives
 #'   `NA`; the reasons are in `attr(result, "errors")`, a character vector
@@ -33,10 +39,10 @@
 #' @export
 generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                               temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
-                              seed = 1234L, progress = interactive()) {
+                              seed = 1234L, progress = interactive(), choices = NULL) {
   check_context(context)
   prompts <- check_prompts(prompts)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed)
+  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices)
   progress <- check_flag(progress, "progress")
   if (length(prompts) == 0) {
     return(prompts[0]) # keeps the (empty) names, if any
@@ -51,6 +57,13 @@ generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, 
     attr(text, "errors") <- errors
   }
   attr(text, "stats") <- result$stats
+  if (!is.null(choices)) {
+    probs <- matrix(NA_real_, length(prompts), length(choices), dimnames = list(names(prompts), choices))
+    for (i in which(!result$failed)) {
+      probs[i, ] <- as.numeric(unlist(result$probs[[i]]))
+    }
+    attr(text, "probs") <- probs
+  }
   if (any(result$failed)) {
     warn_failed_prompts(sum(result$failed), length(prompts))
   }
@@ -68,7 +81,8 @@ run_prompts <- function(context, prompts, params, progress, call = sys.call(-1))
     text = as.character(unlist(out[[1]])),
     failed = as.logical(unlist(out[[2]])),
     errors = as.character(unlist(out[[3]])),
-    stats = out[[4]]
+    stats = out[[4]],
+    probs = out[[5]]
   )
 }
 
@@ -90,7 +104,8 @@ def run(ctx, prompts, params, progress):
     return ([c.text for c in completions],
             [c.finish_reason == 'error' for c in completions],
             [(c.error or 'unknown error') if c.finish_reason == 'error' else '' for c in completions],
-            dataclasses.asdict(stats) if stats is not None else None)
+            dataclasses.asdict(stats) if stats is not None else None,
+            [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
 
 def label_scores(v):
     s = [v.per_label[k] for k in v.labels]

@@ -1,7 +1,7 @@
 # Builds the Python SamplingParams from the newrllama4-style arguments, checking
 # each one in R first. SamplingParams insists on Python ints, hence as.integer().
 sampling_params <- function(max_tokens, top_k, top_p, temperature, repeat_last_n,
-                            penalty_repeat, seed, call = sys.call(-1)) {
+                            penalty_repeat, seed, choices = NULL, call = sys.call(-1)) {
   max_tokens <- check_count(max_tokens, "max_tokens", min = 1, call = call)
   top_k <- check_count(top_k, "top_k", min = 0, call = call)
   top_p <- check_number(top_p, "top_p", min = 0, max = 1, call = call)
@@ -9,13 +9,20 @@ sampling_params <- function(max_tokens, top_k, top_p, temperature, repeat_last_n
   repeat_last_n <- check_count(repeat_last_n, "repeat_last_n", min = -1, call = call)
   penalty_repeat <- check_number(penalty_repeat, "penalty_repeat", min = 0, min_open = TRUE, call = call)
   seed <- check_seed(seed, call = call)
+  if (!is.null(choices)) {
+    if (!is.character(choices) || anyNA(choices)) {
+      abort_invalid(sprintf("`choices` must be a character vector of labels without NA, not %s", describe(choices)),
+                    call = call)
+    }
+    choices <- as.list(unname(choices)) # a Python list even for one label, so Python's check names the problem
+  }
   nl <- py_newrllama()
   if (!is.integer(seed)) {
     seed <- py_int(seed)
   }
   with_python(nl$SamplingParams(
     max_tokens = max_tokens, temperature = temperature, top_k = top_k, top_p = top_p,
-    repeat_last_n = repeat_last_n, penalty_repeat = penalty_repeat, seed = seed
+    repeat_last_n = repeat_last_n, penalty_repeat = penalty_repeat, seed = seed, choices = choices
   ), call = call)
 }
 

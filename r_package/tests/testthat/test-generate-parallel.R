@@ -110,3 +110,22 @@ test_that("generate_parallel() checks its arguments", {
   expect_error(generate_parallel(ctx, "a", seed = 2^40), "seed", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", progress = NA), "progress", class = "newrllama_invalid_argument")
 })
+
+test_that("choices give one of the labels for every prompt, with a probability matrix", {
+  labels <- c("Paris", "Tokyo", "Madrid", "Cairo", "Berlin")
+  prompts <- c(fr = capital_prompt("France"), jp = capital_prompt("Japan"), free = "Once upon a time")
+  answers <- generate_parallel(ctx, prompts[1:2], choices = labels, progress = FALSE)
+  expect_equal(as.vector(unname(answers)), c("Paris", "Tokyo"))
+  expect_named(answers, c("fr", "jp"))
+  probs <- attr(answers, "probs")
+  expect_equal(dim(probs), c(2L, 5L))
+  expect_equal(colnames(probs), labels)
+  expect_equal(unname(rowSums(probs)), c(1, 1), tolerance = 1e-6)
+  expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(answers[1:2]))
+  expect_error(generate_parallel(ctx, prompts, choices = "Paris"), "2 to 1024", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = c("a", NA)), "without NA", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = c("a", "a")), "more than once",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = paste("label", 1:10000)), "2 to 1024",
+               class = "newrllama_invalid_argument")
+})

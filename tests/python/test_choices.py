@@ -1,0 +1,145 @@
+"""choices: every answer is one of the labels, with probabilities from the log-probability of all its tokens."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import newrllama
+from newrllama._capi import ffi, lib
+
+CAPITALS = newrllama.SamplingParams(choices=["Paris", "Berlin", "Rome", "Madrid"])
+TOPICS = newrllama.SamplingParams(choices=["acquisition", "crude oil", "interest rates", "sports results"])
+STORIES = ["News: Texaco agreed to buy Getty Oil for ten billion dollars in cash.\nTopic:",
+           "News: OPEC ministers agreed to cut crude production to support prices.\nTopic:",
+           "News: The Federal Reserve raised its discount rate by half a point.\nTopic:"]
+
+
+def capital_prompt(country: str) -> str:
+    return f"The capital of Germany is Berlin. The capital of Italy is Rome. The capital of {country} is"
+
+
+def oracle_probs(llm, model, prompt: str, labels):
+    """Softmax over labels of the summed log-probabilities of ' ' + label after the prompt, decoded alone."""
+    prompt_tokens = model.tokenize(prompt)
+    scores = []
+    for label in labels:
+        label_tokens = model.tokenize(" " + label, add_special=False)
+        llm.reset()
+        llm.eval(prompt_tokens + label_tokens)
+        logits = np.asarray(llm.scores[: len(prompt_tokens) + len(label_tokens)], dtype=np.float64)
+        total = 0.0
+        for j, t in enumerate(label_tokens):
+            row = logits[len(prompt_tokens) - 1 + j]
+            total += row[t] - (row.max() + math.log(np.exp(row - row.max()).sum()))
+        scores.append(total)
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return {label: w / sum(weights) for label, w in zip(labels, weights)}
+
+
+@pytest.fixture
+def ctx4(model):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as c:
+        yield c
+
+
+def assert_close_to_oracle(completion, expected):
+    """Batch shapes and cache layouts round logits apart (see oracle.py): compare log-probabilities of the
+    labels that matter (1% or more alone) within the oracle's margin; a wrong row would be logits off."""
+    from oracle import MARGIN
+    for label, p in expected.items():
+        if p >= 0.01:
+            assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= MARGIN, (label, completion, expected)
+
+
+def check_labels(completions, params):
+    for c in completions:
+        assert c.finish_reason == "stop" and c.error is None
+        assert c.text in params.choices
+        assert set(c.choice_probs) == set(params.choices)
+        assert sum(c.choice_probs.values()) == pytest.approx(1.0, abs=1e-6)
+        assert max(c.choice_probs, key=c.choice_probs.get) == c.text
+
+
+def test_single_token_labels_match_the_oracle(ctx4, model, reference_llama):
+    countries = ["France", "Spain", "Germany", "Italy"]
+    completions = ctx4.generate_parallel([capital_prompt(c) for c in countries], CAPITALS)
+    check_labels(completions, CAPITALS)
+    assert [c.text for c in completions] == ["Paris", "Madrid", "Berlin", "Rome"]
+    for country, c in zip(countries, completions):
+        assert_close_to_oracle(c, oracle_probs(reference_llama, model, capital_prompt(country), CAPITALS.choices))
+
+
+def test_multi_token_labels_are_scored_on_every_token(ctx4, model, reference_llama):
+    completions = ctx4.generate_parallel(STORIES, TOPICS)
+    check_labels(completions, TOPICS)
+    assert [c.text for c in completions[1:]] == ["crude oil", "interest rates"]
+    assert completions[2].n_gen_tokens == len(model.tokenize(" interest rates", add_special=False)) > 1
+    for prompt, c in zip(STORIES, completions):
+        assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
+
+
+def test_choices_mix_with_free_prompts_and_leave_nothing_behind(ctx4, model):
+    free = newrllama.SamplingParams(max_tokens=6)
+    prompts = STORIES + ["Once upon a time", capital_prompt("France")]
+    completions = ctx4.generate_parallel(prompts, [TOPICS, TOPICS, TOPICS, free, CAPITALS])
+    check_labels(completions[:3], TOPICS)
+    check_labels(completions[4:], CAPITALS)
+    assert completions[3].choice_probs is None and completions[3].n_gen_tokens == 6
+    assert ctx4.n_used_cells() == 0
+    lo, hi = ffi.new("int32_t *"), ffi.new("int32_t *")
+    n_all = ctx4.n_seq_max + lib.newrllama_context_n_seq_cache(ctx4.handle)
+    for seq in range(ctx4.n_seq_max, n_all):
+        assert lib.newrllama_seq_pos_range(ctx4.handle, seq, lo, hi, ffi.NULL) == lib.NEWRLLAMA_OK
+        assert (lo[0], hi[0]) == (-1, -1)
+
+
+def test_more_labels_than_scratch_sequences(model):
+    labels = [f"topic number {k}" for k in range(150)]
+    params = newrllama.SamplingParams(choices=labels)
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(["Pick a topic. The answer is", "Another one:"], params)
+        check_labels(completions, params)
+        assert ctx.n_used_cells() == 0
+
+
+def test_choices_share_a_cached_instruction(model):
+    instruction = ("Classify the news story into one topic. Topics: acquisition (a company buys another), "
+                   "crude oil (oil prices and production), interest rates (central banks), sports results. ") * 2
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        completions = ctx.generate_parallel([instruction + s for s in STORIES], TOPICS)
+        check_labels(completions, TOPICS)
+        assert all(c.n_cached_tokens > 50 for c in completions)
+
+
+def test_a_failing_label_decode_fails_only_its_prompt(model):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        first_scratch = ctx.n_seq_max + newrllama.Context.PREFIX_CACHE_SEQUENCES
+        ctx._inject_decode_failure(2, first_scratch)  # the step scoring the first multi-token label
+        completions = ctx.generate_parallel(STORIES, TOPICS)
+        failed = [c for c in completions if c.finish_reason == "error"]
+        assert len(failed) == 1 and "scoring a label" in failed[0].error
+        check_labels([c for c in completions if c.finish_reason != "error"], TOPICS)
+        assert ctx.n_used_cells() == 0
+        check_labels(ctx.generate_parallel(STORIES, TOPICS), TOPICS)
+
+
+@pytest.mark.parametrize("choices,message", [
+    ([], "2 to 1024"), (["only"], "2 to 1024"), ([f"label {k}" for k in range(10_000)], "2 to 1024"),
+    (["a", "a"], "more than once"), (["a", " "], "non-blank"), (["a", "b\0c"], "NUL"), (["a", 3], "non-blank"),
+    ("ab", "not a single string"),
+])
+def test_bad_choice_lists_are_clear_errors(choices, message):
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.SamplingParams(choices=choices)
+
+
+def test_labels_that_do_not_fit_fail_alone(model):
+    with newrllama.Context(model, n_ctx=256, n_seq_max=1, n_threads=2) as ctx:
+        long_label = "word " * 300
+        params = newrllama.SamplingParams(choices=["short", long_label])
+        completions = ctx.generate_parallel([capital_prompt("France"), capital_prompt("Spain")], [params, CAPITALS])
+        assert completions[0].finish_reason == "error" and "longest label" in completions[0].error
+        assert completions[1].text == "Madrid"
