@@ -11,7 +11,8 @@ model, generated tokens per second with prefill included, for:
   - a loop of Context.generate and of llama-cpp-python's create_completion, and R at 16.
 Then 16 threads each calling generate() with one prompt against one generate_parallel
 call of the same 16 prompts, and the drift over 100 calls of 8 prompts. Figures are
-ratios within one run: this machine is shared and noisy, so each is the best of --repeats.
+ratios within one run: this machine is shared and noisy, so each is the best of --repeats, and
+the three engines run in turn within each repeat.
 
     .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--repeats 3] [--drift-calls 100]
         [--no-r] [--no-llama-cpp] [--no-batched-bench]
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 import newrllama
+from llama_tools import batched_bench_binary, run_batched_bench
 from newrllama._capi import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,25 +115,15 @@ def bench_c_driver(model, prompts, repeats):
 
 def bench_batched_bench(sizes, repeats):
     """llama-batched-bench: generated tokens/s with prefill included (B * TG / T), best of repeats per size."""
-    tool = subprocess.run(["bash", str(ROOT / "bench" / "build_llama_tools.sh")], capture_output=True, text=True)
-    if tool.returncode != 0:
-        raise RuntimeError(f"building llama-batched-bench failed: {tool.stderr[-2000:]}")
-    binary = tool.stdout.strip().splitlines()[-1]
+    binary = batched_bench_binary()
     best = {n: 0.0 for n in sizes}
     n_ctx = max(sizes) * 128  # 128 cells per sequence, as our contexts
     for _ in range(repeats):
-        out = subprocess.run([binary, "-m", newrllama.default_model_path(), "-c", str(n_ctx), "-b", "512",
-                              "-ub", "512", "-npp", str(PROMPT_TOKENS), "-ntg", str(MAX_TOKENS),
-                              "-npl", ",".join(map(str, sizes)), "-t", str(N_THREADS), "-tb", str(N_THREADS)],
-                             capture_output=True, text=True, timeout=1200)
-        if out.returncode != 0:
-            raise RuntimeError(f"llama-batched-bench failed: {out.stderr[-2000:]}")
-        for line in out.stdout.splitlines():
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 10 and cells[0].isdigit():
-                b, tg, total = int(cells[2]), int(cells[1]), float(cells[8])
-                if b in best:
-                    best[b] = max(best[b], b * tg / total)
+        for row in run_batched_bench(binary, ["-c", str(n_ctx), "-b", "512", "-ub", "512", "-npp", str(PROMPT_TOKENS),
+                                              "-ntg", str(MAX_TOKENS), "-npl", ",".join(map(str, sizes))], N_THREADS):
+            b = int(row["B"])
+            if b in best:
+                best[b] = max(best[b], b * row["TG"] / row["T"])
     return best
 
 
@@ -237,17 +229,25 @@ def main() -> int:
     if not args.no_llama_cpp:
         from llama_cpp import Llama
         llm = Llama(newrllama.default_model_path(), n_ctx=512, n_threads=N_THREADS, verbose=False)
-    reference = {} if args.no_batched_bench else bench_batched_bench(args.sizes, args.repeats)
     rows = []
     for n in args.sizes:
         prompts = (all_prompts * (n // len(all_prompts) + 1))[:n]
-        rate, python_us = bench_parallel(model, prompts, args.repeats)
-        row = {"prompts": n, "generate_parallel": rate, "python_us_per_step": python_us,
-               "c_driver": bench_c_driver(model, prompts, args.repeats),
+        # Interleaved, best of repeats each: on a shared machine the load drifts within minutes.
+        rate = c_rate = reference = 0.0
+        python_us = []
+        for _ in range(args.repeats):
+            if not args.no_batched_bench:
+                reference = max(reference, bench_batched_bench([n], 1)[n])
+            r, us = bench_parallel(model, prompts, 1)
+            rate = max(rate, r)
+            python_us.append(us)
+            c_rate = max(c_rate, bench_c_driver(model, prompts, 1))
+        python_us = statistics.median(python_us)
+        row = {"prompts": n, "generate_parallel": rate, "python_us_per_step": python_us, "c_driver": c_rate,
                "generate_loop": bench_generate_loop(model, prompts, args.repeats)}
         if reference:
-            row["batched_bench"] = reference[n]
-            row["over_batched_bench"] = rate / reference[n]
+            row["batched_bench"] = reference
+            row["over_batched_bench"] = rate / reference
         if llm is not None:
             row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts, args.repeats)
         if not args.no_r and n == 16:

@@ -1,0 +1,33 @@
+"""llama.cpp's own llama-batched-bench, built from the vendored llama.cpp of the pinned llama-cpp-python, as a reference."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Dict, List
+
+import newrllama
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def batched_bench_binary() -> str:
+    """Builds llama-batched-bench once (bench/build_llama_tools.sh, AMX off) and returns its path."""
+    tool = subprocess.run(["bash", str(ROOT / "bench" / "build_llama_tools.sh")], capture_output=True, text=True)
+    if tool.returncode != 0:
+        raise RuntimeError(f"building llama-batched-bench failed: {tool.stderr[-2000:]}")
+    return tool.stdout.strip().splitlines()[-1]
+
+
+def run_batched_bench(binary: str, args: List[str], n_threads: int) -> List[Dict[str, float]]:
+    """One run on the embedded model; a dict per row of its table (PP, TG, B, N_KV, T_PP, S_PP, T_TG, S_TG, T, S)."""
+    out = subprocess.run([binary, "-m", newrllama.default_model_path(), "-t", str(n_threads), "-tb", str(n_threads)]
+                         + args, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"llama-batched-bench failed: {out.stderr[-2000:]}")
+    keys = ["PP", "TG", "B", "N_KV", "T_PP", "S_PP", "T_TG", "S_TG", "T", "S"]
+    rows = []
+    for line in out.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == len(keys) and cells[0].isdigit():
+            rows.append({k: float(v) for k, v in zip(keys, cells)})
+    return rows
