@@ -231,6 +231,17 @@ NEWRLLAMA_API newrllama_error_code newrllama_sampler_create(newrllama_context_ha
                                                             uint32_t seed, newrllama_sampler_handle *sampler_out,
                                                             const char **error_message);
 NEWRLLAMA_API void newrllama_sampler_free(newrllama_sampler_handle sampler);
+/* As newrllama_sampler_create, constrained by a GBNF grammar (rule root; NULL: none).
+ * A token is checked against the grammar before it is accepted, so no grammar can
+ * abort the process; where the grammar allows no token, the slot's token is -1. */
+NEWRLLAMA_API newrllama_error_code newrllama_sampler_create_ex(newrllama_context_handle ctx,
+                                                               const newrllama_sampling_params *params,
+                                                               uint32_t seed, const char *grammar,
+                                                               newrllama_sampler_handle *sampler_out,
+                                                               const char **error_message);
+/* NEWRLLAMA_OK if grammar parses as GBNF with a rule named root for this model's vocabulary. */
+NEWRLLAMA_API newrllama_error_code newrllama_grammar_check(newrllama_model_handle model, const char *grammar,
+                                                           const char **error_message);
 
 /* The seed of one prompt's random stream: a function of the call's seed, the
  * prompt's tokens and `repeat` (how many identical prompts came before it in the

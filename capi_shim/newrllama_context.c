@@ -47,6 +47,11 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
                        "n_batch must be in [n_seq_max, n_ctx] = [%d, %d] (0 = default), got %d",
                        n_seq_max, n_ctx, n_batch);
     }
+    if (n_seq_max + n_seq_cache > n_batch) {
+        /* llama.cpp sizes its output buffer for max(n_batch, sequences) rows and asserts otherwise. */
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "n_seq_max + n_seq_cache (%d + %d) must not exceed n_batch (%d)", n_seq_max, n_seq_cache, n_batch);
+    }
     if (n_threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cores > 0 ? (int)cores : 1;
@@ -85,7 +90,10 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     }
     c->n_batch = (int32_t)llama_n_batch(c->ctx);
     c->batch = llama_batch_init(c->n_batch, 0, 1);
-    if (!c->batch.token) {
+    c->candidates = malloc((size_t)model->n_vocab * sizeof *c->candidates);
+    if (!c->batch.token || !c->candidates) {
+        free(c->candidates);
+        llama_batch_free(c->batch);
         llama_free(c->ctx);
         mtx_destroy(&c->lock);
         free(c);
@@ -108,6 +116,7 @@ void newrllama_context_free(newrllama_context_handle ctx) {
     mtx_lock(&ctx->lock);
     mtx_unlock(&ctx->lock);
     llama_batch_free(ctx->batch);
+    free(ctx->candidates);
     llama_free(ctx->ctx);
     nr_model_release(ctx->model);
     mtx_destroy(&ctx->lock);

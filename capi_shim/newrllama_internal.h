@@ -35,11 +35,13 @@ struct newrllama_context {
     int32_t n_seq_total;      /* plus the cache sequences: ids [n_seq_max, n_seq_total) */
     int32_t n_swa;            /* sliding-window size of the model's SWA layers; 0 if none */
     struct llama_batch batch; /* n_batch tokens, reused by every step under the lock */
+    llama_token_data *candidates; /* n_vocab entries for grammar-constrained sampling, under the lock */
     struct decode_fault fault;
 };
 
 struct newrllama_sampler {
-    struct llama_sampler *chain; /* NULL: plain greedy, which reads the row's argmax and needs no state */
+    struct llama_sampler *chain;   /* NULL: plain greedy, which reads the row's argmax and needs no state */
+    struct llama_sampler *grammar; /* NULL: unconstrained */
 };
 
 /* Drops one reference; the last one frees the llama model. */
@@ -82,6 +84,8 @@ newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const ne
 void nr_sampler_release(struct newrllama_sampler *s);
 /* A 64-bit hash of a token sequence: equal tokens, equal hash (repeats of identical prompts). */
 uint64_t nr_tokens_hash(const int32_t *tokens, size_t n_tokens);
+/* Samples row batch_index under s->grammar (see newrllama_grammar.c); -1 if the grammar allows no token. */
+llama_token nr_sample_with_grammar(struct newrllama_context *c, struct newrllama_sampler *s, int32_t batch_index);
 /* Returns llama_decode's code (0: decoded and sampled; otherwise rolled back). */
 int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32_t n_slots);
 

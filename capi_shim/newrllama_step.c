@@ -84,6 +84,7 @@ newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const ne
 void nr_sampler_release(struct newrllama_sampler *s) {
     if (!s) return;
     llama_sampler_free(s->chain);
+    llama_sampler_free(s->grammar);
     free(s);
 }
 
@@ -292,8 +293,12 @@ int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32
         end += s->n_tokens;
         if (s->n_score_rows > 0) score(c, s, end - s->n_score_rows);
         if (!s->sampler) continue;
-        s->token = s->sampler->chain ? llama_sampler_sample(s->sampler->chain, c->ctx, end - 1) : argmax_row(c, end - 1);
-        s->is_eog = llama_vocab_is_eog(c->model->vocab, s->token);
+        if (s->sampler->grammar) {
+            s->token = nr_sample_with_grammar(c, s->sampler, end - 1);
+        } else {
+            s->token = s->sampler->chain ? llama_sampler_sample(s->sampler->chain, c->ctx, end - 1) : argmax_row(c, end - 1);
+        }
+        s->is_eog = s->token < 0 || llama_vocab_is_eog(c->model->vocab, s->token);
     }
     return 0;
 }

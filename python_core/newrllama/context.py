@@ -69,14 +69,17 @@ class Context(OwnedHandle):
             _positive_int(name, value)
         if not isinstance(prefix_cache, bool):
             raise InvalidArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r}")
-        n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, max(0, 256 - n_seq_max)) if prefix_cache else 0
+        n_batch = min(n_batch, n_ctx)
+        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
+        room = max(0, min(256, n_batch) - n_seq_max)
+        n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, room) if prefix_cache else 0
         # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each).
-        n_seq_scratch = min(self.SCRATCH_SEQUENCES, max(0, 256 - n_seq_max - n_seq_cache))
+        n_seq_scratch = min(self.SCRATCH_SEQUENCES, room - n_seq_cache)
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
-        _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, min(n_batch, n_ctx),
+        _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
                                                       n_seq_cache + n_seq_scratch, out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads

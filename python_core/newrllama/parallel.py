@@ -10,6 +10,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
+from ._lib import ffi
 from .choices import ChoiceScoring, label_tokens
 from .params import SamplingParams
 from .prefix_cache import shared_prefix_lengths
@@ -68,6 +69,20 @@ def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int
     return tokens
 
 
+def _checked_grammars(vocab: Vocab, plist: List[SamplingParams]):
+    """The C text of each distinct grammar (by params id); a grammar that does not parse raises, naming a prompt."""
+    grammars = {}
+    for i, p in enumerate(plist):
+        if p.gbnf is not None and id(p) not in grammars:
+            try:
+                vocab.check_grammar(p.gbnf)
+            except NewrllamaError as exc:
+                what = "json_schema" if p.json_schema is not None else "grammar"
+                raise InvalidArgumentError(f"the {what} of prompt {i} (params[{i}]): {exc}") from None
+            grammars[id(p)] = ffi.new("char[]", p.gbnf.encode("utf-8"))
+    return grammars
+
+
 def _ends_in_a_word(prompt: Prompt) -> bool:
     if isinstance(prompt, bytes):
         prompt = prompt.decode("utf-8", "replace")
@@ -81,6 +96,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
+    grammars = _checked_grammars(vocab, plist)
     labels: Dict[Tuple[int, bool], List[List[int]]] = {}
     requests = []
     repeats: Dict[Tuple[int, ...], int] = {}
@@ -103,7 +119,8 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             key = tuple(tokens)
             repeat = repeats.get(key, 0)
             repeats[key] = repeat + 1
-            request = Request(call, i, tokens, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice)
+            request = Request(call, i, tokens, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice,
+                              grammar=grammars.get(id(p)))
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:

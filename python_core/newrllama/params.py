@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Tuple, Union
+import json
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError
 
@@ -50,6 +51,11 @@ class SamplingParams:
     its tokens, not normalised by length; with a space in front when the prompt
     text does not end in whitespace, as the model would write it), and
     ``Completion.choice_probs`` holds the softmax of those scores over the labels.
+
+    ``grammar`` (GBNF, with a rule named ``root``) or ``json_schema`` (a dict or
+    its JSON text, converted to GBNF by llama-cpp-python's own converter)
+    constrain the answer token by token; ``max_tokens`` may still cut it short
+    (``finish_reason='length'``). At most one of choices, grammar, json_schema.
     """
 
     max_tokens: int = 100
@@ -62,6 +68,9 @@ class SamplingParams:
     seed: int = 1234
     stop: Union[Sequence[str], str, None] = field(default=())
     choices: Optional[Sequence[str]] = None
+    grammar: Optional[str] = None
+    json_schema: Union[Dict[str, Any], str, None] = None
+    gbnf: Optional[str] = field(default=None, init=False, repr=False, compare=False)  # grammar or converted schema
 
     def __post_init__(self) -> None:
         _check_int("max_tokens", self.max_tokens, 1)
@@ -83,7 +92,36 @@ class SamplingParams:
                 raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")
         object.__setattr__(self, "stop", stop)
         object.__setattr__(self, "choices", _check_choices(self.choices))
+        if sum(x is not None for x in (self.choices, self.grammar, self.json_schema)) > 1:
+            raise InvalidArgumentError("give at most one of choices, grammar and json_schema")
+        if self.grammar is not None:
+            object.__setattr__(self, "gbnf", _check_text("grammar", self.grammar))
+        elif self.json_schema is not None:
+            object.__setattr__(self, "gbnf", _schema_to_gbnf(self.json_schema))
 
+
+def _check_text(name: str, text: object) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgumentError(f"{name} must be a non-empty str, got {text!r}")
+    if "\0" in text:
+        raise InvalidArgumentError(f"{name} contains a NUL character")
+    return text
+
+
+def _schema_to_gbnf(schema: object) -> str:
+    if isinstance(schema, dict):
+        try:
+            schema = json.dumps(schema)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"json_schema cannot be written as JSON: {exc}") from None
+    text = _check_text("json_schema", schema)
+    from llama_cpp.llama_grammar import json_schema_to_gbnf  # the reference converter, loaded when needed
+    try:
+        return _check_text("the grammar converted from json_schema", json_schema_to_gbnf(text))
+    except InvalidArgumentError:
+        raise
+    except Exception as exc:  # the converter raises what it meets: ValueError, KeyError, JSONDecodeError ...
+        raise InvalidArgumentError(f"json_schema cannot be converted to a grammar: {type(exc).__name__}: {exc}") from None
 
 def _check_choices(choices: object) -> Optional[Tuple[str, ...]]:
     if choices is None:

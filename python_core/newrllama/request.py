@@ -23,11 +23,11 @@ Sink = Callable[[bytes, bool], None]
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "prefix", "n_cached", "choice")
+                 "shared", "prefix", "n_cached", "choice", "grammar")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: int = 0,
-                 choice: Optional[ChoiceScoring] = None) -> None:
+                 choice: Optional[ChoiceScoring] = None, grammar=None) -> None:
         self.call = call
         self.index = index
         self.params = params
@@ -53,6 +53,7 @@ class Request:
         self.prefix = None      # the cached Prefix it copied (n_cached > 0) or waits for (n_cached == 0)
         self.n_cached = 0       # prompt tokens its sequence got from the prefix cache
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling
+        self.grammar = grammar if grammar is not None else ffi.NULL  # C text of its GBNF grammar
 
     def start(self, seq: int, sampler) -> None:
         """Admitted to a sequence: the C buffer that steps read (prompt, then generated tokens) is made

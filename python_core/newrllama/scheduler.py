@@ -147,9 +147,14 @@ class Scheduler:
                 if r.cancelled:
                     r.finish("cancelled", "cancelled")
                     continue
+                if r.choice is not None and r.choice.waiting and (
+                        not self._scratch_seqs or r.choice.longest > self._n_batch):
+                    r.finish("error", "scoring labels of several tokens needs a scratch sequence and labels of at "
+                                      f"most n_batch = {self._n_batch} tokens (make n_batch larger than n_seq_max)")
+                    continue
                 out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
-                if r.choice is None and lib.newrllama_sampler_create(self._ctx, r.c_params, r.seed, out,
-                                                                     self._err) != lib.NEWRLLAMA_OK:
+                if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,
+                                                                        self._err) != lib.NEWRLLAMA_OK:
                     r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
                     continue
                 r.start(seq, out[0])
@@ -364,6 +369,9 @@ class Scheduler:
             self._retire(r, "cancelled", "cancelled")
 
     def _on_token(self, r: Request, token: int, is_eog: bool) -> None:
+        if token < 0:
+            self._retire(r, "error", "the grammar allows no token here (it cannot be completed)")
+            return
         reason = r.accept(token, is_eog)
         if reason is not None:
             self._retire(r, reason)

@@ -17,6 +17,11 @@ class Vocab:
         self.n_vocab: int = lib.newrllama_model_n_vocab(model_handle)
         self._pieces: Dict[int, bytes] = {}
 
+    def check_grammar(self, gbnf: str) -> None:
+        """Raises InvalidArgumentError unless gbnf parses for this vocabulary."""
+        err = _lib.new_error_slot()
+        _lib.check(lib.newrllama_grammar_check(self._model, gbnf.encode("utf-8"), err), err)
+
     def tokenize(self, data: bytes, add_special: bool = True) -> List[int]:
         """Token ids of UTF-8 bytes; control tokens written as text become control tokens."""
         err = _lib.new_error_slot()

@@ -16,6 +16,11 @@
 #'   when the prompt ends in a word), and `attr(result, "probs")` is a numeric
 #'   matrix with one row per prompt and one column per label (the softmax of
 #'   the scores; `NA` for a failed prompt). Sampling arguments do not apply.
+#' @param grammar `NULL`, or a GBNF grammar (one string, with a rule named
+#'   `root`) that every answer follows; `max_tokens` may still cut it short.
+#' @param json_schema `NULL`, or a JSON schema (a JSON string, or a named list)
+#'   that every answer follows, converted to a grammar by llama-cpp-python's
+#'   converter. At most one of `choices`, `grammar` and `json_schema`.
 #' @return A character vector with one answer per prompt, in the order of
 #'   `prompts` and with its names. A prompt that could not run gives
 #'   `NA`; the reasons are in `attr(result, "errors")`, a character vector
@@ -39,10 +44,12 @@
 #' @export
 generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                               temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
-                              seed = 1234L, progress = interactive(), choices = NULL) {
+                              seed = 1234L, progress = interactive(), choices = NULL, grammar = NULL,
+                              json_schema = NULL) {
   check_context(context)
   prompts <- check_prompts(prompts)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices)
+  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
+                            grammar, json_schema)
   progress <- check_flag(progress, "progress")
   if (length(prompts) == 0) {
     return(prompts[0]) # keeps the (empty) names, if any

@@ -104,6 +104,30 @@ static void step_primitives(newrllama_context_handle ctx) {
     EXPECT(newrllama_context_n_used_cells(ctx) == 0);
 }
 
+/* A grammar-constrained sampler (its checked and full passes) and a scoring slot. */
+static void grammar_and_scoring(newrllama_model_handle m, newrllama_context_handle ctx) {
+    const char *err = NULL;
+    EXPECT(newrllama_grammar_check(m, "root ::= (", &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(newrllama_grammar_check(m, "root ::= [0-9]+", &err) == NEWRLLAMA_OK);
+    newrllama_sampling_params sp = {.max_tokens = 4, .top_k = 40, .top_p = 1.0f, .penalty_repeat = 1.0f};
+    newrllama_sampler_handle sampler = NULL;
+    EXPECT(newrllama_sampler_create_ex(ctx, &sp, 1, "x ::= \"a\"", &sampler, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(newrllama_sampler_create_ex(ctx, &sp, 1, "root ::= [0-9]+", &sampler, &err) == NEWRLLAMA_OK);
+    int32_t prompt[] = {2, 818, 5279, 529, 7001, 563};
+    int32_t targets[] = {9079, 13706}, rows[] = {0, 0};
+    float logprobs[2] = {0};
+    newrllama_slot slots[2] = {{.seq_id = 0, .pos = 0, .tokens = prompt, .n_tokens = 6, .sampler = sampler},
+                               {.seq_id = 1, .pos = 0, .tokens = prompt, .n_tokens = 6, .n_score_rows = 1,
+                                .n_targets = 2, .targets = targets, .target_rows = rows, .logprobs = logprobs}};
+    int32_t code = 0;
+    EXPECT(newrllama_step(ctx, slots, 2, &code, &err) == NEWRLLAMA_OK && slots[0].token >= 0);
+    EXPECT(logprobs[0] < 0.0f && logprobs[1] < 0.0f);
+    rows[1] = 1; /* outside its one row */
+    EXPECT(newrllama_step(ctx, &slots[1], 1, &code, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    for (int32_t s = 0; s < 2; s++) EXPECT(newrllama_seq_clear(ctx, s, &err) == NEWRLLAMA_OK);
+    newrllama_sampler_free(sampler);
+}
+
 static void generation(newrllama_model_handle m) {
     const char *err = NULL;
     newrllama_context_handle ctx = NULL;
@@ -166,6 +190,7 @@ static void generation(newrllama_model_handle m) {
     EXPECT(newrllama_context_n_used_cells(ctx) == 0);
 
     step_primitives(ctx);
+    grammar_and_scoring(m, ctx);
 
     /* The model is released first: the context keeps it alive until it is freed. */
     newrllama_model_free(m);

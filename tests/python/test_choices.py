@@ -143,3 +143,13 @@ def test_labels_that_do_not_fit_fail_alone(model):
         completions = ctx.generate_parallel([capital_prompt("France"), capital_prompt("Spain")], [params, CAPITALS])
         assert completions[0].finish_reason == "error" and "longest label" in completions[0].error
         assert completions[1].text == "Madrid"
+
+
+def test_tiny_contexts_keep_working_and_explain_what_they_cannot_do(model):
+    # n_batch caps how many sequences llama.cpp can hold; here none is left for scratch work.
+    with newrllama.Context(model, n_ctx=64, n_seq_max=4, n_batch=4, n_threads=2) as ctx:
+        assert lib.newrllama_context_n_seq_cache(ctx.handle) == 0
+        completions = ctx.generate_parallel(STORIES[:2] + [capital_prompt("Spain")], [TOPICS, TOPICS, CAPITALS])
+        assert all(c.finish_reason == "error" and "scratch sequence" in c.error for c in completions[:2])
+        assert completions[2].text == "Madrid"
+    assert newrllama.generate_parallel([capital_prompt("France")], max_tokens=3)[0].error is None

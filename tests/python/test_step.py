@@ -92,7 +92,7 @@ def test_step_decodes_and_samples_every_slot(ctx4, model):
 
 @pytest.mark.parametrize("spans,why", [
     ([(0, 0, [1], None), (0, 5, [1], None)], "used by another slot"),
-    ([(12, 0, [1], None)], "outside"),  # 4 prompt sequences + 8 cache sequences
+    ([(76, 0, [1], None)], "outside"),  # 4 prompt sequences + 8 prefix-cache and 64 scratch sequences
     ([(-1, 0, [1], None)], "outside"),
     ([(0, -1, [1], None)], "pos >= 0"),
     ([(0, 0, [], None)], "n_tokens >= 1"),
@@ -120,11 +120,11 @@ def test_null_arguments_are_refused(ctx4):
     assert lib.newrllama_sampler_create(ffi.NULL, bad, 0, out, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     lib.newrllama_sampler_free(ffi.NULL)
     lo = ffi.new("int32_t *")
-    assert lib.newrllama_seq_pos_range(ctx4.handle, 12, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_seq_pos_range(ctx4.handle, 76, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_clear(ctx4.handle, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_copy(ctx4.handle, 1, 1, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_seq_copy(ctx4.handle, 0, 12, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_context_n_seq_cache(ctx4.handle) == 8
+    assert lib.newrllama_seq_copy(ctx4.handle, 0, 76, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_context_n_seq_cache(ctx4.handle) == 72
 
 
 def test_failed_step_is_rolled_back_exactly(ctx4, model):

@@ -129,3 +129,19 @@ test_that("choices give one of the labels for every prompt, with a probability m
   expect_error(generate_parallel(ctx, prompts, choices = paste("label", 1:10000)), "2 to 1024",
                class = "newrllama_invalid_argument")
 })
+
+test_that("grammar and json_schema constrain every answer; bad ones are clear errors", {
+  answers <- generate_parallel(ctx, c("Is the sky blue? Answer:", "Is fire cold? Answer:"), max_tokens = 10,
+                               grammar = 'root ::= ("yes" | "no") "."', progress = FALSE)
+  expect_true(all(answers %in% c("yes.", "no.")))
+  schema <- list(type = "object", properties = list(label = list(enum = list("acq", "crude"))), required = list("label"))
+  json <- generate_parallel(ctx, "Story: Texaco agreed to buy Getty Oil.\nJSON:", max_tokens = 40,
+                            json_schema = schema, progress = FALSE)
+  expect_match(json, '^\\{ ?"label": ?"(acq|crude)" ?\\}')
+  expect_error(generate_parallel(ctx, "a", grammar = 'x ::= "a"'), "prompt 0", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", grammar = c("a", "b")), "single string", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", json_schema = '{"type": "nonsense"}'), "cannot be converted",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", choices = c("a", "b"), grammar = "root ::= \"a\""), "at most one",
+               class = "newrllama_invalid_argument")
+})
