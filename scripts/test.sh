@@ -12,7 +12,8 @@ cd "$ROOT"
 echo "== testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
 # AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
-NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
+# Its pip may lack TLS here and fall back to the local indexes: no point retrying PyPI then.
+PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
 
 echo "== R CMD check (r_package; its tests ran just above, so --no-tests)"
 check_dir=$(mktemp -d)

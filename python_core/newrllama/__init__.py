@@ -6,6 +6,7 @@
             print(c.text, c.finish_reason)
 """
 from .agreement import Agreement, LabelScores, Validation, agreement, validate
+from .annotate import Annotation, annotate
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
@@ -20,7 +21,7 @@ from .stream import TextStream
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "LabelScores", "Validation", "agreement", "validate",
+    "Agreement", "Annotation", "LabelScores", "Validation", "agreement", "annotate", "validate",
     "ClosedError", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
     "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",

@@ -114,6 +114,12 @@ def run(ctx, prompts, params, progress):
             dataclasses.asdict(stats) if stats is not None else None,
             [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
 
+def annotate(texts, labels, instruction, context, progress, **settings):
+    import newrllama
+    done = newrllama.annotate(texts, labels, instruction, context=context, progress=bool(progress), **settings)
+    return ([a.label for a in done], [list(a.probs.values()) if a.probs else None for a in done],
+            [a.error for a in done])
+
 def label_scores(v):
     s = [v.per_label[k] for k in v.labels]
     return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])

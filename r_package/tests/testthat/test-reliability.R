@@ -117,23 +117,24 @@ test_that("a 1 MB prompt among valid ones is NA with a message about the context
   expect_equal(used_cells(ctx), 0)
 })
 
-test_that("10,000 prompts on n_seq_max = 4 all come back, in order, with their names", {
-  skip_on_cran() # about 2500 decode steps: minutes on a small machine
+test_that("2,000 prompts on n_seq_max = 4 all come back, in order, with their names", {
+  # The engine's 10,000-prompt soak runs once, in pytest; here the R layer carries a long named vector.
+  skip_on_cran() # about 500 decode steps
   big <- test_context(model, n_ctx = 256L, n_seq_max = 4L)
-  prompts <- stats::setNames(paste("Item", 1:10000), paste0("p", 1:10000))
+  prompts <- stats::setNames(paste("Item", 1:2000), paste0("p", 1:2000))
   answers <- generate_parallel(big, prompts, max_tokens = 1, progress = FALSE)
   expect_type(answers, "character")
-  expect_length(answers, 10000)
+  expect_length(answers, 2000)
   expect_false(anyNA(answers))
   expect_identical(names(answers), names(prompts))
   expect_null(attr(answers, "errors"))
   stats <- attr(answers, "stats")
-  expect_equal(stats$n_prompts, 10000)
+  expect_equal(stats$n_prompts, 2000)
   expect_equal(stats$n_failed, 0)
-  expect_equal(stats$n_gen_tokens, 10000)
+  expect_equal(stats$n_gen_tokens, 2000)
   # The first and last groups of four ran as a batch of their own; run again
   # as the same batch, greedy decoding must give the same answers.
-  for (group in list(1:4, 9997:10000)) {
+  for (group in list(1:4, 1997:2000)) {
     again <- generate_parallel(big, prompts[group], max_tokens = 1, progress = FALSE)
     expect_identical(as.vector(again), as.vector(answers[group]))
     expect_identical(names(again), names(prompts)[group])

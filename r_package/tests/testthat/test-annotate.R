@@ -1,0 +1,43 @@
+skip_if_no_newrllama()
+model <- model_load()
+ctx <- test_context(model, n_ctx = 2048L)
+labels <- c("sports", "business", "weather")
+stories <- data.frame(
+  id = 1:4,
+  text = c("The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+           NA, "Heavy rain and strong winds are expected tomorrow."),
+  stringsAsFactors = FALSE
+)
+
+test_that("annotate() adds a valid label and its probability to every row", {
+  expect_warning(out <- annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
+                                 progress = FALSE), class = "newrllama_warning")
+  expect_s3_class(out, "data.frame")
+  expect_equal(names(out), c("id", "text", ".label", ".prob"))
+  expect_true(all(out$.label[-3] %in% labels))
+  expect_true(is.na(out$.label[3]) && is.na(out$.prob[3]))
+  expect_true(all(out$.prob[-3] > 1 / 3 & out$.prob[-3] <= 1))
+  same <- suppressWarnings(annotate(stories, "text", labels, "Give the topic of the news text.", context = ctx,
+                                    pred_name = "topic", progress = FALSE))
+  expect_equal(same$topic, out$.label)
+})
+
+test_that("annotate_vec() gives labels with a probability matrix", {
+  x <- c(a = stories$text[[1]], b = stories$text[[4]])
+  out <- annotate_vec(x, labels, context = ctx, progress = FALSE)
+  expect_named(out, c("a", "b"))
+  probs <- attr(out, "probs")
+  expect_equal(dim(probs), c(2L, 3L))
+  expect_equal(unname(rowSums(probs)), c(1, 1), tolerance = 1e-6)
+  expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(as.vector(out)))
+})
+
+test_that("annotate() checks its arguments", {
+  expect_error(annotate(stories$text, text, labels), "data frame", class = "newrllama_invalid_argument")
+  expect_error(annotate(stories, nope, labels), "column", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec(1:3, labels), "character vector", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", "only", context = ctx), "2 to 1024", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", c("x", NA)), "without NA", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = "ctx"), class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, n_seq_max = 0), "n_seq_max", class = "newrllama_invalid_argument")
+})

@@ -1,0 +1,47 @@
+"""annotate(): valid labels for every text, prompts that share their instruction, failures that stay alone."""
+from __future__ import annotations
+
+import pytest
+
+import newrllama
+
+LABELS = ["sports", "business", "weather"]
+TEXTS = ["The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+         None, "Heavy rain and strong winds are expected tomorrow.", "   "]
+
+
+def test_every_text_gets_a_valid_label_or_a_reason(model):
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        instruction = "Give the topic of the news text: what it is mainly about, not what it mentions in passing. " * 2
+        results = newrllama.annotate(TEXTS, LABELS, instruction, context=ctx)
+        assert [r.error is None for r in results] == [True, True, False, True, False]
+        for r in (results[0], results[1], results[3]):
+            assert r.label in LABELS and max(r.probs, key=r.probs.get) == r.label
+            assert sum(r.probs.values()) == pytest.approx(1.0)
+        assert results[2].label is None and "missing" in results[2].error
+        # The instruction and the labels come first: the texts share them through the prefix cache.
+        assert ctx.last_stats.n_cached_tokens > 0
+
+
+def test_a_context_is_made_when_none_is_given():
+    results = newrllama.annotate(TEXTS[:2], LABELS, n_seq_max=2, n_threads=2)
+    assert all(r.label in LABELS for r in results)
+
+
+def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
+    from newrllama.annotate import annotation_prompt, system_text
+    system = system_text(LABELS, "")
+    assert "sports, business, weather" in system and system.startswith("Classify the text.")
+    prompt = annotation_prompt(model, system, "hello")
+    assert prompt.index(system.split("\n")[0]) < prompt.index("hello")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"texts": "one text", "labels": LABELS}, "list of str"), ({"texts": ["a"], "labels": ["x"]}, "2 to 1024"),
+    ({"texts": ["a"], "labels": None}, "at least 2"), ({"texts": ["a"], "labels": ["x", "x"]}, "more than once"),
+    ({"texts": ["a"], "labels": LABELS, "instruction": 3}, "instruction"),
+    ({"texts": ["a"], "labels": LABELS, "context": "ctx"}, "Context"),
+])
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.annotate(**kwargs)
