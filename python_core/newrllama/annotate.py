@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .context import Context
+from .convenience import sized_context
 from .errors import InvalidArgumentError, TemplateError
 from .model import Model
-from .params import SamplingParams, _check_choices
+from .params import SamplingParams, check_choices
 
 DEFAULT_INSTRUCTION = "Classify the text."
-_DEFAULT_MAX_SEQ = 16
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Sequence[str], instruction:
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
     with ``error`` set; the others are labelled."""
     texts = _checked_texts(texts)
-    labels = _check_choices(labels)
+    labels = check_choices(labels)
     if labels is None:
         raise InvalidArgumentError("labels must be a list of at least 2 labels")
     if not isinstance(instruction, str):
@@ -86,9 +86,6 @@ def _run(model: Model, context: Optional[Context], prompts: List[str], labels, p
     params = SamplingParams(choices=labels)
     if context is not None:
         return context.generate_parallel(prompts, params, progress=progress)
-    longest = max(len(model.tokenize(p)) for p in prompts) + max(len(model.tokenize(" " + label)) for label in labels)
-    n_seq = context_kwargs.get("n_seq_max", min(_DEFAULT_MAX_SEQ, len(prompts)))
-    settings = {"n_seq_max": n_seq, "n_ctx": (longest + 1) * n_seq if isinstance(n_seq, int) else 4096}
-    settings.update(context_kwargs)
-    with Context(model, **settings) as ctx:
+    longest_label = max(len(model.tokenize(" " + label, add_special=False)) for label in labels)
+    with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
         return ctx.generate_parallel(prompts, params, progress=progress)

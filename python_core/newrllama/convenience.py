@@ -23,6 +23,17 @@ def _n_tokens(model: Model, prompt: Prompt, index: int) -> int:
     return len(model.tokenize(prompt)) if isinstance(prompt, (str, bytes)) else len(prompt)
 
 
+def sized_context(model: Model, prompts: Sequence[Prompt], answer_tokens: int, n_seq_max: Optional[int] = None,
+                  **settings: Any) -> Context:
+    """A context on ``model`` whose sequences fit the longest prompt and ``answer_tokens`` more;
+    ``settings`` (``n_threads``, ``n_ctx`` ...) override what is derived."""
+    longest = max((_n_tokens(model, p, i) for i, p in enumerate(prompts)), default=0)
+    n_seq = n_seq_max or min(_DEFAULT_MAX_SEQ, max(len(prompts), 1))
+    room = max(min(model.n_ctx_train, _MAX_CELLS // n_seq), longest + 1)
+    per_seq = min(longest + answer_tokens + 1, room)
+    return Context(model, **{"n_ctx": max(per_seq, 16) * n_seq, "n_seq_max": n_seq, **settings})
+
+
 def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.PathLike, None] = None, *,
                       progress: bool = False, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
     """Answers to ``prompts`` in input order.
@@ -37,13 +48,9 @@ def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.Pat
     own_model = not isinstance(model, Model)
     use = Model(model) if own_model else model
     try:
-        longest = max((_n_tokens(use, p, i) for i, p in enumerate(prompts)), default=0)
         if not prompts:
             return []
-        n_seq = n_seq_max or min(_DEFAULT_MAX_SEQ, len(prompts))
-        room = max(min(use.n_ctx_train, _MAX_CELLS // n_seq), longest + 1)
-        per_seq = min(longest + params.max_tokens + 1, room)
-        with Context(use, n_ctx=max(per_seq, 16) * n_seq, n_seq_max=n_seq) as ctx:
+        with sized_context(use, prompts, params.max_tokens, n_seq_max) as ctx:
             return ctx.generate_parallel(prompts, params, progress=progress)
     finally:
         if own_model:

@@ -91,7 +91,7 @@ class SamplingParams:
             if not isinstance(s, str) or not s:
                 raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")
         object.__setattr__(self, "stop", stop)
-        object.__setattr__(self, "choices", _check_choices(self.choices))
+        object.__setattr__(self, "choices", check_choices(self.choices))
         if sum(x is not None for x in (self.choices, self.grammar, self.json_schema)) > 1:
             raise InvalidArgumentError("give at most one of choices, grammar and json_schema")
         if self.grammar is not None:
@@ -123,7 +123,7 @@ def _schema_to_gbnf(schema: object) -> str:
     except Exception as exc:  # the converter raises what it meets: ValueError, KeyError, JSONDecodeError ...
         raise InvalidArgumentError(f"json_schema cannot be converted to a grammar: {type(exc).__name__}: {exc}") from None
 
-def _check_choices(choices: object) -> Optional[Tuple[str, ...]]:
+def check_choices(choices: object) -> Optional[Tuple[str, ...]]:
     if choices is None:
         return None
     if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence):

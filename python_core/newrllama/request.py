@@ -114,18 +114,17 @@ class Request:
         if self.choice is not None and reason == "stop":
             best, probs = self.choice.result()
             label_tokens = self.choice.tokens[best]
+            self.text = self.choice.labels[best].encode("utf-8")  # a stream shows the label too
             self.completion = Completion(
                 text=self.choice.labels[best], token_ids=list(label_tokens), finish_reason="stop",
                 n_prompt_tokens=self.n_prompt, n_gen_tokens=len(label_tokens), n_cached_tokens=self.n_cached,
                 choice_probs=probs)
-            self.tokens = ffi.NULL
-            self.call.finished(self)
-            return
-        self.completion = Completion(
-            text=self.text.decode("utf-8", "replace") if reason != "error" else "",
-            token_ids=list(self.tokens[self.n_prompt:self.n_tokens]) if self.n_gen and reason != "error" else [],
-            finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
-            n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached)
+        else:
+            self.completion = Completion(
+                text=self.text.decode("utf-8", "replace") if reason != "error" else "",
+                token_ids=list(self.tokens[self.n_prompt:self.n_tokens]) if self.n_gen and reason != "error" else [],
+                finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
+                n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached)
         self.tokens = ffi.NULL
         if self.sink is not None:
             self._show(len(self.text), True)

@@ -267,10 +267,15 @@ class Scheduler:
                         calls[id(r.call)] = r.call
         return calls.values()
 
+    @staticmethod
+    def _gone(h: Holder) -> bool:
+        """Its request ended while a step it was part of ran (a cancelled prompt's label job, say)."""
+        return isinstance(h, LabelJob) and h not in h.owner.choice.running or isinstance(h, Request) and h.seq < 0
+
     def _advance(self, h: Holder, n: int, slot) -> bool:
         """Records a holder's decoded tokens; True once it reached its next stop (a token, scores, a ready
         prefix) or it is gone (its request ended while this step ran for it)."""
-        if isinstance(h, LabelJob) and h not in h.owner.choice.running or isinstance(h, Request) and h.seq < 0:
+        if self._gone(h):
             return True
         h.n_past += n
         if slot.sampler != ffi.NULL:
@@ -331,8 +336,7 @@ class Scheduler:
         next token (a prefix: to its end), so that only one that cannot proceed on its own fails."""
         t_total = 0.0
         for h in holders:
-            while not (isinstance(h, LabelJob) and h not in h.owner.choice.running or
-                       isinstance(h, Request) and h.seq < 0):
+            while not self._gone(h):
                 n = self._fill(0, h, self._n_batch)
                 t0 = time.perf_counter()
                 code = lib.newrllama_step(self._ctx, self._slots, 1, self._decode_code, self._err)

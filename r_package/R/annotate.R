@@ -66,7 +66,7 @@ annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progr
   for (key in names(settings)) {
     settings[[key]] <- check_count(settings[[key]], key, min = 1)
   }
-  texts <- lapply(unname(x), function(t) if (is.na(t)) NULL else t) # a named list would reach Python as a dict
+  texts <- na_to_none(x)
   out <- with_python(do.call(python_helpers()$annotate, c(list(texts, as.list(labels), instruction,
                                                                 if (is.null(context)) NULL else context$py,
                                                                 progress), settings)))
