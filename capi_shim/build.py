@@ -18,8 +18,8 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c", "newrllama_grammar.c",
-           "newrllama_engine.c", "newrllama_generate.c"]
+SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c",
+           "newrllama_logsoftmax.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c"]
 
 # Facts of this build that the module checks again at import.
 BUILD_INFO_C = """

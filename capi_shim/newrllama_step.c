@@ -2,7 +2,6 @@
  * step with an exact rollback, and sequence operations. A scheduler (the Python
  * one, or the C driver in newrllama_engine.c) owns the policy around them. */
 #include <stdint.h>
-#include <math.h>
 #include <stdlib.h>
 
 #include "newrllama_internal.h"
@@ -222,17 +221,6 @@ static llama_token argmax_row(const struct newrllama_context *c, int32_t batch_i
     return best;
 }
 
-/* log(sum(exp(row))), the normaliser of a row's log-softmax. */
-static double log_sum_exp(const float *row, int32_t n) {
-    float max = row[0];
-    for (int32_t t = 1; t < n; t++) {
-        if (row[t] > max) max = row[t];
-    }
-    double sum = 0.0;
-    for (int32_t t = 0; t < n; t++) sum += exp((double)(row[t] - max));
-    return max + log(sum);
-}
-
 /* Fills a scoring slot's logprobs from the rows of its last n_score_rows tokens (batch rows first_row...).
  * Targets usually come grouped by row: a row's normaliser is kept while its targets follow. */
 static void score(const struct newrllama_context *c, newrllama_slot *s, int32_t first_row) {
@@ -242,7 +230,7 @@ static void score(const struct newrllama_context *c, newrllama_slot *s, int32_t 
         int32_t r = s->target_rows[k];
         const float *row = llama_get_logits_ith(c->ctx, first_row + r);
         if (r != norm_row) {
-            norm = log_sum_exp(row, c->model->n_vocab);
+            norm = nr_log_sum_exp(row, c->model->n_vocab);
             norm_row = r;
         }
         s->logprobs[k] = (float)(row[s->targets[k]] - norm);

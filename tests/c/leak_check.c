@@ -1,11 +1,13 @@
 /* Exercises the shim's C API end to end, error paths included, for
  * AddressSanitizer/LeakSanitizer: no invalid access and no leak may be reported.
  * Usage: leak_check MODEL.gguf SCRATCH_DIR */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "newrllama_capi.h"
+#include "newrllama_internal.h"
 
 static int failures = 0;
 
@@ -27,6 +29,23 @@ static void write_file(const char *path, const char *bytes, size_t n) {
     if (!f) return;
     fwrite(bytes, 1, n, f);
     fclose(f);
+}
+
+/* The vectorised normaliser against exp() in double: lengths around the vector width and
+ * the block, spreads far beyond the clamp at -87, a single element. */
+static void log_sum_exp_accuracy(void) {
+    const int32_t lengths[] = {1, 7, 8, 9, 4095, 4097, 262147};
+    float *row = malloc(sizeof(float) * 262147);
+    if (!row) return;
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int32_t n = lengths[l];
+        for (int32_t t = 0; t < n; t++) row[t] = (float)((t * 7919) % 2003) / 10.0f - 150.0f;
+        double max = row[0], sum = 0.0;
+        for (int32_t t = 1; t < n; t++) max = row[t] > max ? row[t] : max;
+        for (int32_t t = 0; t < n; t++) sum += exp((double)row[t] - max);
+        EXPECT(fabs(nr_log_sum_exp(row, n) - (max + log(sum))) < 1e-5);
+    }
+    free(row);
 }
 
 static void bad_model_files(const char *model_path, const char *dir) {
@@ -207,6 +226,7 @@ int main(int argc, char **argv) {
     const char *err = NULL;
     newrllama_backend_init(&err);
     newrllama_set_log_level(0);
+    log_sum_exp_accuracy();
     bad_model_files(argv[1], argv[2]);
     newrllama_model_handle m = NULL;
     if (newrllama_model_load(argv[1], 0, true, false, &m, &err) != NEWRLLAMA_OK) {
