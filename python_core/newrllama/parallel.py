@@ -83,10 +83,14 @@ def _checked_grammars(vocab: Vocab, plist: List[SamplingParams]):
     return grammars
 
 
-def _ends_in_a_word(prompt: Prompt) -> bool:
-    if isinstance(prompt, bytes):
-        prompt = prompt.decode("utf-8", "replace")
-    return isinstance(prompt, str) and bool(prompt) and not prompt[-1].isspace()
+def _ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
+    """Whether the prompt's text ends in something other than whitespace (then a label follows a space).
+    Token prompts are judged by their last token's text, so a prompt reads the same either way."""
+    if isinstance(prompt, (str, bytes)):
+        text = prompt.decode("utf-8", "replace") if isinstance(prompt, bytes) else prompt
+    else:
+        text = vocab.piece(tokens[-1]).decode("utf-8", "replace") if tokens else ""
+    return bool(text) and not text[-1].isspace()
 
 
 def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg,
@@ -104,7 +108,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
         p = plist[i]
         choice = None
         if p.choices is not None and not isinstance(tokens, str):
-            key = (id(p), _ends_in_a_word(prompts[i]))
+            key = (id(p), _ends_in_a_word(vocab, prompts[i], tokens))
             if key not in labels:
                 labels[key] = label_tokens(vocab.tokenize, p.choices, key[1])
             choice = ChoiceScoring(p.choices, labels[key])

@@ -81,6 +81,16 @@ def test_multi_token_labels_are_scored_on_every_token(ctx4, model, reference_lla
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
 
 
+def test_token_prompts_get_the_leading_space_their_text_would(ctx4, model):
+    """A prompt given as tokens ends in ':' (no space): its labels follow a space, as for the text."""
+    as_text = ctx4.generate_parallel(STORIES, TOPICS)
+    as_tokens = ctx4.generate_parallel([model.tokenize(s) for s in STORIES], TOPICS)
+    for t, k in zip(as_text, as_tokens):
+        assert k.n_gen_tokens == t.n_gen_tokens and k.text == t.text
+        for label in TOPICS.choices:
+            assert k.choice_probs[label] == pytest.approx(t.choice_probs[label], rel=1e-4)
+
+
 def test_choices_mix_with_free_prompts_and_leave_nothing_behind(ctx4, model):
     free = newrllama.SamplingParams(max_tokens=6)
     prompts = STORIES + ["Once upon a time", capital_prompt("France")]
