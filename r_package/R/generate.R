@@ -18,6 +18,11 @@
 #'   draws a random one. Each prompt's random stream comes from the seed, the
 #'   prompt's tokens and how many identical prompts came before it in the call,
 #'   not from its position: re-running a subset of prompts gives the same answers.
+#' @param grammar `NULL`, or a GBNF grammar (one string, with a rule named
+#'   `root`) that every answer follows; `max_tokens` may still cut it short.
+#' @param json_schema `NULL`, or a JSON schema (a JSON string, or a named list)
+#'   that every answer follows, converted to a grammar by llama-cpp-python's
+#'   converter. At most one of `grammar` and `json_schema`.
 #' @return The generated text, a single string. A prompt that cannot run (for
 #'   example one too long for its share of the context) signals an error of
 #'   class `newrllama_error`.
@@ -29,10 +34,12 @@
 #'          max_tokens = 4)
 #' @export
 generate <- function(context, prompt, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                     temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0, seed = 1234L) {
+                     temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0, seed = 1234L,
+                     grammar = NULL, json_schema = NULL) {
   check_context(context)
   prompt <- check_prompt(prompt)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed)
+  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
+                            grammar = grammar, json_schema = json_schema)
   result <- run_prompts(context, list(prompt), params, progress = FALSE)
   if (result$failed[1]) {
     abort(sprintf("the prompt could not be run: %s", result$errors[1]), "newrllama_prompt_error",

@@ -16,16 +16,15 @@
 #'   when the prompt ends in a word), and `attr(result, "probs")` is a numeric
 #'   matrix with one row per prompt and one column per label (the softmax of
 #'   the scores; `NA` for a failed prompt). Sampling arguments do not apply.
-#' @param grammar `NULL`, or a GBNF grammar (one string, with a rule named
-#'   `root`) that every answer follows; `max_tokens` may still cut it short.
-#' @param json_schema `NULL`, or a JSON schema (a JSON string, or a named list)
-#'   that every answer follows, converted to a grammar by llama-cpp-python's
-#'   converter. At most one of `choices`, `grammar` and `json_schema`.
+#'   At most one of `choices`, `grammar` and `json_schema`.
 #' @return A character vector with one answer per prompt, in the order of
 #'   `prompts` and with its names. A prompt that could not run gives
 #'   `NA`; the reasons are in `attr(result, "errors")`, a character vector
 #'   named by the positions of the failed prompts, and one warning of class
-#'   `newrllama_warning` says how many failed. `attr(result, "stats")` holds
+#'   `newrllama_warning` says how many failed. `attr(result, "finish_reason")`
+#'   says why each answer ended: `"stop"` (end of generation, a stop string,
+#'   a chosen label or a completed grammar), `"length"` (`max_tokens` reached)
+#'   or `"error"`. `attr(result, "stats")` holds
 #'   the figures of the call (a named list: `n_prompts`, `n_prompt_tokens`,
 #'   `n_gen_tokens`, `n_cached_tokens` (prompt tokens served by the prefix
 #'   cache, see [context_create()]), `t_prompt_s`, `t_gen_s`, `t_total_s`,
@@ -63,6 +62,7 @@ generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, 
     names(errors) <- which(result$failed)
     attr(text, "errors") <- errors
   }
+  attr(text, "finish_reason") <- result$finish_reason
   attr(text, "stats") <- result$stats
   if (!is.null(choices)) {
     probs <- matrix(NA_real_, length(prompts), length(choices), dimnames = list(names(prompts), choices))
@@ -77,8 +77,8 @@ generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, 
   text
 }
 
-# Runs prompts (a list of strings or token lists) and returns texts, failure
-# flags, error messages and statistics. The Completion objects are unpacked in
+# Runs prompts (a list of strings or token lists) and returns texts, finish
+# reasons, failure flags, error messages and statistics. The Completion objects are unpacked in
 # Python, in one call, rather than field by field through reticulate.
 run_prompts <- function(context, prompts, params, progress, call = sys.call(-1)) {
   force(call)
@@ -86,7 +86,8 @@ run_prompts <- function(context, prompts, params, progress, call = sys.call(-1))
   out <- with_python(unpack(context$py, prompts, params, progress), call = call)
   list(
     text = as.character(unlist(out[[1]])),
-    failed = as.logical(unlist(out[[2]])),
+    finish_reason = as.character(unlist(out[[2]])),
+    failed = as.character(unlist(out[[2]])) == "error",
     errors = as.character(unlist(out[[3]])),
     stats = out[[4]],
     probs = out[[5]]
@@ -109,7 +110,7 @@ def run(ctx, prompts, params, progress):
     completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
     stats = ctx.last_stats
     return ([c.text for c in completions],
-            [c.finish_reason == 'error' for c in completions],
+            [c.finish_reason for c in completions],
             [(c.error or 'unknown error') if c.finish_reason == 'error' else '' for c in completions],
             dataclasses.asdict(stats) if stats is not None else None,
             [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])

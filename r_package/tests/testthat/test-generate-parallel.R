@@ -128,6 +128,12 @@ test_that("choices give one of the labels for every prompt, with a probability m
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = paste("label", 1:10000)), "2 to 1024",
                class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = character(0)), "2 to 1024",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = c("a", " ")), "blank", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = list("a", "b")), "character vector",
+               class = "newrllama_invalid_argument")
+  expect_equal(unname(attr(answers, "finish_reason")), c("stop", "stop"))
 })
 
 test_that("grammar and json_schema constrain every answer; bad ones are clear errors", {
@@ -144,4 +150,22 @@ test_that("grammar and json_schema constrain every answer; bad ones are clear er
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", choices = c("a", "b"), grammar = "root ::= \"a\""), "at most one",
                class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", grammar = 'root ::= ("a" | '), "prompt 0",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", grammar = ""), "grammar", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", json_schema = "{"), "json_schema", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", json_schema = 42), "json_schema", class = "newrllama_invalid_argument")
+  expect_true(generate(ctx, "Is the sky blue? Answer:", max_tokens = 5, grammar = 'root ::= ("yes" | "no") "."') %in%
+                c("yes.", "no."))
+})
+
+test_that("max_tokens cuts a grammar short: finish_reason 'length', and the context goes on", {
+  cut <- generate_parallel(ctx, c("Digits:", "More digits:"), max_tokens = 3, grammar = "root ::= [0-9]+",
+                           progress = FALSE)
+  expect_equal(unname(attr(cut, "finish_reason")), c("length", "length"))
+  expect_true(all(grepl("^[0-9]+$", cut)))
+  done <- generate_parallel(ctx, "Is fire cold? Answer:", max_tokens = 10, grammar = 'root ::= ("yes" | "no") "."',
+                            progress = FALSE)
+  expect_equal(attr(done, "finish_reason"), "stop")
+  expect_true(done %in% c("yes.", "no."))
 })
