@@ -5,6 +5,7 @@
         for c in ctx.generate_parallel(["The capital of France is", "2 + 2 ="]):
             print(c.text, c.finish_reason)
 """
+from .aio import AsyncTextStream
 from .agreement import Agreement, LabelScores, Validation, agreement, validate
 from .annotate import Annotation, annotate
 from .context import Context
@@ -21,7 +22,7 @@ from .stream import TextStream
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "Annotation", "LabelScores", "Validation", "agreement", "annotate", "validate",
+    "Agreement", "Annotation", "AsyncTextStream", "LabelScores", "Validation", "agreement", "annotate", "validate",
     "ClosedError", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
     "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",

@@ -7,7 +7,8 @@ from typing import List, Optional, Sequence
 
 from . import _lib
 from ._lib import ffi, lib
-from .errors import InvalidArgumentError
+from .aio import AsyncTextStream, wait_for_call
+from .errors import ClosedError, InvalidArgumentError
 from .handle import OwnedHandle
 from .model import Model
 from .params import SamplingParams
@@ -23,6 +24,12 @@ def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
         raise InvalidArgumentError(f"{name} must be a positive 32-bit int, got {value!r}")
     return value
+
+
+def _one_params(params: object) -> Optional[SamplingParams]:
+    if params is not None and not isinstance(params, SamplingParams):
+        raise InvalidArgumentError("params must be a SamplingParams")
+    return params
 
 
 def _usable_cores() -> int:
@@ -128,9 +135,7 @@ class Context(OwnedHandle):
 
     def generate(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> Completion:
         """Answer to one prompt (text, or a list of token ids)."""
-        if params is not None and not isinstance(params, SamplingParams):
-            raise InvalidArgumentError("params must be a SamplingParams")
-        return self.generate_parallel([prompt], params)[0]
+        return self.generate_parallel([prompt], _one_params(params))[0]
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           progress: bool = False) -> List[Completion]:
@@ -155,11 +160,33 @@ class Context(OwnedHandle):
         holds the whole answer once the iteration has ended; ``close()`` (or a ``with``
         block) stops it early.
         """
-        if params is not None and not isinstance(params, SamplingParams):
-            raise InvalidArgumentError("params must be a SamplingParams")
         self.check_open()
-        call, requests = prepare_call(self._vocab, self._n_ctx_seq, [prompt], params)
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, [prompt], _one_params(params))
         stream = TextStream(call, requests[0] if requests else None, self._scheduler.cancel)
+        self._submit(call, requests)
+        return stream
+
+    async def agenerate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None) -> List[Completion]:
+        """generate_parallel for asyncio: awaits the answers without holding a thread. Cancelling the
+        awaiting task cancels this call's prompts (their sequences are freed before the next step)."""
+        self.check_open()
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache)
+        self._submit(call, requests)
+        await wait_for_call(call, self._scheduler.cancel)
+        if call.closed:
+            raise ClosedError("the context was closed while this call was running")
+        self.last_stats = call.stats(time.perf_counter())
+        return list(call.completions)  # type: ignore[arg-type]
+
+    async def agenerate(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> Completion:
+        """generate for asyncio (see agenerate_parallel)."""
+        return (await self.agenerate_parallel([prompt], _one_params(params)))[0]
+
+    def astream(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> AsyncTextStream:
+        """stream for asyncio, from within a running event loop: ``async for piece in ctx.astream(...)``."""
+        self.check_open()
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, [prompt], _one_params(params))
+        stream = AsyncTextStream(call, requests[0] if requests else None, self._scheduler.cancel)
         self._submit(call, requests)
         return stream
 

@@ -126,9 +126,9 @@ class Request:
                 finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
                 n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached)
         self.tokens = ffi.NULL
+        self.call.finished(self)  # first: a stream that sees its end reads the completion
         if self.sink is not None:
             self._show(len(self.text), True)
-        self.call.finished(self)
 
 
 class Call:
@@ -142,6 +142,7 @@ class Call:
         if n_prompts == 0:
             self._done.set()
         self._lock = threading.Lock()
+        self._callbacks: List[Callable[[], None]] = []
         self.closed = False
         self.t_start = 0.0
         self.n_decode_calls = 0
@@ -162,8 +163,21 @@ class Call:
     def _count_one(self) -> None:
         with self._lock:
             self._n_done += 1
-            if self._n_done == len(self.completions):
-                self._done.set()
+            if self._n_done < len(self.completions):
+                return
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn()
+
+    def add_done_callback(self, fn: Callable[[], None]) -> None:
+        """Calls fn() once every request is finished: now if they are, else in the thread that finishes the
+        last one (usually the engine thread, so fn must be quick and must not raise)."""
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(fn)
+                return
+        fn()
 
     @property
     def n_done(self) -> int:

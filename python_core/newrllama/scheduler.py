@@ -38,6 +38,8 @@ class EngineStats:
     t_python_s: float   # the scheduler's own work around the steps
     n_cached_prefixes: int = 0  # prefixes the prefix cache holds now
     n_prefix_evictions: int = 0
+    n_running: int = 0          # prompts holding a sequence now
+    n_waiting: int = 0          # prompts submitted and waiting for a sequence
 
     @property
     def python_us_per_step(self) -> float:
@@ -90,8 +92,10 @@ class Scheduler:
 
     def stats(self) -> EngineStats:
         cache = self._cache
+        with self._cv:
+            n_waiting = len(self._incoming) + len(self._waiting)
         return EngineStats(self._n_steps, self._t_step, self._t_python, len(cache.entries) if cache else 0,
-                           cache.n_evictions if cache else 0)
+                           cache.n_evictions if cache else 0, sum(r is not None for r in self._active), n_waiting)
 
     def close(self) -> None:
         """Stops the engine thread; requests still running end with an error."""
