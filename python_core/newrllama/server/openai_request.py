@@ -1,0 +1,191 @@
+"""OpenAI request bodies checked field by field and turned into prompts and SamplingParams.
+
+Every problem is a BadRequest naming the field (OpenAI's 'param'), so a client gets a
+400 that says what to fix; nothing here touches the model or the engine. Fields of
+the OpenAI API that we cannot honour (logprobs, echo, n with streaming, penalties
+other than 0) are refused rather than silently ignored."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Union
+
+from ..errors import InvalidArgumentError
+from ..params import SamplingParams
+
+MAX_PROMPTS = 256   # prompts (times n) in one request
+MAX_N = 16
+MAX_STOP = 16
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "logit_bias", "tools", "functions")
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, param: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one request asks for: prompts (text or token lists), each answered n times, with one params."""
+
+    prompts: List[Union[str, List[int]]]
+    n: int
+    params: SamplingParams
+    stream: bool
+    include_usage: bool
+
+
+def _number(body: Dict[str, Any], name: str, low: float, high: float, default: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadRequest(f"'{name}' must be a number, got {value!r}", name)
+    if not low <= value <= high:
+        raise BadRequest(f"'{name}' must be between {low} and {high}, got {value}", name)
+    return float(value)
+
+
+def _integer(body: Dict[str, Any], name: str, low: int, high: int, default: Optional[int]) -> Optional[int]:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"'{name}' must be an integer, got {value!r}", name)
+    if not low <= value <= high:
+        raise BadRequest(f"'{name}' must be between {low} and {high}, got {value}", name)
+    return value
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"'{name}' must be a string, got {type(value).__name__}", name)
+    if "\0" in value:
+        raise BadRequest(f"'{name}' contains a NUL character", name)
+    return value
+
+
+def _stop(body: Dict[str, Any]) -> List[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or len(stops) > MAX_STOP:
+        raise BadRequest(f"'stop' must be a string or a list of at most {MAX_STOP} strings", "stop")
+    out = [_text(s, "stop") for s in stops]
+    if any(not s for s in out):
+        raise BadRequest("'stop' strings must not be empty", "stop")
+    return out
+
+
+def _constraint(body: Dict[str, Any]) -> Dict[str, Any]:
+    """Our extensions (choices, grammar) and OpenAI's response_format, as SamplingParams arguments."""
+    out: Dict[str, Any] = {}
+    if body.get("choices") is not None:
+        out["choices"] = body["choices"]
+    if body.get("grammar") is not None:
+        out["grammar"] = _text(body["grammar"], "grammar")
+    fmt = body.get("response_format")
+    if fmt is not None:
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if kind == "json_object":
+            out["json_schema"] = {"type": "object"}
+        elif kind == "json_schema":
+            spec = fmt.get("json_schema")
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            if not isinstance(schema, dict):
+                raise BadRequest("response_format 'json_schema' needs json_schema.schema, an object",
+                                 "response_format")
+            out["json_schema"] = schema
+        elif kind != "text":
+            raise BadRequest("response_format.type must be 'text', 'json_object' or 'json_schema'", "response_format")
+    if len(out) > 1:
+        raise BadRequest("give at most one of choices, grammar and response_format", "response_format")
+    return out
+
+
+def _refuse_unsupported(body: Dict[str, Any]) -> None:
+    for name in UNSUPPORTED:
+        if body.get(name) not in (None, False, 0, [], {}):
+            raise BadRequest(f"'{name}' is not supported by this server", name)
+    for name in ("presence_penalty", "frequency_penalty"):
+        if _number(body, name, -2.0, 2.0, 0.0) != 0.0:
+            raise BadRequest(f"'{name}' is not supported (use repeat_penalty)", name)
+
+
+def _job(body: Dict[str, Any], prompts: List[Union[str, List[int]]], max_tokens: int) -> Job:
+    _refuse_unsupported(body)
+    n = _integer(body, "n", 1, MAX_N, 1)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be true or false", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+        raise BadRequest("'stream_options' must be an object with a boolean include_usage", "stream_options")
+    if stream and (len(prompts) > 1 or n > 1):
+        raise BadRequest("streaming answers one prompt with n = 1", "stream")
+    if len(prompts) * n > MAX_PROMPTS:
+        raise BadRequest(f"at most {MAX_PROMPTS} answers per request (prompts times n)", "n")
+    penalty = _number(body, "repeat_penalty", 0.01, 10.0, 1.0)
+    try:
+        params = SamplingParams(
+            max_tokens=max_tokens,
+            temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
+            top_p=_number(body, "top_p", 0.0, 1.0, 1.0),
+            top_k=_integer(body, "top_k", 0, 1_000_000, 40),
+            min_p=_number(body, "min_p", 0.0, 1.0, 0.0),
+            repeat_last_n=_integer(body, "repeat_last_n", -1, 1_000_000, 64 if penalty != 1.0 else 0),
+            penalty_repeat=penalty,
+            seed=_integer(body, "seed", -1, 2**32 - 1, -1),  # -1 (the default): a random seed
+            stop=_stop(body), **_constraint(body))
+    except InvalidArgumentError as exc:
+        raise BadRequest(str(exc)) from None
+    return Job(prompts, n, params, stream, bool(options.get("include_usage", False)))
+
+
+def completion_job(body: Dict[str, Any], default_max_tokens: int) -> Job:
+    """POST /v1/completions: prompt is a string, a list of strings, a token list or a list of token lists."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, str):
+        prompts: List[Union[str, List[int]]] = [_text(prompt, "prompt")]
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        prompts = [prompt]
+    elif isinstance(prompt, list) and prompt:
+        prompts = []
+        for p in prompt:
+            if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+                prompts.append(p)
+            else:
+                prompts.append(_text(p, "prompt"))
+    else:
+        raise BadRequest("'prompt' must be a string, a list of strings or a list of token ids", "prompt")
+    if len(prompts) > MAX_PROMPTS:
+        raise BadRequest(f"at most {MAX_PROMPTS} prompts per request", "prompt")
+    return _job(body, prompts, _integer(body, "max_tokens", 1, 1_000_000, default_max_tokens))
+
+
+def chat_messages(body: Dict[str, Any]) -> List[Dict[str, str]]:
+    """messages as role/content pairs for the chat template: content parts of type text are joined."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in CHAT_ROLES:
+            raise BadRequest(f"messages[{i}] must be an object with role one of {sorted(CHAT_ROLES)}", "messages")
+        content = m.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+                raise BadRequest(f"messages[{i}].content parts must all be of type 'text'", "messages")
+            content = "".join(_text(p.get("text"), "messages") for p in content)
+        out.append({"role": CHAT_ROLES[m["role"]], "content": _text(content, "messages")})
+    return out
+
+
+def chat_job(body: Dict[str, Any], prompt: str, default_max_tokens: int) -> Job:
+    """POST /v1/chat/completions, once the messages are formatted into prompt by the model's template."""
+    limit = _integer(body, "max_completion_tokens", 1, 1_000_000, None)
+    return _job(body, [prompt], _integer(body, "max_tokens", 1, 1_000_000, limit or default_max_tokens))

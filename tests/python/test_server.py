@@ -1,0 +1,273 @@
+"""The OpenAI-compatible server, started as `python -m newrllama serve`, driven by clients no one here wrote:
+the official openai package and plain HTTP (httpx, raw sockets)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+import newrllama
+from server_process import ServerProcess
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+
+N_SEQ = 4
+CAPITALS = {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Spain": "Madrid"}
+
+
+def capital_prompt(country: str) -> str:
+    return f"The capital of Germany is Berlin. The capital of Egypt is Cairo. The capital of {country} is"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", "4096", "--threads", "2") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0) as c:
+        yield c
+
+
+def wait_for_idle(server, timeout=10.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        m = server.metrics()
+        if (m["llamacpp:requests_processing"] == 0 and m["llamacpp:kv_cache_tokens"] == 0) or \
+                time.monotonic() > deadline:
+            return m
+        time.sleep(0.05)
+
+
+def test_models_and_health(server, client):
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    assert [m.id for m in client.models.list().data] == ["gemma-3-270m"]
+
+
+def test_completion_through_the_openai_client(client, model):
+    r = client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3, temperature=0)
+    assert r.object == "text_completion" and len(r.choices) == 1
+    assert "Paris" in r.choices[0].text and r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens == len(model.tokenize(capital_prompt("France")))
+    assert r.usage.completion_tokens == 3 and r.usage.total_tokens == r.usage.prompt_tokens + 3
+
+
+def test_several_prompts_and_n_in_one_request(client):
+    prompts = [capital_prompt(c) for c in CAPITALS]
+    r = client.completions.create(model="any", prompt=prompts, max_tokens=3, temperature=0)
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    for choice, capital in zip(r.choices, CAPITALS.values()):
+        assert capital in choice.text
+    sampled = client.completions.create(model="any", prompt="Once upon a time", max_tokens=12, temperature=1.0,
+                                        seed=7, n=3)
+    assert len(sampled.choices) == 3 and len({c.text for c in sampled.choices}) > 1
+    again = client.completions.create(model="any", prompt="Once upon a time", max_tokens=12, temperature=1.0,
+                                      seed=7, n=3)
+    assert [c.text for c in again.choices] == [c.text for c in sampled.choices]
+
+
+def test_chat_and_streaming_give_the_same_text(client):
+    messages = [{"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": "Name a large city in France."}]
+    whole = client.chat.completions.create(model="any", messages=messages, max_tokens=16, temperature=0)
+    assert whole.object == "chat.completion" and whole.choices[0].message.role == "assistant"
+    chunks = list(client.chat.completions.create(model="any", messages=messages, max_tokens=16, temperature=0,
+                                                 stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_streamed_completion_over_plain_http_ends_with_done(server):
+    body = {"prompt": capital_prompt("Japan"), "max_tokens": 8, "temperature": 0, "stream": True}
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line[len("data: "):] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "Tokyo" in "".join(c["choices"][0]["text"] for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_constraints_choices_grammar_and_json_schema(client):
+    r = client.completions.create(model="any", prompt=capital_prompt("Italy"), max_tokens=5,
+                                  extra_body={"choices": ["Paris", "Rome", "Madrid"]})
+    choice = r.choices[0].model_dump()
+    assert choice["text"] == "Rome" and set(choice["choice_probs"]) == {"Paris", "Rome", "Madrid"}
+    g = client.completions.create(model="any", prompt="Is the sky blue? Answer:", max_tokens=5, temperature=0,
+                                  extra_body={"grammar": 'root ::= ("yes" | "no") "."'})
+    assert g.choices[0].text in ("yes.", "no.")
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}
+    j = client.chat.completions.create(
+        model="any", messages=[{"role": "user", "content": "Give a city as JSON."}], max_tokens=40, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema}})
+    assert isinstance(json.loads(j.choices[0].message.content)["city"], str)
+
+
+def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
+    before = server.metrics()["llamacpp:n_decode_total"]
+    answers = {}
+
+    def ask(country):
+        r = client.completions.create(model="any", prompt=capital_prompt(country), max_tokens=24, temperature=0)
+        answers[country] = r.choices[0].text
+
+    threads = [threading.Thread(target=ask, args=(c,)) for c in CAPITALS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for country, capital in CAPITALS.items():
+        assert capital in answers[country], answers
+    # Four answers of 24 tokens decoded one by one take ~100 steps; together ~30.
+    assert server.metrics()["llamacpp:n_decode_total"] - before < 60
+
+
+def test_a_client_killed_mid_stream_frees_its_sequence(server):
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
+    request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(request)
+    received = b""
+    while received.count(b"data: ") < 3:
+        received += sock.recv(4096)
+    assert server.metrics()["llamacpp:requests_processing"] == 1
+    sock.close()
+    idle = wait_for_idle(server)
+    assert idle["llamacpp:requests_processing"] == 0 and idle["llamacpp:kv_cache_tokens"] == 0
+    # The next N_SEQ requests still run N_SEQ wide.
+    before = idle["llamacpp:n_decode_total"]
+
+    async def burst():
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            return await asyncio.gather(*[http.post("/v1/completions", json={
+                "prompt": capital_prompt(c), "max_tokens": 20, "temperature": 0}) for c in CAPITALS])
+
+    assert all(r.status_code == 200 for r in asyncio.run(burst()))
+    assert server.metrics()["llamacpp:n_decode_total"] - before < 40
+
+
+def hostile_requests():
+    """(method, path, body bytes or JSON, headers): malformed, mistyped, absurd, oversized, misrouted."""
+    good = {"prompt": "Hi", "max_tokens": 2}
+    bad_values = {"max_tokens": [-1, 0, 10**12, "5", 2.5, True], "temperature": [-1, 1e9, "hot", float("nan")],
+                  "top_p": [-0.1, 2, [1]], "top_k": [-5, 1.5], "seed": [-7, 2**70, "x"], "n": [0, 17, 10**6],
+                  "stop": [[""], [1, 2], ["a"] * 100, {"a": 1}], "stream": ["yes", 1], "logprobs": [5],
+                  "choices": [[], ["a"], ["a", "a"], ["x"] * 10000, "ab", ["a", "b\u0000"]],
+                  "grammar": ["", "root ::= (", 'x ::= "a"', 42], "response_format": [{"type": "xml"}, "json",
+                                                                                     {"type": "json_schema"}],
+                  "presence_penalty": [1.0], "prompt": [None, 5, [], [[]], [None], "a\u0000b", [-1, 2**40],
+                                                        "word " * 20000]}
+    cases = []
+    for name, values in bad_values.items():
+        for v in values:
+            cases.append(("POST", "/v1/completions", {**good, name: v}, {}))
+    for messages in [None, [], [{"role": "wizard", "content": "x"}], [{"role": "user"}], [{"role": "user", "content": 5}],
+                     [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}], "hello"]:
+        cases.append(("POST", "/v1/chat/completions", {"messages": messages}, {}))
+    for raw in [b"", b"{", b"[1, 2]", b"null", b'"text"', b"\xff\xfe", b"[" * 100000 + b"]" * 100000,
+                b'{"prompt": "a", "max_tokens": 1' + b" " * 100]:
+        cases.append(("POST", "/v1/completions", raw, {"content-type": "application/json"}))
+    cases.append(("POST", "/v1/completions", b"x" * (9 * 1024 * 1024), {"content-type": "application/json"}))
+    for method, path in [("GET", "/v1/completions"), ("DELETE", "/v1/models"), ("GET", "/v2/nothing"),
+                         ("POST", "/health"), ("GET", "/../../etc/passwd"), ("PUT", "/v1/chat/completions")]:
+        cases.append((method, path, None, {}))
+    return cases
+
+
+def test_hostile_requests_get_4xx_json_and_change_nothing(server, client):
+    cases = hostile_requests()
+    statuses = []
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        for round_ in range(3):
+            for method, path, body, headers in cases:
+                if not isinstance(body, (bytes, type(None))):  # json.dumps writes NaN, as careless clients do
+                    body, headers = json.dumps(body).encode(), {"content-type": "application/json"}
+                r = http.request(method, path, content=body, headers=headers)
+                statuses.append(r.status_code)
+                assert 400 <= r.status_code < 500, (method, path, str(body)[:200], r.status_code, r.text[:300])
+                assert "error" in r.json() or "detail" in r.json(), r.text[:300]
+    assert len(statuses) >= 200
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:  # a length no client library would send
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n{}")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+    idle = wait_for_idle(server)
+    assert idle["llamacpp:kv_cache_tokens"] == 0 and idle["llamacpp:requests_processing"] == 0
+    assert server.process.poll() is None
+    ok = client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3, temperature=0)
+    assert "Paris" in ok.choices[0].text
+
+
+def test_metrics_count_what_was_served(server, client):
+    before = wait_for_idle(server)
+    usages = []
+    for country in CAPITALS:
+        usages.append(client.completions.create(model="any", prompt=capital_prompt(country), max_tokens=5,
+                                                temperature=0).usage)
+    chunks = list(client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hello"}],
+                                                 max_tokens=6, stream=True, stream_options={"include_usage": True}))
+    usages.append(chunks[-1].usage)
+    after = server.metrics()
+    assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == \
+        sum(u.prompt_tokens for u in usages)
+    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == \
+        sum(u.completion_tokens for u in usages)
+    assert after["llamacpp:predicted_tokens_seconds"] > 0
+    text = httpx.get(server.url + "/metrics").text
+    assert 'newrllama:http_requests_total{route="/v1/completions",status="200"}' in text
+
+
+def test_api_key_and_a_full_queue():
+    """Another server: a key is required, and with one sequence and no queue a second request gets 503."""
+    with ServerProcess("--n-seq-max", "1", "--max-queue", "0", "--api-key", "s3cret", "--threads", "2") as s:
+        with openai.OpenAI(base_url=s.url + "/v1", api_key="wrong", max_retries=0) as bad:
+            with pytest.raises(openai.AuthenticationError):
+                bad.models.list()
+        assert httpx.get(s.url + "/health").status_code == 200  # health needs no key
+
+        async def two():
+            async with httpx.AsyncClient(base_url=s.url, timeout=60,
+                                         headers={"Authorization": "Bearer s3cret"}) as http:
+                first = asyncio.ensure_future(http.post("/v1/completions", json={"prompt": "Once", "max_tokens": 60}))
+                await asyncio.sleep(0.3)
+                second = await http.post("/v1/completions", json={"prompt": "Twice", "max_tokens": 5})
+                return await first, second
+
+        first, second = asyncio.run(two())
+        assert first.status_code == 200
+        assert second.status_code == 503 and second.headers["retry-after"] == "1"
+        assert second.json()["error"]["type"] == "server_error"
+
+
+def test_a_missing_or_broken_model_is_a_clear_error(tmp_path):
+    with pytest.raises(RuntimeError, match="(?s)exited with 1.*no model file"):
+        ServerProcess("--model", str(tmp_path / "missing.gguf"))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(RuntimeError, match="unhealthy.*not a GGUF model file"):
+        ServerProcess("--model", str(bad))
+
+
+def test_health_is_503_until_the_model_is_loaded():
+    """The application before its startup (no model loaded yet), driven in-process over ASGI."""
+    from newrllama.server import ServerConfig, create_app
+
+    async def probe():
+        app = create_app(ServerConfig())
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as http:
+            return await http.get("/health"), await http.post("/v1/completions", json={"prompt": "a"})
+
+    health, completion = asyncio.run(probe())
+    assert health.status_code == 503 and health.json() == {"status": "loading"}
+    assert completion.status_code == 503 and completion.headers["retry-after"] == "1"
