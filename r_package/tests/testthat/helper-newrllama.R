@@ -28,3 +28,11 @@ from_previous_session <- function(x) {
   saveRDS(x, file)
   readRDS(file)
 }
+
+skip_if_no_server <- function() {
+  skip_if_no_newrllama()
+  testthat::skip_if_not_installed("processx")
+  if (!reticulate::py_module_available("fastapi") || !reticulate::py_module_available("openai")) {
+    testthat::skip("the server extra (fastapi, uvicorn) or the openai client is not installed in Python")
+  }
+}
