@@ -7,7 +7,8 @@ model, generated tokens per second with prefill included, for:
     with the scheduler's own Python time per step (us);
   - the C driver (newrllama_generate_parallel_ex) over the same primitives;
   - llama.cpp's llama-batched-bench built from the llama.cpp that llama-cpp-python 0.3.36
-    vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -ntg 48 -t 2), and our ratio to it;
+    vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -ntg 48 -t 2), and our ratio to it,
+    both with its default KV layout (a stream per sequence) and with -kvu (one stream, as ours);
   - a loop of Context.generate and of llama-cpp-python's create_completion, and R at 16.
 Then 16 threads each calling generate() with one prompt against one generate_parallel
 call of the same 16 prompts, and the drift over 100 calls of 8 prompts. Figures are
@@ -113,14 +114,17 @@ def bench_c_driver(model, prompts, repeats):
         return best_rate(repeats, run)
 
 
-def bench_batched_bench(sizes, repeats):
-    """llama-batched-bench: generated tokens/s with prefill included (B * TG / T), best of repeats per size."""
+def bench_batched_bench(sizes, repeats, unified: bool = False):
+    """llama-batched-bench: generated tokens/s with prefill included (B * TG / T), best of repeats per size;
+    unified: one KV stream for all sequences (-kvu), the layout our contexts use."""
     binary = batched_bench_binary()
     best = {n: 0.0 for n in sizes}
     n_ctx = max(sizes) * 128  # 128 cells per sequence, as our contexts
+    flags = ["-kvu"] if unified else []
     for _ in range(repeats):
         for row in run_batched_bench(binary, ["-c", str(n_ctx), "-b", "512", "-ub", "512", "-npp", str(PROMPT_TOKENS),
-                                              "-ntg", str(MAX_TOKENS), "-npl", ",".join(map(str, sizes))], N_THREADS):
+                                              "-ntg", str(MAX_TOKENS), "-npl", ",".join(map(str, sizes))] + flags,
+                                     N_THREADS):
             b = int(row["B"])
             if b in best:
                 best[b] = max(best[b], b * row["TG"] / row["T"])
@@ -233,11 +237,12 @@ def main() -> int:
     for n in args.sizes:
         prompts = (all_prompts * (n // len(all_prompts) + 1))[:n]
         # Interleaved, best of repeats each: on a shared machine the load drifts within minutes.
-        rate = c_rate = reference = 0.0
+        rate = c_rate = reference = reference_kvu = 0.0
         python_us = []
         for _ in range(args.repeats):
             if not args.no_batched_bench:
                 reference = max(reference, bench_batched_bench([n], 1)[n])
+                reference_kvu = max(reference_kvu, bench_batched_bench([n], 1, unified=True)[n])
             r, us = bench_parallel(model, prompts, 1)
             rate = max(rate, r)
             python_us.append(us)
@@ -248,6 +253,8 @@ def main() -> int:
         if reference:
             row["batched_bench"] = reference
             row["over_batched_bench"] = rate / reference
+            row["batched_bench_kvu"] = reference_kvu
+            row["over_batched_bench_kvu"] = rate / reference_kvu
         if llm is not None:
             row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts, args.repeats)
         if not args.no_r and n == 16:
@@ -265,11 +272,13 @@ def main() -> int:
 
     print(f"\nGenerated tokens/s, prefill included ({PROMPT_TOKENS}-token prompts, {MAX_TOKENS} new tokens each, "
           f"greedy, {N_THREADS} threads, embedded model; best of {args.repeats})")
-    print(f"{'prompts':>7} {'python':>8} {'C driver':>9} {'batched-bench':>14} {'python/bb':>10} {'py us/step':>11} "
+    print(f"{'prompts':>7} {'python':>8} {'C driver':>9} {'batched-bench':>14} {'python/bb':>10} {'bb -kvu':>8} "
+          f"{'python/bb-kvu':>14} {'py us/step':>11} "
           f"{'gen loop':>9} {'llama-cpp':>10} {'R':>7} {'speedup':>8}")
     for r in rows:
         print(f"{r['prompts']:>7} {r['generate_parallel']:8.1f} {r['c_driver']:9.1f} {col(r, 'batched_bench', 14)} "
-              f"{col(r, 'over_batched_bench', 10, '{:.3f}')} {r['python_us_per_step']:11.0f} {r['generate_loop']:9.1f} "
+              f"{col(r, 'over_batched_bench', 10, '{:.3f}')} {col(r, 'batched_bench_kvu', 8)} "
+              f"{col(r, 'over_batched_bench_kvu', 14, '{:.3f}')} {r['python_us_per_step']:11.0f} {r['generate_loop']:9.1f} "
               f"{col(r, 'llama_cpp_loop', 10)} {col(r, 'r_generate_parallel', 7)} {r['speedup_vs_generate_loop']:7.2f}x")
     for r in rows:
         if "r_over_python" in r:

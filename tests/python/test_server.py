@@ -11,7 +11,6 @@ import time
 import httpx
 import pytest
 
-import newrllama
 from server_process import ServerProcess
 
 openai = pytest.importorskip("openai")

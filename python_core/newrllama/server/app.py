@@ -154,8 +154,6 @@ def create_app(config: ServerConfig) -> FastAPI:
         await asyncio.get_running_loop().run_in_executor(None, engine.close)
 
     app = FastAPI(title="newrllama", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.engine = engine
-    app.state.metrics = metrics
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
