@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from .choices import label_tokens
 from .context import Context
 from .convenience import sized_context
 from .errors import InvalidArgumentError, TemplateError
@@ -68,8 +69,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Sequence[str], instruction:
         system = system_text(labels, instruction)
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         prompts = [annotation_prompt(use, system, texts[i]) for i in runnable]
-        results = [Annotation(None, error="text is missing or empty") if not (isinstance(t, str) and t.strip())
-                   else None for t in texts]
+        results = [Annotation(None, error="text is missing or empty")] * len(texts)
         if prompts:
             completions = _run(use, context, prompts, labels, progress, context_kwargs)
             for i, c in zip(runnable, completions):
@@ -86,6 +86,6 @@ def _run(model: Model, context: Optional[Context], prompts: List[str], labels, p
     params = SamplingParams(choices=labels)
     if context is not None:
         return context.generate_parallel(prompts, params, progress=progress)
-    longest_label = max(len(model.tokenize(" " + label, add_special=False)) for label in labels)
+    longest_label = max(len(t) for t in label_tokens(model.vocab.tokenize, labels, spaced=True))
     with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
         return ctx.generate_parallel(prompts, params, progress=progress)

@@ -1,9 +1,9 @@
 """Sampling parameters."""
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
-import json
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError
@@ -122,6 +122,7 @@ def _schema_to_gbnf(schema: object) -> str:
         raise
     except Exception as exc:  # the converter raises what it meets: ValueError, KeyError, JSONDecodeError ...
         raise InvalidArgumentError(f"json_schema cannot be converted to a grammar: {type(exc).__name__}: {exc}") from None
+
 
 def check_choices(choices: object) -> Optional[Tuple[str, ...]]:
     if choices is None:
