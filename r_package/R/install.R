@@ -34,7 +34,9 @@ install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWR
     args <- list(envname = envname, python = python, packages = NULL)
     extra <- list(...)
     args[names(extra)] <- extra
-    do.call(reticulate::virtualenv_create, args)
+    # reticulate runs the new venv's pip (to update pip itself): without R's LD_LIBRARY_PATH, for
+    # the reason given at pip_install().
+    with_env_var("LD_LIBRARY_PATH", "", do.call(reticulate::virtualenv_create, args))
   }
   venv_python <- reticulate::virtualenv_python(envname)
 
