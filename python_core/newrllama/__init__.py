@@ -8,10 +8,11 @@
 from .aio import AsyncTextStream
 from .agreement import Agreement, LabelScores, Validation, agreement, validate
 from .annotate import Annotation, annotate
+from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
-from .errors import (ClosedError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
+from .errors import (ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
 from .params import SamplingParams
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agreement", "Annotation", "AsyncTextStream", "LabelScores", "Validation", "agreement", "annotate", "validate",
-    "ClosedError", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
+    "ClosedError", "Cluster", "ClusterError", "ClusterStats", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
     "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",
 ]

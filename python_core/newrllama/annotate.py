@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .choices import label_tokens
 from .context import Context
@@ -16,6 +16,7 @@ from .convenience import sized_context
 from .errors import InvalidArgumentError, TemplateError
 from .model import Model
 from .params import SamplingParams, check_choices
+from .results import Completion
 
 DEFAULT_INSTRUCTION = "Classify the text."
 
@@ -40,10 +41,16 @@ def annotation_prompt(model: Model, system: str, text: str) -> str:
         return f"{system}\n\nText: {text}\nLabel:"
 
 
-def _checked_texts(texts: object) -> List[Any]:
+def check_annotate_args(texts: object, labels: object, instruction: object) -> Tuple[List[Any], Tuple[str, ...]]:
+    """The texts as a list and the checked labels; raises for arguments of the wrong kind."""
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
         raise InvalidArgumentError("texts must be a list of str")
-    return list(texts)
+    checked = check_choices(labels)
+    if checked is None:
+        raise InvalidArgumentError("labels must be a list of at least 2 labels")
+    if not isinstance(instruction, str):
+        raise InvalidArgumentError(f"instruction must be a str, got {type(instruction).__name__}")
+    return list(texts), checked
 
 
 def annotate(texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
@@ -55,30 +62,35 @@ def annotate(texts: Sequence[Optional[str]], labels: Sequence[str], instruction:
     embedded model), sized for the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``,
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
     with ``error`` set; the others are labelled."""
-    texts = _checked_texts(texts)
-    labels = check_choices(labels)
-    if labels is None:
-        raise InvalidArgumentError("labels must be a list of at least 2 labels")
-    if not isinstance(instruction, str):
-        raise InvalidArgumentError(f"instruction must be a str, got {type(instruction).__name__}")
+    texts, labels = check_annotate_args(texts, labels, instruction)
     if context is not None and not isinstance(context, Context):
         raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
     own_model = context is None and not isinstance(model, Model)
     use = context.model if context is not None else (Model(model) if own_model else model)
     try:
-        system = system_text(labels, instruction)
-        runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-        prompts = [annotation_prompt(use, system, texts[i]) for i in runnable]
-        results = [Annotation(None, error="text is missing or empty")] * len(texts)
-        if prompts:
-            completions = _run(use, context, prompts, labels, progress, context_kwargs)
-            for i, c in zip(runnable, completions):
-                results[i] = (Annotation(c.text, c.choice_probs) if c.finish_reason == "stop"
-                              else Annotation(None, error=c.error or c.finish_reason))
-        return results  # type: ignore[return-value]
+        runnable, prompts = annotation_prompts(use, texts, labels, instruction)
+        completions = _run(use, context, prompts, labels, progress, context_kwargs) if prompts else []
+        return annotations(len(texts), runnable, completions)
     finally:
         if own_model:
             use.close()
+
+
+def annotation_prompts(model: Model, texts: Sequence[Any], labels: Sequence[str],
+                       instruction: str) -> Tuple[List[int], List[str]]:
+    """The positions of the texts that can be labelled, and their prompts."""
+    system = system_text(labels, instruction)
+    runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
+    return runnable, [annotation_prompt(model, system, texts[i]) for i in runnable]
+
+
+def annotations(n_texts: int, runnable: Sequence[int], completions: Sequence[Completion]) -> List[Annotation]:
+    """One Annotation per text from the completions of its prompt (see annotation_prompts)."""
+    results = [Annotation(None, error="text is missing or empty")] * n_texts
+    for i, c in zip(runnable, completions):
+        results[i] = (Annotation(c.text, c.choice_probs) if c.finish_reason == "stop"
+                      else Annotation(None, error=c.error or c.finish_reason))
+    return results
 
 
 def _run(model: Model, context: Optional[Context], prompts: List[str], labels, progress: bool,

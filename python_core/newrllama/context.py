@@ -32,7 +32,7 @@ def _one_params(params: object) -> Optional[SamplingParams]:
     return params
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
     # The cores this process may run on (a container or taskset can allow fewer than the machine has).
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -71,7 +71,7 @@ class Context(OwnedHandle):
                  n_threads: Optional[int] = None, n_batch: int = 512, prefix_cache: bool = True) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
-        n_threads = _usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
+        n_threads = usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
         if not isinstance(prefix_cache, bool):

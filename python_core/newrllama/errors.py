@@ -36,3 +36,7 @@ class ClosedError(NewrllamaError):
 
 class LibraryMismatchError(NewrllamaError, ImportError):
     """The libllama loaded at import is not the one the shim was built against."""
+
+
+class ClusterError(NewrllamaError):
+    """A cluster could not start (Ray missing, workers that never became ready) or lost its workers."""

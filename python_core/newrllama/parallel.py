@@ -46,22 +46,30 @@ def check_prompts(prompts: object) -> Sequence[Prompt]:
     return prompts
 
 
-def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int], str]:
-    """The prompt's tokens, or why it cannot run. Raises for arguments of the wrong kind."""
+def check_prompt_kind(prompt: object, index: int) -> Union[bytes, List[int]]:
+    """The prompt as UTF-8 bytes or a list of token ids; raises for a prompt of the wrong kind."""
     if prompt is None:
         raise InvalidArgumentError(f"prompts[{index}] is None; every prompt must be a str (or a list of token ids)")
     if isinstance(prompt, (str, bytes)):
-        data = encode_text(prompt, f"prompts[{index}]")
-        if not data:
-            return "prompt is empty"
-        try:
-            tokens = vocab.tokenize(data)
-        except NewrllamaError as exc:
-            return str(exc)
-        return tokens if tokens else "prompt is empty after tokenization"
+        return encode_text(prompt, f"prompts[{index}]")
     tokens = check_token_list(prompt, f"prompts[{index}]")
     if not tokens:
         raise InvalidArgumentError(f"prompts[{index}] is an empty token list")
+    return tokens
+
+
+def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int], str]:
+    """The prompt's tokens, or why it cannot run. Raises for arguments of the wrong kind."""
+    checked = check_prompt_kind(prompt, index)
+    if isinstance(checked, bytes):
+        if not checked:
+            return "prompt is empty"
+        try:
+            tokens = vocab.tokenize(checked)
+        except NewrllamaError as exc:
+            return str(exc)
+        return tokens if tokens else "prompt is empty after tokenization"
+    tokens = checked
     n_vocab = vocab.n_vocab
     for i, t in enumerate(tokens):
         if not 0 <= t < n_vocab:

@@ -1,0 +1,230 @@
+"""Cluster: prompts sharded over Ray workers, each with the model loaded once and one Context."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Hashable, List, Optional, Sequence, Union
+
+from ..annotate import Annotation
+from ..context import usable_cores
+from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
+from ..model import Model
+from ..parallel import ParamsArg, Prompt
+from ..results import Completion
+from .dispatch import Chunk, run_chunks
+from .jobs import AnnotationJob, GenerationJob, check_ids
+from .pool import WorkerPool, WorkerSpec
+from .results_file import keys_of, open_results
+
+# Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
+DEFAULT_CELLS_PER_SEQUENCE = 1024
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """Figures of the last run on a cluster."""
+
+    n_prompts: int
+    n_resumed: int  # found in the output file, not run again
+    n_failed: int  # prompts whose result is an error (their own, or their chunk's)
+    n_chunks: int
+    n_retried_chunks: int  # sent again after their worker died
+    n_workers_replaced: int
+    t_total_s: float
+    t_driver_s: float  # the driver's own work: checking, sharding, sending, collecting (not waiting)
+    t_write_s: float  # writing the output file, fsync included
+    prompts_per_second: float
+
+
+def _count(name: str, value: object, allow_none: bool = False) -> Optional[int]:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+class Cluster:
+    """Workers on a Ray cluster, each loading ``model`` once (a GGUF path; None for the embedded
+    model, which every worker finds in its own installation; a Model stands for its path).
+
+    With ``address=None``, starts a local Ray runtime with room for ``num_workers`` workers of
+    ``threads_per_worker`` CPU threads (default: this machine's cores shared out); else joins
+    the running Ray cluster at ``address`` (``"auto"``, or ``"ray://host:10001"``). A Ray runtime
+    already started in this process is used as it is. Each worker's context holds
+    ``n_seq_max`` sequences and ``n_ctx`` cells (default 1024 per sequence).
+
+    ``generate_parallel`` and ``annotate`` take the arguments of the local versions, plus
+    ``ids`` (one str or int per prompt, naming it in the output file), ``output`` (a JSON
+    Lines file to which every result is appended as soon as its chunk finishes) and
+    ``resume`` (run only the prompts not yet in ``output``). Close it with ``close()`` or a
+    ``with`` block: that stops the workers, and the Ray runtime if the cluster started it.
+    """
+
+    def __init__(self, model: Union[Model, str, os.PathLike, None] = None, *, num_workers: int = 2,
+                 threads_per_worker: Optional[int] = None, n_seq_max: int = 16, n_ctx: Optional[int] = None,
+                 address: Optional[str] = None, startup_timeout: float = 300.0) -> None:
+        num_workers = _count("num_workers", num_workers)
+        n_seq_max = _count("n_seq_max", n_seq_max)
+        threads = _count("threads_per_worker", threads_per_worker, allow_none=True) or max(1, usable_cores() // num_workers)
+        n_ctx = _count("n_ctx", n_ctx, allow_none=True) or DEFAULT_CELLS_PER_SEQUENCE * n_seq_max
+        if address is not None and not isinstance(address, str):
+            raise InvalidArgumentError(f"address must be a str such as 'auto', got {type(address).__name__}")
+        path = _model_path(model, local=address is None)
+        try:
+            import ray
+        except ImportError:
+            raise ClusterError("a Cluster needs Ray: pip install 'newrllama[cluster]'") from None
+        self._ray = ray
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            # Room for the workers even when they ask for more threads than there are cores.
+            cpus = None if address is not None else max(usable_cores(), num_workers * threads)
+            ray.init(address=address, num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                     logging_level="error")
+        try:
+            if address is None:
+                _check_room(ray, num_workers, threads)
+            self._pool: Optional[WorkerPool] = WorkerPool(ray, WorkerSpec(path, n_ctx, n_seq_max, threads),
+                                                          num_workers, startup_timeout)
+        except BaseException:
+            self._shutdown_ray()
+            raise
+        self.chunk_size = n_seq_max
+        self.last_stats: Optional[ClusterStats] = None
+
+    def __repr__(self) -> str:
+        if self._pool is None:
+            return "<newrllama.Cluster (closed)>"
+        info = self._pool.infos[0]
+        return (f"<newrllama.Cluster {len(self._pool)} workers x {info['n_threads']} threads, "
+                f"n_seq_max={info['n_seq_max']} n_ctx={info['n_ctx']}>")
+
+    @property
+    def workers(self) -> List[dict]:
+        """What each worker says now: pid, host, model, n_threads, n_seq_max, n_ctx (a worker that
+        replaces a dead one is waited for)."""
+        pool = self._open_pool()
+        return self._ray.get([w.info.remote() for w in pool.workers])
+
+    def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
+                          ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
+                          resume: bool = False, progress: bool = False) -> List[Completion]:
+        """Answers to ``prompts`` in input order (see Context.generate_parallel), run by the workers
+        in chunks of ``n_seq_max`` prompts. A resumed prompt's Completion has its text, finish
+        reason and token counts from the file, and empty ``token_ids``."""
+        return self._run(GenerationJob(prompts, params), ids, output, resume, progress)
+
+    def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
+                 ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
+                 resume: bool = False, progress: bool = False) -> List[Annotation]:
+        """One label per text, in input order (see newrllama.annotate), run by the workers."""
+        return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, progress)
+
+    def _run(self, job: Union[GenerationJob, AnnotationJob], ids: object, output: object, resume: bool,
+             progress: bool) -> list:
+        t_start = time.perf_counter()
+        pool = self._open_pool()
+        checked_ids = check_ids(ids, len(job))
+        keys = keys_of(len(job), checked_ids)
+        out = open_results(output, resume, dict(zip(keys, job.digests)))
+        results: List[Any] = [None] * len(job)
+        t_write = 0.0
+        try:
+            if out is not None:
+                for i, key in enumerate(keys):
+                    if key in out.done:
+                        results[i] = job.from_record(out.done[key])
+            todo = [i for i, r in enumerate(results) if r is None]
+            n_resumed = len(job) - len(todo)
+            bar = _progress_bar(len(todo), progress)
+
+            def done(chunk: Chunk, chunk_results: List[Any]) -> None:
+                nonlocal t_write
+                for i, r in zip(chunk.indices, chunk_results):
+                    results[i] = r
+                if out is not None:
+                    t0 = time.perf_counter()
+                    out.append(_record(i, checked_ids, job, results[i]) for i in chunk.indices)
+                    t_write += time.perf_counter() - t0
+                bar.update(len(chunk.indices))
+
+            def failed(chunk: Chunk, reason: str) -> None:
+                for i in chunk.indices:
+                    results[i] = job.failed(f"not run: {reason}")
+                bar.update(len(chunk.indices))
+
+            chunks = [Chunk(todo[a:a + self.chunk_size]) for a in range(0, len(todo), self.chunk_size)]
+            try:
+                stats = run_chunks(self._ray, pool, job.method, job.payload, chunks, done, failed)
+            finally:
+                bar.close()
+        finally:
+            if out is not None:
+                out.close()
+        t_total = time.perf_counter() - t_start
+        self.last_stats = ClusterStats(
+            n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(r.error is not None for r in results),
+            n_chunks=stats.n_chunks, n_retried_chunks=stats.n_retried_chunks, n_workers_replaced=pool.n_replaced,
+            t_total_s=t_total, t_driver_s=t_total - stats.t_wait_s - t_write, t_write_s=t_write,
+            prompts_per_second=len(todo) / t_total if t_total > 0 else 0.0)
+        return results
+
+    def _open_pool(self) -> WorkerPool:
+        if self._pool is None:
+            raise ClosedError("this cluster is closed")
+        return self._pool
+
+    def close(self) -> None:
+        """Stops the workers, and the Ray runtime if this cluster started it."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+            self._shutdown_ray()
+
+    def _shutdown_ray(self) -> None:
+        if self._owns_ray:
+            self._ray.shutdown()
+            self._owns_ray = False
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _model_path(model: object, local: bool) -> Optional[str]:
+    if model is None:
+        return None
+    if isinstance(model, Model):
+        return model.path
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidArgumentError(f"model must be a GGUF path, a Model or None, got {type(model).__name__}")
+    path = os.path.abspath(os.fspath(model)) if local else os.fspath(model)
+    if local and not os.path.isfile(path):
+        raise ModelLoadError(f"no model file at {path}")
+    return path
+
+
+def _check_room(ray: Any, num_workers: int, threads: int) -> None:
+    free = ray.available_resources().get("CPU", 0)
+    if free < num_workers * threads:
+        raise ClusterError(f"the local Ray runtime has {free:g} free CPUs for {num_workers} workers of {threads} "
+                           "threads: close the other Cluster of this process, or ask for fewer workers or threads")
+
+
+def _record(index: int, ids: Optional[Sequence[Hashable]], job: Union[GenerationJob, AnnotationJob],
+            result: Any) -> dict:
+    record: dict = {"index": index}
+    if ids is not None:
+        record["id"] = ids[index]
+    record.update(job.record(result))
+    record["input_sha256"] = job.digests[index]
+    return record
+
+
+def _progress_bar(total: int, show: bool):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, disable=not show, unit="prompt", desc="newrllama cluster")

@@ -1,0 +1,119 @@
+"""What a cluster run does with its prompts: the two kinds of job (generation, annotation),
+each knowing how to send a chunk to a worker, and how its results become lines of the
+output file and come back from them."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Hashable, List, Optional, Sequence, Tuple
+
+from ..annotate import Annotation, check_annotate_args
+from ..errors import InvalidArgumentError
+from ..params import SamplingParams
+from ..parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
+from ..results import Completion
+
+MAX_ID_LENGTH = 1024
+
+
+def check_ids(ids: object, n: int) -> Optional[List[Hashable]]:
+    """The caller's ids of the prompts (str or int, distinct), which name them in the output file."""
+    if ids is None:
+        return None
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InvalidArgumentError("ids must be a list with one str or int per prompt")
+    out = list(ids)
+    if len(out) != n:
+        raise InvalidArgumentError(f"ids has {len(out)} entries for {n} prompts; give one per prompt")
+    for i, x in enumerate(out):
+        if isinstance(x, bool) or not isinstance(x, (str, int)) or (isinstance(x, str) and not 0 < len(x) <= MAX_ID_LENGTH):
+            raise InvalidArgumentError(f"ids[{i}] must be a non-empty str (at most {MAX_ID_LENGTH} characters) "
+                                       f"or an int, got {x!r}")
+    if len(set(out)) != n:
+        dup = next(x for x in out if out.count(x) > 1)
+        raise InvalidArgumentError(f"ids holds {dup!r} more than once; every prompt needs its own id")
+    return out
+
+
+def _digest(*parts: Any) -> str:
+    text = json.dumps(parts, ensure_ascii=False, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _params_fields(p: SamplingParams) -> dict:
+    return {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.init}
+
+
+class GenerationJob:
+    """generate_parallel over the cluster: chunks of prompts with their parameters."""
+
+    method = "generate_parallel"
+
+    def __init__(self, prompts: object, params: ParamsArg) -> None:
+        self.prompts = list(check_prompts(prompts))
+        checked = [check_prompt_kind(p, i) for i, p in enumerate(self.prompts)]
+        self.params = normalize_params(params, len(self.prompts))
+        fields = {id(p): _params_fields(p) for p in self.params}
+        self.digests = [_digest(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c, fields[id(p)])
+                        for c, p in zip(checked, self.params)]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def payload(self, indices: Sequence[int]) -> Tuple[Any, ...]:
+        params = [self.params[i] for i in indices]
+        one = all(p is params[0] for p in params)
+        return [self.prompts[i] for i in indices], params[0] if one else params
+
+    def record(self, result: Completion) -> dict:
+        out = {"text": result.text, "finish_reason": result.finish_reason, "error": result.error,
+               "n_prompt_tokens": result.n_prompt_tokens, "n_gen_tokens": result.n_gen_tokens,
+               "n_cached_tokens": result.n_cached_tokens}
+        if result.choice_probs is not None:
+            out["choice_probs"] = result.choice_probs
+        return out
+
+    def from_record(self, record: dict) -> Completion:
+        # The file keeps token counts, not token ids: a resumed prompt's token_ids are empty.
+        return Completion(record["text"], [], record["finish_reason"], record.get("error"),
+                          record.get("n_prompt_tokens", 0), record.get("n_gen_tokens", 0),
+                          record.get("n_cached_tokens", 0), record.get("choice_probs"))
+
+    def failed(self, message: str) -> Completion:
+        return Completion("", finish_reason="error", error=message)
+
+    @staticmethod
+    def is_final(result: Completion) -> bool:
+        """Whether a result belongs in the file (a cancelled prompt runs again on resume)."""
+        return result.finish_reason != "cancelled"
+
+
+class AnnotationJob:
+    """annotate over the cluster: chunks of texts; each worker builds the prompts with its model's template."""
+
+    method = "annotate"
+
+    def __init__(self, texts: object, labels: object, instruction: object) -> None:
+        self.texts, self.labels = check_annotate_args(texts, labels, instruction)
+        self.instruction = instruction
+        self.digests = [_digest(t, self.labels, instruction) for t in self.texts]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def payload(self, indices: Sequence[int]) -> Tuple[Any, ...]:
+        return [self.texts[i] for i in indices], self.labels, self.instruction
+
+    def record(self, result: Annotation) -> dict:
+        return {"label": result.label, "probs": result.probs, "error": result.error}
+
+    def from_record(self, record: dict) -> Annotation:
+        return Annotation(record["label"], record.get("probs"), record.get("error"))
+
+    def failed(self, message: str) -> Annotation:
+        return Annotation(None, error=message)
+
+    @staticmethod
+    def is_final(result: Annotation) -> bool:
+        return True

@@ -1,0 +1,118 @@
+"""The output file of a cluster run: one JSON line per finished prompt, appended as its chunk
+finishes, and read back when a killed run resumes.
+
+A run killed while writing can leave a torn last line; resuming cuts it off (that prompt
+runs again), so every prompt ends up in the file exactly once. Every line carries a digest
+of its prompt and settings: resuming with other prompts or settings is refused instead of
+mixing two runs in one file. The file is locked while a run writes to it."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Hashable, Iterable, List, Mapping, Optional
+
+from ..errors import InvalidArgumentError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; one run per file is then the user's care
+    fcntl = None  # type: ignore[assignment]
+
+
+def record_key(record: Mapping[str, object]) -> Hashable:
+    """What identifies a prompt across runs: its id when the caller gave ids, else its index."""
+    return record["id"] if "id" in record else record["index"]
+
+
+class ResultsFile:
+    """An open JSON Lines file of results. ``done`` maps the key of every result already in
+    the file (when resuming) to its record."""
+
+    def __init__(self, path: object, resume: bool, digests: Mapping[Hashable, str]) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentError(f"output must be a file path, got {type(path).__name__}")
+        if not isinstance(resume, bool):
+            raise InvalidArgumentError(f"resume must be True or False, got {resume!r}")
+        self.path = os.fspath(path)
+        exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
+        if exists and not resume:
+            raise InvalidArgumentError(f"{self.path} already holds results; pass resume=True to continue that run, "
+                                       "or give another file")
+        try:
+            self._file = open(self.path, "r+b" if exists else "wb")
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot open the output file {self.path}: {exc.strerror}") from None
+        try:
+            self._lock()
+            self.done: Dict[Hashable, dict] = self._read(digests) if exists else {}
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _lock(self) -> None:
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidArgumentError(f"{self.path} is being written by another run") from None
+
+    def _read(self, digests: Mapping[Hashable, str]) -> Dict[Hashable, dict]:
+        data = self._file.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        done: Dict[Hashable, dict] = {}
+        for n, line in enumerate(complete.splitlines(), 1):
+            if not line.strip():
+                continue
+            record = self._parse(line, n)
+            key = record_key(record)
+            if key not in digests:
+                raise InvalidArgumentError(f"{self.path} line {n} holds a result for {_describe(key)}, which is not "
+                                           "among the prompts of this run; use another file or resume=False")
+            if record.get("input_sha256") != digests[key]:
+                raise InvalidArgumentError(f"{self.path} line {n}: {_describe(key)} was run with another prompt or "
+                                           "other settings; use another file to run these")
+            if key in done:
+                raise InvalidArgumentError(f"{self.path} holds {_describe(key)} twice (line {n})")
+            done[key] = record
+        if len(complete) < len(data):  # a torn last line: that prompt runs again
+            self._file.truncate(len(complete))
+        self._file.seek(len(complete))
+        return done
+
+    def _parse(self, line: bytes, n: int) -> dict:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("index"), int):
+            raise InvalidArgumentError(f"{self.path} line {n} is not a result of newrllama; use another file")
+        return record
+
+    def append(self, records: Iterable[dict]) -> None:
+        """Writes the records and makes them durable before returning."""
+        data = b"".join(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in records)
+        if not data:
+            return
+        self._file.write(data)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()  # also releases the lock
+
+
+def _describe(key: Hashable) -> str:
+    return f"prompt {key}" if isinstance(key, int) else f"the prompt with id {key!r}"
+
+
+def open_results(path: Optional[object], resume: bool, digests: Mapping[Hashable, str]) -> Optional[ResultsFile]:
+    if path is None:
+        if resume:
+            raise InvalidArgumentError("resume=True needs an output file to resume from")
+        return None
+    return ResultsFile(path, resume, digests)
+
+
+def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
+    return list(ids) if ids is not None else list(range(n))

@@ -1,0 +1,41 @@
+"""The worker of a cluster: a Ray actor that loads the model once and owns one Context.
+
+It is an asyncio actor: chunks sent to it run at the same time and share the context's
+batch (the next chunk's prompts join as the previous chunk's finish), and cancelling a
+chunk's task from the driver cancels its prompts."""
+from __future__ import annotations
+
+import os
+import socket
+from typing import List, Optional, Sequence
+
+from ..annotate import Annotation, annotation_prompts, annotations
+from ..context import Context
+from ..model import Model
+from ..params import SamplingParams
+from ..parallel import ParamsArg, Prompt
+from ..results import Completion
+
+
+class Worker:
+    def __init__(self, model: Optional[str], n_ctx: int, n_seq_max: int, n_threads: int) -> None:
+        self.model = Model(model)
+        try:
+            self.context = Context(self.model, n_ctx=n_ctx, n_seq_max=n_seq_max, n_threads=n_threads)
+        except BaseException:
+            self.model.close()
+            raise
+
+    async def info(self) -> dict:
+        return {"pid": os.getpid(), "host": socket.gethostname(), "model": self.model.path,
+                "n_threads": self.context.n_threads, "n_seq_max": self.context.n_seq_max,
+                "n_ctx": self.context.n_ctx}
+
+    async def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg) -> List[Completion]:
+        return await self.context.agenerate_parallel(prompts, params)
+
+    async def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str],
+                       instruction: str) -> List[Annotation]:
+        runnable, prompts = annotation_prompts(self.model, texts, labels, instruction)
+        done = await self.context.agenerate_parallel(prompts, SamplingParams(choices=labels)) if prompts else []
+        return annotations(len(texts), runnable, done)

@@ -1,0 +1,232 @@
+"""Cluster on a real local Ray runtime with 2 workers, each loading the embedded model.
+
+The tests that start clusters of their own run before the module's shared cluster
+exists: one process holds one local Ray runtime, sized for its first cluster."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import newrllama
+from newrllama.cluster.results_file import ResultsFile
+from oracle import assert_expected_or_rounding
+
+ray = pytest.importorskip("ray")
+
+PROMPTS = [f"Fact {i}: the river that flows through city number {i} is" for i in range(48)]
+PARAMS = newrllama.SamplingParams(max_tokens=12)
+
+
+def lines_of(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_bad_arguments_fail_before_ray_starts(tmp_path):
+    for kwargs, what in [({"num_workers": 0}, "num_workers"), ({"threads_per_worker": -1}, "threads_per_worker"),
+                         ({"n_seq_max": 1.5}, "n_seq_max"), ({"n_ctx": "big"}, "n_ctx"), ({"address": 3}, "address"),
+                         ({"model": 42}, "model")]:
+        with pytest.raises(newrllama.InvalidArgumentError, match=what):
+            newrllama.Cluster(**kwargs)
+    with pytest.raises(newrllama.ModelLoadError, match="no model file"):
+        newrllama.Cluster(str(tmp_path / "missing.gguf"))
+    assert not ray.is_initialized()
+
+
+def test_a_file_that_is_not_gguf_is_a_model_load_error_and_stops_the_runtime(tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_bytes(b"this is not a GGUF file" * 100)
+    with pytest.raises(newrllama.ModelLoadError):
+        newrllama.Cluster(str(bad), num_workers=2)
+    assert not ray.is_initialized()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with newrllama.Cluster(num_workers=2, n_seq_max=8) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def local_answers(model):
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8) as ctx:
+        return ctx.generate_parallel(PROMPTS, PARAMS)
+
+
+def assert_same_answers(reference_llama, model, completions, expected):
+    assert len(completions) == len(expected)
+    for prompt, c, e in zip(PROMPTS, completions, expected):
+        assert c.error is None and c.finish_reason == e.finish_reason
+        assert_expected_or_rounding(reference_llama, model, prompt, c, e.text)
+
+
+def test_answers_come_in_input_order_and_equal_a_local_call(cluster, local_answers, reference_llama, model, tmp_path):
+    assert len({w["pid"] for w in cluster.workers}) == 2
+    out = tmp_path / "answers.jsonl"
+    ids = [f"doc-{i}" for i in range(len(PROMPTS))]
+    completions = cluster.generate_parallel(PROMPTS, PARAMS, ids=ids, output=out)
+    assert_same_answers(reference_llama, model, completions, local_answers)
+    stats = cluster.last_stats
+    assert (stats.n_prompts, stats.n_resumed, stats.n_failed, stats.n_chunks) == (48, 0, 0, 6)
+    records = lines_of(out)
+    assert sorted(r["index"] for r in records) == list(range(48))
+    for r in records:
+        c = completions[r["index"]]
+        assert r["id"] == ids[r["index"]] and r["text"] == c.text and r["finish_reason"] == c.finish_reason
+        assert r["n_prompt_tokens"] == c.n_prompt_tokens and r["n_gen_tokens"] == c.n_gen_tokens == 12
+
+
+def test_a_bad_prompt_fails_alone(cluster, local_answers):
+    long_prompt = "word " * 2000  # longer than a sequence (8192 / 8 cells)
+    prompts = [PROMPTS[0], "", long_prompt, [10**9], PROMPTS[1]]
+    done = cluster.generate_parallel(prompts, PARAMS)
+    assert [c.finish_reason for c in done] == ["length", "error", "error", "error", "length"]
+    assert "empty" in done[1].error and "sequence holds at most 1024" in done[2].error
+    assert "outside the vocabulary" in done[3].error
+    assert cluster.last_stats.n_failed == 3
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"prompts\[1\] is None"):
+        cluster.generate_parallel([PROMPTS[0], None], PARAMS)
+    with pytest.raises(newrllama.InvalidArgumentError, match="grammar of prompt 0"):
+        cluster.generate_parallel(PROMPTS[:2], newrllama.SamplingParams(grammar="root ::= ("))
+    assert cluster.generate_parallel([PROMPTS[0]], PARAMS)[0].text == done[0].text
+
+
+def test_output_and_resume_arguments_are_checked(cluster, tmp_path):
+    out = tmp_path / "a.jsonl"
+    with pytest.raises(newrllama.InvalidArgumentError, match="ids has 1 entries"):
+        cluster.generate_parallel(PROMPTS[:2], PARAMS, ids=["x"], output=out)
+    with pytest.raises(newrllama.InvalidArgumentError, match="more than once"):
+        cluster.generate_parallel(PROMPTS[:2], PARAMS, ids=["x", "x"])
+    with pytest.raises(newrllama.InvalidArgumentError, match="needs an output file"):
+        cluster.generate_parallel(PROMPTS[:2], PARAMS, resume=True)
+    cluster.generate_parallel(PROMPTS[:2], PARAMS, output=out)
+    with pytest.raises(newrllama.InvalidArgumentError, match="already holds results"):
+        cluster.generate_parallel(PROMPTS[:2], PARAMS, output=out)
+    with pytest.raises(newrllama.InvalidArgumentError, match="another prompt or other settings"):
+        cluster.generate_parallel(PROMPTS[:2], newrllama.SamplingParams(max_tokens=5), output=out, resume=True)
+    with pytest.raises(newrllama.InvalidArgumentError, match="not among the prompts"):
+        cluster.generate_parallel(PROMPTS[:1], PARAMS, output=out, resume=True)
+    assert len(lines_of(out)) == 2  # refusals lose nothing
+
+
+def test_a_killed_worker_has_its_chunk_retried_on_another(cluster, local_answers, reference_llama, model):
+    victim = cluster.workers[0]["pid"]
+    box = {}
+    runner = threading.Thread(target=lambda: box.update(done=cluster.generate_parallel(PROMPTS, PARAMS)))
+    runner.start()
+    time.sleep(1.5)  # both workers are busy with their first chunks
+    os.kill(victim, signal.SIGKILL)
+    runner.join(240)
+    assert not runner.is_alive()
+    stats = cluster.last_stats
+    assert stats.n_retried_chunks >= 1 and stats.n_workers_replaced == 1 and stats.n_failed == 0
+    assert_same_answers(reference_llama, model, box["done"], local_answers)
+    pids = {w["pid"] for w in cluster.workers}
+    assert len(pids) == 2 and victim not in pids
+
+
+KILLED_RUN = """
+import sys, newrllama
+prompts = [f"Fact {i}: the river that flows through city number {i} is" for i in range(48)]
+with newrllama.Cluster(num_workers=2, n_seq_max=8) as cluster:
+    print("started", flush=True)
+    cluster.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=12), output=sys.argv[1])
+"""
+
+
+def test_a_run_killed_half_way_resumes_with_every_prompt_once(cluster, local_answers, reference_llama, model,
+                                                               tmp_path):
+    out = tmp_path / "run.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(out)], stdout=subprocess.PIPE, env=env,
+                           start_new_session=True)
+    try:
+        assert run.stdout.readline().strip() == b"started"
+        deadline = time.monotonic() + 120
+        while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # the driver and the Ray runtime it started
+        run.wait()
+    before = lines_of(out)
+    assert 0 < len(before) < 48, "the run was killed after its first chunks and before its last"
+    with open(out, "ab") as f:
+        f.write(b'{"index": 47, "text": "torn by the ki')  # a line cut by the kill
+    done = cluster.generate_parallel(PROMPTS, PARAMS, output=out, resume=True)
+    assert cluster.last_stats.n_resumed == len(before)
+    records = lines_of(out)
+    assert sorted(r["index"] for r in records) == list(range(48))
+    assert records[: len(before)] == before
+    assert_same_answers(reference_llama, model, done, local_answers)
+    for r in before:
+        assert done[r["index"]].text == r["text"] and done[r["index"]].token_ids == []
+
+
+def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_path):
+    texts = ["Texaco agreed to buy Getty Oil for $10 billion.", "OPEC ministers agreed to cut crude output.",
+             None, "Shares of the acquired firm rose after the takeover bid."]
+    labels = ["acquisition", "crude oil"]
+    out = tmp_path / "labels.jsonl"
+    remote = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4) as ctx:
+        local = newrllama.annotate(texts, labels, "Give the topic of the news story.", context=ctx)
+    assert [a.label for a in remote] == [a.label for a in local]
+    assert remote[2].error == "text is missing or empty"
+    for r, l in zip(remote, local):
+        if l.probs:
+            assert r.probs == pytest.approx(l.probs, abs=0.02)
+    records = {r["id"]: r for r in lines_of(out)}
+    assert records[10]["label"] == remote[0].label and records[10]["probs"] == remote[0].probs
+    again = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out,
+                             resume=True)
+    assert again == remote and cluster.last_stats.n_resumed == 4
+
+
+def test_close_stops_the_workers_and_the_runtime(cluster):
+    pids = [w["pid"] for w in cluster.workers]
+    cluster.close()
+    cluster.close()
+    with pytest.raises(newrllama.ClosedError):
+        cluster.generate_parallel(PROMPTS[:1])
+    assert not ray.is_initialized()
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") and "zombie" not in _state(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(not os.path.exists(f"/proc/{p}") or "zombie" in _state(p) for p in pids)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(line for line in f if line.startswith("State:")).lower()
+    except OSError:
+        return "zombie"
+
+
+def test_results_file_cuts_a_torn_line_and_refuses_foreign_files(tmp_path):
+    path = tmp_path / "r.jsonl"
+    good = [{"index": 0, "text": "a", "input_sha256": "d0"}, {"index": 1, "text": "b", "input_sha256": "d1"}]
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in good) + b'{"index": 2, "te')
+    f = ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"})
+    try:
+        assert set(f.done) == {0, 1}
+        with pytest.raises(newrllama.InvalidArgumentError, match="being written by another run"):
+            ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"})
+        f.append([{"index": 2, "text": "c", "input_sha256": "d2"}])
+    finally:
+        f.close()
+    assert [r["index"] for r in lines_of(path)] == [0, 1, 2]
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("my notes\n")
+    with pytest.raises(newrllama.InvalidArgumentError, match="not a result of newrllama"):
+        ResultsFile(foreign, True, {0: "d0"})
+    assert foreign.read_text() == "my notes\n"
+    with pytest.raises(newrllama.InvalidArgumentError, match="cannot open"):
+        ResultsFile(tmp_path / "no" / "dir.jsonl", False, {})
