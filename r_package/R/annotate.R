@@ -11,12 +11,17 @@
 #' @param x A character vector of texts.
 #' @param labels A character vector of at least two labels.
 #' @param instruction What the model is to do, before the list of labels.
-#' @param context A context from [context_create()]; `NULL` makes one on the
-#'   embedded model, sized for the texts.
+#' @param context A context from [context_create()], a cluster from
+#'   [cluster_create()], or `NULL` to make a context on the embedded model,
+#'   sized for the texts.
 #' @param pred_name The name of the new label column.
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
 #' @param progress Show a progress bar.
+#' @param output,resume With a cluster as `context` only: the JSON Lines file
+#'   to which every label is appended as it comes, and whether to label only the
+#'   texts not yet in it (see [cluster_create()]); `names(x)` identify the texts
+#'   in the file.
 #' @return `annotate()`: `.data` with the label column and `.prob` (the chosen
 #'   label's probability). `annotate_vec()`: a character vector of labels with
 #'   `attr(x, "probs")`, a texts x labels matrix. A text that is `NA` or empty
@@ -27,7 +32,7 @@
 #' annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_name = ".label", ...,
-                     progress = interactive()) {
+                     progress = interactive(), output = NULL, resume = FALSE) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -37,7 +42,8 @@ annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_
     abort_invalid("`col` must name a column of `.data` (a bare name or a string)")
   }
   pred_name <- check_string(pred_name, "pred_name")
-  out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress)
+  out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
+                      output = output, resume = resume)
   .data[[pred_name]] <- as.vector(out)
   probs <- attr(out, "probs")
   .data[[".prob"]] <- vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]],
@@ -47,7 +53,8 @@ annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_
 
 #' @rdname annotate
 #' @export
-annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progress = interactive()) {
+annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progress = interactive(), output = NULL,
+                         resume = FALSE) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
@@ -59,17 +66,7 @@ annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progr
   }
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
-  if (!is.null(context)) {
-    check_context(context)
-  }
-  settings <- list(...)
-  for (key in names(settings)) {
-    settings[[key]] <- check_count(settings[[key]], key, min = 1)
-  }
-  texts <- na_to_none(x)
-  out <- with_python(do.call(python_helpers()$annotate, c(list(texts, as.list(labels), instruction,
-                                                                if (is.null(context)) NULL else context$py,
-                                                                progress), settings)))
+  out <- label_texts(context, x, as.list(labels), instruction, progress, output, resume, sys.call(), ...)
   result <- vapply(out[[1]], function(l) if (is.null(l)) NA_character_ else l, character(1))
   probs <- matrix(NA_real_, length(x), length(labels), dimnames = list(names(x), labels))
   for (i in which(!is.na(result))) {
@@ -85,4 +82,35 @@ annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progr
     warn_failed_prompts(length(failed), length(result))
   }
   result
+}
+
+# The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
+label_texts <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+  UseMethod("label_texts")
+}
+
+#' @export
+label_texts.default <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+  if (!is.null(context)) {
+    check_context(context, call = call)
+  }
+  if (!is.null(output) || !isFALSE(resume)) {
+    abort_invalid("`output` and `resume` need a cluster as `context` (see cluster_create())", call = call)
+  }
+  settings <- list(...)
+  for (key in names(settings)) {
+    settings[[key]] <- check_count(settings[[key]], key, min = 1, call = call)
+  }
+  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), labels, instruction,
+                                                        if (is.null(context)) NULL else context$py, progress),
+                                                   settings)), call = call)
+}
+
+#' @export
+label_texts.newrllama_cluster <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+  check_dots_empty(..., call = call)
+  check_cluster(context, "context", call = call)
+  target <- check_output(output, resume, names(x), "x", call = call)
+  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), labels, instruction, target$ids,
+                                                target$output, target$resume, progress), call = call)
 }

@@ -127,3 +127,16 @@ describe <- function(x) {
   }
   sprintf("an object of class %s and length %d", paste(class(x), collapse = "/"), length(x))
 }
+
+# Methods of a generic take `...`; an argument they do not know (a misspelled
+# one) must be an error, not silently ignored.
+check_dots_empty <- function(..., call = sys.call(-1)) {
+  if (...length() == 0) {
+    return(invisible())
+  }
+  given <- names(list(...))
+  given <- if (is.null(given)) rep("", ...length()) else given
+  shown <- ifelse(nzchar(given), paste0("`", given, "`"), "an unnamed argument")
+  abort_invalid(sprintf("unknown argument%s: %s", if (length(shown) > 1) "s" else "",
+                        paste(shown, collapse = ", ")), call = call)
+}

@@ -29,7 +29,9 @@
 #'   `n_gen_tokens`, `n_cached_tokens` (prompt tokens served by the prefix
 #'   cache, see [context_create()]), `t_prompt_s`, `t_gen_s`, `t_total_s`,
 #'   `tokens_per_second`, `n_decode_calls`, `n_fallbacks`, `n_failed`).
-#' @seealso [generate()] for a single prompt.
+#' @param ... Not used by the context method; an unknown argument is an error.
+#' @seealso [generate()] for a single prompt; [cluster_create()] to run the
+#'   prompts on several worker processes or machines.
 #' @examplesIf newrllama::newrllama_available()
 #' model <- model_load()
 #' ctx <- context_create(model)
@@ -41,10 +43,24 @@
 #' answers
 #' attr(answers, "stats")$tokens_per_second
 #' @export
-generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                              temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
-                              seed = 1234L, progress = interactive(), choices = NULL, grammar = NULL,
-                              json_schema = NULL) {
+generate_parallel <- function(context, prompts, ...) {
+  UseMethod("generate_parallel")
+}
+
+#' @export
+generate_parallel.default <- function(context, prompts, ...) {
+  abort_invalid(sprintf(paste0("`context` must be a newrllama_context object made by context_create() or a ",
+                               "newrllama_cluster made by cluster_create(), not %s"), describe(context)),
+                call = sys.call())
+}
+
+#' @rdname generate_parallel
+#' @export
+generate_parallel.newrllama_context <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+                                                temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
+                                                seed = 1234L, progress = interactive(), choices = NULL,
+                                                grammar = NULL, json_schema = NULL, ...) {
+  check_dots_empty(...)
   check_context(context)
   prompts <- check_prompts(prompts)
   params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
@@ -53,7 +69,11 @@ generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, 
   if (length(prompts) == 0) {
     return(prompts[0]) # keeps the (empty) names, if any
   }
-  result <- run_prompts(context, as.list(unname(prompts)), params, progress = progress)
+  answers_vector(run_prompts(context, as.list(unname(prompts)), params, progress = progress), prompts, choices)
+}
+
+# The character vector generate_parallel() returns, from the unpacked completions of run_prompts().
+answers_vector <- function(result, prompts, choices) {
   text <- result$text
   text[result$failed] <- NA_character_
   names(text) <- names(prompts)
@@ -83,7 +103,10 @@ generate_parallel <- function(context, prompts, max_tokens = 100L, top_k = 40L, 
 run_prompts <- function(context, prompts, params, progress, call = sys.call(-1)) {
   force(call)
   unpack <- python_helpers()$run
-  out <- with_python(unpack(context$py, prompts, params, progress), call = call)
+  unpack_completions(with_python(unpack(context$py, prompts, params, progress), call = call))
+}
+
+unpack_completions <- function(out) {
   list(
     text = as.character(unlist(out[[1]])),
     finish_reason = as.character(unlist(out[[2]])),
@@ -94,46 +117,12 @@ run_prompts <- function(context, prompts, params, progress, call = sys.call(-1))
   )
 }
 
+# The Python side of the R package: functions that unpack results in one call
+# (rather than field by field through reticulate), in newrllama._r_helpers.
 python_helpers <- function() {
   if (is.null(the$helpers)) {
     py_newrllama()
-    the$helpers <- reticulate::py_run_string(python_helper_code, local = TRUE)
+    the$helpers <- with_python(reticulate::import("newrllama._r_helpers", delay_load = FALSE))
   }
   the$helpers
 }
-
-# Run with local = TRUE, so imports go inside the function (its globals are
-# __main__'s, not the local dict).
-python_helper_code <- "
-def run(ctx, prompts, params, progress):
-    import dataclasses
-    completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
-    stats = ctx.last_stats
-    return ([c.text for c in completions],
-            [c.finish_reason for c in completions],
-            [(c.error or 'unknown error') if c.finish_reason == 'error' else '' for c in completions],
-            dataclasses.asdict(stats) if stats is not None else None,
-            [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
-
-def annotate(texts, labels, instruction, context, progress, **settings):
-    import newrllama
-    done = newrllama.annotate(texts, labels, instruction, context=context, progress=bool(progress), **settings)
-    return ([a.label for a in done], [list(a.probs.values()) if a.probs else None for a in done],
-            [a.error for a in done])
-
-def http_get(url, api_key):
-    import json, urllib.error, urllib.request
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
-    request = urllib.request.Request(url, headers={'Authorization': 'Bearer ' + api_key} if api_key else {})
-    try:
-        with opener.open(request, timeout=5) as r:
-            return [r.status, json.loads(r.read())]
-    except urllib.error.HTTPError as e:
-        return [e.code, json.loads(e.read() or b'null')]
-    except OSError as e:
-        return [0, str(e)]
-
-def label_scores(v):
-    s = [v.per_label[k] for k in v.labels]
-    return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])
-"

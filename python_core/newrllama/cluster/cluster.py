@@ -102,6 +102,10 @@ class Cluster:
                 f"n_seq_max={info['n_seq_max']} n_ctx={info['n_ctx']}>")
 
     @property
+    def closed(self) -> bool:
+        return self._pool is None
+
+    @property
     def workers(self) -> List[dict]:
         """What each worker says now: pid, host, model, n_threads, n_seq_max, n_ctx (a worker that
         replaces a dead one is waited for)."""

@@ -36,3 +36,10 @@ skip_if_no_server <- function() {
     testthat::skip("the server extra (fastapi, uvicorn) or the openai client is not installed in Python")
   }
 }
+
+skip_if_no_ray <- function() {
+  skip_if_no_newrllama()
+  if (!reticulate::py_module_available("ray")) {
+    testthat::skip("the cluster extra (ray) is not installed in Python")
+  }
+}

@@ -1,0 +1,74 @@
+"""The Python side of the R package: each function does one R call"s work and returns plain
+lists, so that reticulate converts the results once instead of field by field."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import urllib.error
+import urllib.request
+
+import newrllama
+
+
+def run(ctx, prompts, params, progress):
+    completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
+    return unpack(completions, ctx.last_stats)
+
+
+def run_cluster(cluster, prompts, params, ids, output, resume, progress):
+    completions = cluster.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
+                                            progress=bool(progress))
+    return unpack(completions, cluster.last_stats)
+
+
+def unpack(completions, stats):
+    return ([c.text for c in completions],
+            [c.finish_reason for c in completions],
+            [(c.error or "unknown error") if c.finish_reason == "error" else "" for c in completions],
+            dataclasses.asdict(stats) if stats is not None else None,
+            [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
+
+
+def annotate(texts, labels, instruction, context, progress, **settings):
+    done = newrllama.annotate(texts, labels, instruction, context=context, progress=bool(progress), **settings)
+    return unpack_annotations(done)
+
+
+def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, progress):
+    done = cluster.annotate(texts, labels, instruction, ids=ids, output=output, resume=resume, progress=bool(progress))
+    return unpack_annotations(done)
+
+
+def unpack_annotations(done):
+    return ([a.label for a in done], [list(a.probs.values()) if a.probs else None for a in done],
+            [a.error for a in done])
+
+
+def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):
+    # R puts its own library directories first in LD_LIBRARY_PATH; the Ray processes started here
+    # (and the Python workers they start) must not load Debian"s libpython into this Python.
+    saved = os.environ.pop("LD_LIBRARY_PATH", None)
+    try:
+        return newrllama.Cluster(model, num_workers=num_workers, threads_per_worker=threads_per_worker,
+                                 n_seq_max=n_seq_max, n_ctx=n_ctx, address=address)
+    finally:
+        if saved is not None:
+            os.environ["LD_LIBRARY_PATH"] = saved
+
+
+def http_get(url, api_key):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
+    try:
+        with opener.open(request, timeout=5) as r:
+            return [r.status, json.loads(r.read())]
+    except urllib.error.HTTPError as e:
+        return [e.code, json.loads(e.read() or b"null")]
+    except OSError as e:
+        return [0, str(e)]
+
+
+def label_scores(v):
+    s = [v.per_label[k] for k in v.labels]
+    return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])

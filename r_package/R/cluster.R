@@ -1,0 +1,151 @@
+#' Run prompts on a cluster of worker processes
+#'
+#' Starts `workers` worker processes on a local Ray runtime (or on the Ray
+#' cluster at `address`, which may span machines), each loading the model once
+#' and keeping one context. [generate_parallel()] and [annotate()] /
+#' [annotate_vec()] then work on the cluster as they do on a context: the
+#' prompts are sent to the workers in chunks of `n_seq_max` and the results come
+#' back in input order. A worker that dies has its chunk run again on another.
+#'
+#' With `output`, every result is appended to a JSON Lines file as soon as its
+#' chunk finishes (one line per prompt: `index`, `id` (the prompt's name, when
+#' the prompts have names), `text`, `finish_reason`, `error` and token counts;
+#' `label` and `probs` for [annotate()]). With `resume = TRUE`, the prompts
+#' already in that file are not run again, and the result still holds all of
+#' them; a file written for other prompts or other settings is refused.
+#'
+#' Needs the Python package `ray` (`pip install 'newrllama[cluster]'`).
+#'
+#' @param workers Number of worker processes.
+#' @param model Path of a GGUF file, a model from [model_load()] (its file is
+#'   loaded by every worker), or `NULL` for the embedded model.
+#' @param threads_per_worker CPU threads of each worker; `NULL` shares out this
+#'   machine's cores.
+#' @param n_seq_max Prompts decoded together by each worker.
+#' @param n_ctx Context size of each worker in tokens; `NULL` gives 1024 per
+#'   sequence.
+#' @param address `NULL` to start a Ray runtime on this machine, or the address
+#'   of a running Ray cluster (`"auto"`, `"ray://host:10001"`).
+#' @return `cluster_create()`: an object of class `newrllama_cluster`.
+#'   `cluster_stop()`: `NULL`, invisibly.
+#' @seealso [generate_parallel()], [annotate()].
+#' @examplesIf newrllama::newrllama_available() && reticulate::py_module_available("ray")
+#' cluster <- cluster_create(workers = 2)
+#' out <- tempfile(fileext = ".jsonl")
+#' answers <- generate_parallel(cluster, c(a = "The capital of France is", b = "1, 2, 3,"),
+#'                              max_tokens = 8, output = out)
+#' readLines(out)
+#' cluster_stop(cluster)
+#' @export
+cluster_create <- function(workers = 2L, model = NULL, threads_per_worker = NULL, n_seq_max = 16L, n_ctx = NULL,
+                           address = NULL) {
+  workers <- check_count(workers, "workers", min = 1)
+  model <- check_model_file(model, local = is.null(address))
+  threads_per_worker <- if (is.null(threads_per_worker)) NULL else check_count(threads_per_worker,
+                                                                               "threads_per_worker", min = 1)
+  n_seq_max <- check_count(n_seq_max, "n_seq_max", min = 1)
+  n_ctx <- if (is.null(n_ctx)) NULL else check_count(n_ctx, "n_ctx", min = 1)
+  address <- if (is.null(address)) NULL else check_string(address, "address")
+  create <- python_helpers()$cluster_create
+  py <- with_python(create(model, workers, threads_per_worker, n_seq_max, n_ctx, address))
+  info <- with_python(py$workers)
+  structure(
+    list(py = py, workers = length(info), model = info[[1]]$model, threads_per_worker = info[[1]]$n_threads,
+         n_seq_max = info[[1]]$n_seq_max, n_ctx = info[[1]]$n_ctx, address = address),
+    class = "newrllama_cluster"
+  )
+}
+
+#' @rdname cluster_create
+#' @param cluster A cluster from `cluster_create()`.
+#' @export
+cluster_stop <- function(cluster) {
+  check_cluster(cluster)
+  with_python(cluster$py$close())
+  invisible(NULL)
+}
+
+#' @export
+print.newrllama_cluster <- function(x, ...) {
+  cat("<newrllama_cluster>\n")
+  cat("  workers:   ", x$workers, " x ", x$threads_per_worker, " threads",
+      if (is.null(x$address)) " (local Ray runtime)" else paste0(" (Ray cluster at ", x$address, ")"), "\n", sep = "")
+  cat("  model:     ", x$model, "\n", sep = "")
+  cat("  n_ctx:     ", x$n_ctx, " tokens per worker\n", sep = "")
+  cat("  n_seq_max: ", x$n_seq_max, "\n", sep = "")
+  cat("  state:     ", object_state(x$py), "\n", sep = "")
+  invisible(x)
+}
+
+#' @rdname cluster_create
+#' @param context For `generate_parallel()`, a cluster from `cluster_create()`.
+#' @param prompts A character vector of prompts; their names, if any, identify
+#'   them in `output` (they must then be unique and not empty).
+#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema
+#'   As for a context: see [generate_parallel()].
+#' @param output `NULL`, or the path of a JSON Lines file to which every result
+#'   is appended as soon as its chunk finishes.
+#' @param resume With `output`: run only the prompts not yet in the file.
+#' @param ... An unknown argument is an error.
+#' @export
+generate_parallel.newrllama_cluster <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+                                                temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
+                                                seed = 1234L, progress = interactive(), choices = NULL,
+                                                grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
+                                                ...) {
+  check_dots_empty(...)
+  check_cluster(context)
+  prompts <- check_prompts(prompts)
+  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
+                            grammar, json_schema)
+  progress <- check_flag(progress, "progress")
+  target <- check_output(output, resume, names(prompts), "prompts")
+  if (length(prompts) == 0) {
+    return(prompts[0])
+  }
+  run <- python_helpers()$run_cluster
+  out <- with_python(run(context$py, as.list(unname(prompts)), params, target$ids, target$output, target$resume,
+                         progress))
+  answers_vector(unpack_completions(out), prompts, choices)
+}
+
+check_cluster <- function(x, name = "cluster", call = sys.call(-1)) {
+  check_class(x, "newrllama_cluster", name, "cluster_create", call = call)
+}
+
+# A model for the workers: NULL (each loads the embedded one), a path, or a loaded model's path.
+check_model_file <- function(model, local, call = sys.call(-1)) {
+  if (is.null(model)) {
+    return(NULL)
+  }
+  if (inherits(model, "newrllama_model")) {
+    return(model$path)
+  }
+  path <- path.expand(check_string(model, "model", call = call))
+  if (local && !file.exists(path)) {
+    abort(sprintf("`model`: model file '%s' does not exist", path), call = call,
+          c("newrllama_model_load_error", "newrllama_python_error"))
+  }
+  if (local) normalizePath(path) else path
+}
+
+# `output` and `resume` as Python wants them, with the ids of the items (their names) when they are written.
+check_output <- function(output, resume, item_names, what, call = sys.call(-1)) {
+  resume <- check_flag(resume, "resume", call = call)
+  if (is.null(output)) {
+    if (resume) {
+      abort_invalid("`resume = TRUE` needs `output`, the file to resume from", call = call)
+    }
+    return(list(output = NULL, resume = FALSE, ids = NULL))
+  }
+  output <- path.expand(check_string(output, "output", call = call))
+  ids <- NULL
+  if (!is.null(item_names)) {
+    if (anyNA(item_names) || !all(nzchar(item_names)) || anyDuplicated(item_names)) {
+      abort_invalid(sprintf(paste0("the names of `%s` identify them in `output`, so they must be unique and ",
+                                   "not empty (or give no names)"), what), call = call)
+    }
+    ids <- as.list(check_utf8(item_names, sprintf("names(%s)", what), call = call))
+  }
+  list(output = output, resume = resume, ids = ids)
+}

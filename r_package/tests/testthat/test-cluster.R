@@ -1,0 +1,70 @@
+skip_if_no_ray()
+
+test_that("cluster_create() checks its arguments before starting anything", {
+  expect_error(cluster_create(workers = 0), "workers", class = "newrllama_invalid_argument")
+  expect_error(cluster_create(threads_per_worker = "two"), "threads_per_worker", class = "newrllama_invalid_argument")
+  expect_error(cluster_create(model = "/no/such/model.gguf"), "does not exist", class = "newrllama_model_load_error")
+  expect_error(cluster_create(address = 1), "address", class = "newrllama_invalid_argument")
+  expect_error(cluster_stop("cluster"), "newrllama_cluster", class = "newrllama_invalid_argument")
+})
+
+test_that("a cluster answers like a context, writes its results as they come and resumes", {
+  cluster <- cluster_create(workers = 2L, n_seq_max = 4L)
+  on.exit(cluster_stop(cluster), add = TRUE)
+  expect_s3_class(cluster, "newrllama_cluster")
+  expect_output(print(cluster), "2 x 1 threads")
+  prompts <- c(fr = capital_prompt("France"), jp = capital_prompt("Japan"), es = capital_prompt("Spain"),
+               empty = "", de = capital_prompt("Germany"), it = capital_prompt("Italy"))
+  model <- model_load()
+  local <- suppressWarnings(generate_parallel(test_context(model, n_ctx = 1024L, n_seq_max = 4L), prompts,
+                                              max_tokens = 4L, progress = FALSE))
+  out <- tempfile(fileext = ".jsonl")
+  expect_warning(remote <- generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out),
+                 "1 of 6 prompts failed", class = "newrllama_warning")
+  expect_equal(names(remote), names(prompts))
+  expect_equal(as.vector(remote), as.vector(local))
+  expect_match(attr(remote, "errors")[["4"]], "empty")
+  expect_equal(attr(remote, "finish_reason")[4], "error")
+  json <- reticulate::import("json")
+  lines <- lapply(readLines(out), json$loads)
+  expect_setequal(vapply(lines, function(r) r$id, ""), names(prompts))
+  expect_equal(lines[[which(vapply(lines, function(r) r$id, "") == "jp")]]$text, remote[["jp"]])
+
+  again <- suppressWarnings(generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out,
+                                              resume = TRUE))
+  expect_equal(as.vector(again), as.vector(remote))
+  expect_equal(attr(again, "stats")$n_resumed, 6L)
+  expect_length(readLines(out), 6L)
+  expect_error(generate_parallel(cluster, prompts, max_tokens = 5L, progress = FALSE, output = out, resume = TRUE),
+               "other settings", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out),
+               "already holds results", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(cluster, c(a = "x", a = "y"), progress = FALSE, output = tempfile()),
+               "unique", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(cluster, prompts, max_new_tokens = 4L), "unknown argument: `max_new_tokens`",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(cluster, prompts, resume = TRUE), "needs `output`",
+               class = "newrllama_invalid_argument")
+
+  texts <- c(a = "Texaco agreed to buy Getty Oil for $10 billion.", b = "OPEC ministers agreed to cut crude output.")
+  labels <- c("acquisition", "crude oil")
+  labelled <- annotate_vec(texts, labels, "Give the topic of the news story.", context = cluster, progress = FALSE)
+  here <- annotate_vec(texts, labels, "Give the topic of the news story.", context = test_context(model),
+                       progress = FALSE)
+  expect_equal(as.vector(labelled), as.vector(here))
+  expect_equal(attr(labelled, "probs"), attr(here, "probs"), tolerance = 0.02)
+  stories <- data.frame(text = unname(texts))
+  out2 <- tempfile(fileext = ".jsonl")
+  coded <- annotate(stories, text, labels, "Give the topic of the news story.", context = cluster, progress = FALSE,
+                    output = out2)
+  expect_equal(coded$.label, as.vector(here))
+  expect_length(readLines(out2), 2L)
+  expect_error(annotate_vec(texts, labels, context = test_context(model), output = out2), "need a cluster",
+               class = "newrllama_invalid_argument")
+  expect_error(annotate_vec(texts, labels, context = cluster, n_seq_max = 2L), "unknown argument",
+               class = "newrllama_invalid_argument")
+
+  cluster_stop(cluster)
+  expect_output(print(cluster), "closed")
+  expect_error(generate_parallel(cluster, prompts, progress = FALSE), "closed", class = "newrllama_closed_error")
+})
