@@ -4,6 +4,7 @@ The tests that start clusters of their own run before the module's shared cluste
 exists: one process holds one local Ray runtime, sized for its first cluster."""
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import signal
@@ -187,6 +188,17 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
     again = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out,
                              resume=True)
     assert again == remote and cluster.last_stats.n_resumed == 4
+
+
+def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
+    long_answers = newrllama.SamplingParams(max_tokens=400)
+    threading.Timer(1.5, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.generate_parallel(PROMPTS, long_answers)
+    t0 = time.perf_counter()
+    assert cluster.generate_parallel(PROMPTS[:2], PARAMS)[0].finish_reason == "length"
+    # Had the workers gone on with the interrupted chunks (16 answers of 400 tokens), this would wait for them.
+    assert time.perf_counter() - t0 < 5
 
 
 def test_close_stops_the_workers_and_the_runtime(cluster):
