@@ -9,9 +9,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 RLIB="$ROOT/.Rlib"
-LLAMA_CPP_PYTHON="llama-cpp-python==0.3.36"
-# AMX kernels of llama.cpp crash at the first decode on CPUs that report AMX (see README).
-NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# NEWRLLAMA_GPU=cuda|vulkan builds llama-cpp-python with that GPU backend (default: CPU only).
+GPU="${NEWRLLAMA_GPU:-none}"
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -38,18 +37,19 @@ ensure_venv() {
     fi
 }
 
+# scripts/build_llama_cpp.py builds the flavour into a wheel directory of its own (AMX kernels off:
+# they crash on CPUs that report AMX, see README), installs it from there, and checks it.
 ensure_llama_cpp() {
-    if "$PY" -c 'import importlib.metadata as m, sys; sys.exit(m.version("llama-cpp-python") != "0.3.36")' 2>/dev/null; then
+    if "$PY" "$ROOT/scripts/build_llama_cpp.py" --python "$PY" --gpu "$GPU" --check 2>/dev/null; then
         return
     fi
-    say "building $LLAMA_CPP_PYTHON with AMX disabled (4-5 minutes the first time; pip caches the wheel)"
-    CMAKE_ARGS="-DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX'" \
-        "$PY" -m pip install -q "$LLAMA_CPP_PYTHON"
+    say "building llama-cpp-python 0.3.36 ($GPU) (4-5 minutes the first time; the wheel is kept per flavour)"
+    "$PY" "$ROOT/scripts/build_llama_cpp.py" --python "$PY" --gpu "$GPU"
 }
 
 # What the build of the shim and the R package depend on; a change triggers a rebuild.
 inputs_digest() {
-    (cd "$ROOT" && cat pyproject.toml setup.py capi_shim/* scripts/setup.sh \
+    (cd "$ROOT" && echo "$GPU" && cat pyproject.toml setup.py capi_shim/* scripts/setup.sh scripts/build_llama_cpp.py \
         $(find r_package -type f -not -path '*/tests/*' 2>/dev/null | sort) 2>/dev/null) | sha256sum | cut -d' ' -f1
 }
 

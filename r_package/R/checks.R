@@ -140,3 +140,15 @@ check_dots_empty <- function(..., call = sys.call(-1)) {
   abort_invalid(sprintf("unknown argument%s: %s", if (length(shown) > 1) "s" else "",
                         paste(shown, collapse = ", ")), call = call)
 }
+
+# One of a fixed set of strings; the default (the whole set, as in match.arg()) means the first.
+check_choice <- function(x, choices, name, call = sys.call(-1)) {
+  if (identical(x, choices)) {
+    return(choices[1])
+  }
+  if (!is.character(x) || length(x) != 1 || is.na(x) || !x %in% choices) {
+    abort_invalid(sprintf("`%s` must be one of %s, not %s", name, paste0("\"", choices, "\"", collapse = ", "),
+                          describe(x)), call = call)
+  }
+  x
+}

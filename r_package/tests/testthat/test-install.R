@@ -11,6 +11,13 @@ test_that("install_newrllama() needs a newrllama checkout as source", {
                class = "newrllama_invalid_argument")
 })
 
+test_that("install_newrllama() checks the GPU flavour before doing anything", {
+  expect_error(install_newrllama(source = "", gpu = "rocm"), "`gpu` must be one of",
+               class = "newrllama_invalid_argument")
+  expect_error(install_newrllama(source = "", gpu = c("cuda", "vulkan")), "`gpu`",
+               class = "newrllama_invalid_argument")
+})
+
 test_that("the environment variable helper restores the old value", {
   Sys.unsetenv("NEWRLLAMA_TEST_VAR")
   seen <- newrllama:::with_env_var("NEWRLLAMA_TEST_VAR", "x", Sys.getenv("NEWRLLAMA_TEST_VAR"))

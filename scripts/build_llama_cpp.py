@@ -1,0 +1,176 @@
+"""Builds and installs the pinned llama-cpp-python in one flavour (CPU, CUDA, Vulkan, Metal), and checks it.
+
+pip's wheel cache keys a built wheel on name and version only, not on CMAKE_ARGS, so a
+later build of another flavour would silently get the first one. Here every flavour is
+built (with pip's cache off) into a wheel directory of its own, named by the flavour and
+a digest of its build arguments, and installed only from there. The install is then
+checked: the flavour's backend library must be present and no other GPU backend's.
+
+Used by scripts/setup.sh and by the R package's install_newrllama(); stdlib only, since it
+runs before anything is installed.
+
+    python scripts/build_llama_cpp.py --python .venv/bin/python [--gpu none|cuda|vulkan|metal]
+    python scripts/build_llama_cpp.py --python .venv/bin/python --check   # exit 0 if the flavour is installed
+    python scripts/build_llama_cpp.py --gpu cuda --print-cmake-args
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
+FLAVOURS = ("none", "cuda", "vulkan", "metal")
+# One architecture keeps a CUDA build to minutes; 75 (Turing: T4 and later, through PTX) unless overridden.
+DEFAULT_CUDA_ARCH = "75"
+# AMX kernels of llama.cpp crash at the first decode on CPUs that report AMX where the kernel refuses
+# AMX tile state (see README); harmless elsewhere.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BACKEND_LIBRARY = {"cuda": "ggml-cuda", "vulkan": "ggml-vulkan", "metal": "ggml-metal"}
+
+
+def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platform.system(),
+               env: Dict[str, str] = os.environ) -> List[str]:
+    """The CMAKE_ARGS of a flavour, as a list of arguments."""
+    if gpu not in FLAVOURS:
+        raise ValueError(f"gpu must be one of {', '.join(FLAVOURS)}, got {gpu!r}")
+    if gpu == "metal" and system != "Darwin":
+        raise ValueError("the metal flavour builds only on macOS")
+    args = []
+    if machine.lower() in ("x86_64", "amd64"):
+        args += [f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"]
+    if gpu == "cuda":
+        args += ["-DGGML_CUDA=on", f"-DCMAKE_CUDA_ARCHITECTURES={env.get('NEWRLLAMA_CUDA_ARCH') or DEFAULT_CUDA_ARCH}"]
+    elif gpu == "vulkan":
+        args += ["-DGGML_VULKAN=on"]
+    elif gpu == "metal":
+        args += ["-DGGML_METAL=on"]
+    return args
+
+
+def cmake_args_text(args: List[str]) -> str:
+    # scikit-build-core splits CMAKE_ARGS like a shell does.
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def wheel_dir(cache: Path, gpu: str, args: List[str]) -> Path:
+    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON, *args]).encode()).hexdigest()[:12]
+    return cache / "wheels" / f"{'cpu' if gpu == 'none' else gpu}-{digest}"
+
+
+def cache_root(env: Dict[str, str] = os.environ) -> Path:
+    explicit = env.get("NEWRLLAMA_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "newrllama"
+
+
+INSPECT = r"""
+import json, os, sys
+try:
+    import importlib.metadata as m
+    version = m.version("llama-cpp-python")
+except Exception:
+    print(json.dumps(None)); sys.exit(0)
+import llama_cpp
+lib = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
+names = sorted(os.listdir(lib)) if os.path.isdir(lib) else []
+print(json.dumps({"version": version, "libraries": names, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload())}))
+"""
+
+
+def inspect(python: str) -> dict:
+    """What the interpreter has installed: version, backend libraries, whether offload works (or None)."""
+    out = subprocess.run([python, "-c", INSPECT], capture_output=True, text=True, env=_clean_env())
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "import failed"}
+    return json.loads(out.stdout) or {}
+
+
+def flavour_problems(gpu: str, installed: dict) -> List[str]:
+    """Why the installed llama-cpp-python is not the flavour asked for (empty: it is)."""
+    if not installed or "error" in installed:
+        return [f"llama-cpp-python is not importable ({installed.get('error', 'not installed')})"]
+    problems = []
+    want = LLAMA_CPP_PYTHON.split("==")[1]
+    if installed["version"] != want:
+        problems.append(f"llama-cpp-python {installed['version']} is installed, not {want}")
+    libs = " ".join(installed["libraries"])
+    for flavour, library in BACKEND_LIBRARY.items():
+        if flavour == gpu and library not in libs:
+            problems.append(f"the {gpu} build lacks its backend library lib{library}")
+        if flavour != gpu and library in libs:
+            problems.append(f"the installed build has lib{library}, which the {gpu} flavour must not have")
+    return problems
+
+
+def _clean_env() -> Dict[str, str]:
+    # A caller such as R may put its own library directories (and another libpython) first.
+    env = dict(os.environ)
+    env.pop("LD_LIBRARY_PATH", None)
+    return env
+
+
+def _pip(python: str, *args: str, env: Dict[str, str]) -> None:
+    subprocess.run([python, "-m", "pip", *args], check=True, env=env)
+
+
+def build_and_install(python: str, gpu: str, cache: Path) -> Path:
+    args = cmake_args(gpu)
+    target = wheel_dir(cache, gpu, args)
+    env = _clean_env()
+    if not any(target.glob("llama_cpp_python-*.whl")):
+        target.mkdir(parents=True, exist_ok=True)
+        print(f"[build] building {LLAMA_CPP_PYTHON} ({gpu}) into {target}; CMAKE_ARGS={cmake_args_text(args)}",
+              file=sys.stderr, flush=True)
+        _pip(python, "wheel", "-q", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python",
+             "-w", str(target), LLAMA_CPP_PYTHON, env={**env, "CMAKE_ARGS": cmake_args_text(args)})
+    _pip(python, "uninstall", "-q", "-y", "llama-cpp-python", env=env)
+    _pip(python, "install", "-q", "--no-cache-dir", "--only-binary", "llama-cpp-python", "--find-links", str(target),
+         LLAMA_CPP_PYTHON, env=env)
+    return target
+
+
+def main(argv: List[str] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu", default=os.environ.get("NEWRLLAMA_GPU") or "none", choices=FLAVOURS)
+    parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
+    parser.add_argument("--check", action="store_true", help="only check the installed flavour")
+    parser.add_argument("--print-cmake-args", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        flags = cmake_args(args.gpu)
+    except ValueError as exc:
+        print(f"build_llama_cpp: {exc}", file=sys.stderr)
+        return 2
+    if args.print_cmake_args:
+        print(cmake_args_text(flags))
+        return 0
+    if args.check:
+        problems = flavour_problems(args.gpu, inspect(args.python))
+        for p in problems:
+            print(f"build_llama_cpp: {p}", file=sys.stderr)
+        return 1 if problems else 0
+    if not flavour_problems(args.gpu, inspect(args.python)):
+        return 0
+    build_and_install(args.python, args.gpu, cache_root())
+    installed = inspect(args.python)
+    problems = flavour_problems(args.gpu, installed)
+    if problems:
+        print("build_llama_cpp: the install is not the flavour asked for: " + "; ".join(problems), file=sys.stderr)
+        return 1
+    if args.gpu != "none" and not installed["gpu_offload"]:
+        print(f"build_llama_cpp: the {args.gpu} build is installed, but llama.cpp finds no {args.gpu} device here "
+              "(llama_supports_gpu_offload() is false): models will run on the CPU", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""scripts/build_llama_cpp.py: the build arguments of each flavour, its wheel directory, and the install check."""
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "build_llama_cpp.py"
+spec = importlib.util.spec_from_file_location("build_llama_cpp", SCRIPT)
+build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+
+NO_AMX = ["-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+          "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"]
+
+
+def test_each_flavour_has_its_backend_and_amx_stays_off_on_x86():
+    assert build.cmake_args("none", "x86_64", "Linux", {}) == NO_AMX
+    assert build.cmake_args("cuda", "x86_64", "Linux", {}) == NO_AMX + ["-DGGML_CUDA=on",
+                                                                       "-DCMAKE_CUDA_ARCHITECTURES=75"]
+    assert build.cmake_args("cuda", "x86_64", "Linux", {"NEWRLLAMA_CUDA_ARCH": "89"})[-1] == \
+        "-DCMAKE_CUDA_ARCHITECTURES=89"
+    assert build.cmake_args("vulkan", "aarch64", "Linux", {}) == ["-DGGML_VULKAN=on"]
+    assert build.cmake_args("metal", "arm64", "Darwin", {}) == ["-DGGML_METAL=on"]
+    with pytest.raises(ValueError, match="only on macOS"):
+        build.cmake_args("metal", "x86_64", "Linux", {})
+    with pytest.raises(ValueError, match="one of"):
+        build.cmake_args("rocm", "x86_64", "Linux", {})
+
+
+def test_cmake_args_reach_cmake_as_separate_arguments():
+    # scikit-build-core splits CMAKE_ARGS as a shell does; flags with spaces must stay one argument.
+    args = build.cmake_args("cuda", "x86_64", "Linux", {})
+    assert shlex.split(build.cmake_args_text(args)) == args
+
+
+def test_every_flavour_and_argument_set_has_its_own_wheel_directory(tmp_path):
+    dirs = {build.wheel_dir(tmp_path, g, build.cmake_args(g, "x86_64", "Linux", {})) for g in ("none", "cuda", "vulkan")}
+    dirs.add(build.wheel_dir(tmp_path, "cuda", build.cmake_args("cuda", "x86_64", "Linux", {"NEWRLLAMA_CUDA_ARCH": "89"})))
+    assert len(dirs) == 4 and all(d.parent == tmp_path / "wheels" for d in dirs)
+    assert build.cache_root({"NEWRLLAMA_CACHE_DIR": str(tmp_path)}) == tmp_path
+
+
+def test_the_check_tells_flavours_apart():
+    cpu = {"version": "0.3.36", "libraries": ["libggml-base.so", "libggml-cpu.so", "libllama.so"], "gpu_offload": False}
+    vulkan = {**cpu, "libraries": cpu["libraries"] + ["libggml-vulkan.so"]}
+    assert build.flavour_problems("none", cpu) == []
+    assert build.flavour_problems("vulkan", vulkan) == []
+    assert build.flavour_problems("vulkan", cpu) == ["the vulkan build lacks its backend library libggml-vulkan"]
+    assert "must not have" in build.flavour_problems("none", vulkan)[0]
+    assert "0.3.35 is installed" in build.flavour_problems("none", {**cpu, "version": "0.3.35"})[0]
+    assert "not importable" in build.flavour_problems("none", {})[0]
+
+
+def test_the_check_of_this_environment_names_its_flavour():
+    def check(gpu):
+        return subprocess.run([sys.executable, str(SCRIPT), "--python", sys.executable, "--gpu", gpu, "--check"],
+                              capture_output=True, text=True)
+    import newrllama
+    built = newrllama.system_info().gpu_backends or ["none"]
+    assert check(built[0]).returncode == 0
+    other = next(g for g in ("vulkan", "cuda") if g not in built)
+    refused = check(other)
+    assert refused.returncode == 1 and f"lacks its backend library libggml-{other}" in refused.stderr
