@@ -19,7 +19,8 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c",
-           "newrllama_logsoftmax.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c"]
+           "newrllama_logsoftmax.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c",
+           "newrllama_system.c"]
 
 # Facts of this build that the module checks again at import.
 BUILD_INFO_C = """
@@ -56,7 +57,7 @@ def llama_cpp_location() -> tuple[Path, Path]:
     package_dir = Path(spec.origin).resolve().parent
     include_dir = package_dir.parent / "include"
     lib_dir = package_dir / "lib"
-    for needed in (include_dir / "llama.h", lib_dir / "libllama.so"):
+    for needed in (include_dir / "llama.h", lib_dir / "libllama.so", lib_dir / "libggml.so"):
         if not needed.exists():
             raise LlamaCppMissing(f"{needed} is missing from the llama-cpp-python install. {hint}")
     return include_dir, lib_dir
@@ -85,7 +86,7 @@ def make_ffibuilder() -> FFI:
         sources=[os.path.relpath(HERE / name) for name in SOURCES],  # setuptools refuses absolute paths
         include_dirs=[str(HERE), str(include_dir)],
         library_dirs=[str(lib_dir)],
-        libraries=["llama", "m"],
+        libraries=["llama", "ggml", "ggml-base", "m"],  # ggml for the device registry (system info)
         define_macros=[
             ("_POSIX_C_SOURCE", "200809L"),
             ("NEWRLLAMA_BUILT_LLAMA_CPP_VERSION", f'"{LLAMA_CPP_PYTHON_VERSION}"'),

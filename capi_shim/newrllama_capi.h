@@ -118,6 +118,30 @@ NEWRLLAMA_API const char *newrllama_llama_version(void);
 NEWRLLAMA_API const char *newrllama_llama_library_path(void);
 NEWRLLAMA_API void newrllama_set_log_level(int level); /* 0 silent, 1 errors, 2 warnings, 3 all */
 
+/* What the build can run on. Device kinds follow ggml's device types. */
+enum {
+    NEWRLLAMA_DEVICE_CPU = 0,
+    NEWRLLAMA_DEVICE_GPU = 1,
+    NEWRLLAMA_DEVICE_IGPU = 2,
+    NEWRLLAMA_DEVICE_ACCEL = 3,
+    NEWRLLAMA_DEVICE_OTHER = 4
+};
+
+typedef struct {
+    const char *name;        /* owned by ggml, valid for the life of the process */
+    const char *description;
+    const char *backend;     /* the backend that provides the device: "CPU", "CUDA", "Vulkan" ... */
+    int32_t kind;            /* NEWRLLAMA_DEVICE_* */
+    uint64_t memory_free;    /* bytes */
+    uint64_t memory_total;
+} newrllama_device_info;
+
+NEWRLLAMA_API bool newrllama_supports_gpu_offload(void);
+NEWRLLAMA_API const char *newrllama_system_info(void); /* llama.cpp's line of CPU features, owned by it */
+NEWRLLAMA_API int32_t newrllama_device_count(void);
+NEWRLLAMA_API newrllama_error_code newrllama_device_get(int32_t index, newrllama_device_info *info_out,
+                                                        const char **error_message);
+
 NEWRLLAMA_API newrllama_error_code newrllama_backend_init(const char **error_message);
 NEWRLLAMA_API void newrllama_backend_free(void);
 

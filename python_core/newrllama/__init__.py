@@ -18,13 +18,15 @@ from .model import Model
 from .params import SamplingParams
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats
+from .system import Device, SystemInfo, system_info
 from .stream import TextStream
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "Annotation", "AsyncTextStream", "LabelScores", "Validation", "agreement", "annotate", "validate",
-    "ClosedError", "Cluster", "ClusterError", "ClusterStats", "Completion", "Context", "ContextError", "EngineStats", "GenerationError", "GenerationStats",
-    "InvalidArgumentError", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
-    "SamplingParams", "TemplateError", "TextStream", "TokenizeError", "default_model_path", "generate_parallel",
+    "Agreement", "Annotation", "AsyncTextStream", "ClosedError", "Cluster", "ClusterError", "ClusterStats",
+    "Completion", "Context", "ContextError", "Device", "EngineStats", "GenerationError", "GenerationStats",
+    "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
+    "SamplingParams", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
+    "annotate", "default_model_path", "generate_parallel", "system_info", "validate",
 ]

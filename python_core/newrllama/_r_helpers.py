@@ -72,3 +72,19 @@ def http_get(url, api_key):
 def label_scores(v):
     s = [v.per_label[k] for k in v.labels]
     return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])
+
+
+def system_info():
+    info = dataclasses.asdict(newrllama.system_info())
+    for device in info["devices"]:  # reticulate 1.28 wraps ints past 2^31 around: bytes go as doubles
+        device["memory_total"] = float(device["memory_total"])
+        device["memory_free"] = float(device["memory_free"])
+    return info
+
+
+def sync_environ(values, unset):
+    """R's Sys.setenv() does not reach os.environ once Python runs: the R side hands its values over."""
+    for name, value in values.items():
+        os.environ[name] = value
+    for name in unset:
+        os.environ.pop(name, None)

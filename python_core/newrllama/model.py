@@ -6,6 +6,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
 from ._lib import ffi, lib
+from .download import fetch, is_remote
 from .embedded import default_model_path
 from .errors import InvalidArgumentError
 from .handle import OwnedHandle
@@ -36,22 +37,41 @@ def check_token_list(tokens: object, name: str = "tokens") -> List[int]:
 class Model(OwnedHandle):
     """A GGUF model loaded with llama.cpp.
 
-    ``path=None`` loads the embedded default model (gemma-3-270m, Q4_K_M).
-    Close it with ``close()`` or a ``with`` block; contexts made from it keep
-    the weights alive until they are closed too.
+    ``path_or_url`` is a local GGUF file, an ``http(s)://`` URL, ``hf://owner/repo/file.gguf``
+    (on ``$NEWRLLAMA_HF_ENDPOINT``, default the Hugging Face hub, with the token in
+    ``$NEWRLLAMA_HF_TOKEN`` or ``$HF_TOKEN`` for gated models) or None for the embedded
+    default model (gemma-3-270m, Q4_K_M). A URL is downloaded once into the cache
+    (``$NEWRLLAMA_CACHE_DIR``) and verified against ``sha256`` when given (else against the
+    hub's own checksum, where it states one); later loads use the cached file without a
+    request. ``progress`` shows a download bar (default: when stderr is a terminal).
+
+    ``n_gpu_layers=None`` offloads every layer when this llama.cpp build can offload to a
+    GPU, and none otherwise. Close it with ``close()`` or a ``with`` block; contexts made
+    from it keep the weights alive until they are closed too.
     """
 
     _what = "model"
 
-    def __init__(self, path: Optional[Union[str, os.PathLike]] = None, *, n_gpu_layers: int = 0,
-                 use_mmap: bool = True, use_mlock: bool = False) -> None:
-        if path is None:
-            path = default_model_path()
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgumentError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    def __init__(self, path_or_url: Optional[Union[str, os.PathLike]] = None, *, sha256: Optional[str] = None,
+                 n_gpu_layers: Optional[int] = None, use_mmap: bool = True, use_mlock: bool = False,
+                 progress: Optional[bool] = None) -> None:
+        if path_or_url is None:
+            path_or_url = default_model_path()
+        if not isinstance(path_or_url, (str, os.PathLike)):
+            raise InvalidArgumentError(f"path_or_url must be a str or os.PathLike, got {type(path_or_url).__name__}")
+        if n_gpu_layers is None:
+            n_gpu_layers = -1 if lib.newrllama_supports_gpu_offload() else 0
         if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
-            raise InvalidArgumentError("n_gpu_layers must be an int")
-        self.path = os.fspath(path)
+            raise InvalidArgumentError("n_gpu_layers must be an int or None")
+        spec = os.fspath(path_or_url)
+        if is_remote(spec):
+            self.source: Optional[str] = spec
+            spec = fetch(spec, sha256, progress)
+        else:
+            self.source = None
+            if sha256 is not None:
+                raise InvalidArgumentError("sha256 checks a download: give it with a URL, not a local path")
+        self.path = spec
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_model_handle *")
         _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, bool(use_mmap), bool(use_mlock), out, err), err)

@@ -17,8 +17,9 @@
 #' Needs the Python package `ray` (`pip install 'newrllama[cluster]'`).
 #'
 #' @param workers Number of worker processes.
-#' @param model Path of a GGUF file, a model from [model_load()] (its file is
-#'   loaded by every worker), or `NULL` for the embedded model.
+#' @param model Path of a GGUF file, its URL or `hf://` address (see
+#'   [model_load()]), a model from [model_load()] (its file is loaded by every
+#'   worker), or `NULL` for the embedded model.
 #' @param threads_per_worker CPU threads of each worker; `NULL` shares out this
 #'   machine's cores.
 #' @param n_seq_max Prompts decoded together by each worker.
@@ -121,7 +122,11 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
   if (inherits(model, "newrllama_model")) {
     return(model$path)
   }
-  path <- path.expand(check_string(model, "model", call = call))
+  path <- check_string(model, "model", call = call)
+  if (is_model_url(path)) {
+    return(path)
+  }
+  path <- path.expand(path)
   if (local && !file.exists(path)) {
     abort(sprintf("`model`: model file '%s' does not exist", path), call = call,
           c("newrllama_model_load_error", "newrllama_python_error"))

@@ -8,6 +8,7 @@ from typing import Any, Hashable, List, Optional, Sequence, Union
 
 from ..annotate import Annotation
 from ..context import usable_cores
+from ..download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..model import Model
 from ..parallel import ParamsArg, Prompt
@@ -46,8 +47,9 @@ def _count(name: str, value: object, allow_none: bool = False) -> Optional[int]:
 
 
 class Cluster:
-    """Workers on a Ray cluster, each loading ``model`` once (a GGUF path; None for the embedded
-    model, which every worker finds in its own installation; a Model stands for its path).
+    """Workers on a Ray cluster, each loading ``model`` once (a GGUF path, a URL or hf:// address
+    as for Model; None for the embedded model, which every worker finds in its own installation;
+    a Model stands for its path).
 
     With ``address=None``, starts a local Ray runtime with room for ``num_workers`` workers of
     ``threads_per_worker`` CPU threads (default: this machine's cores shared out); else joins
@@ -206,7 +208,10 @@ def _model_path(model: object, local: bool) -> Optional[str]:
         return model.path
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidArgumentError(f"model must be a GGUF path, a Model or None, got {type(model).__name__}")
-    path = os.path.abspath(os.fspath(model)) if local else os.fspath(model)
+    spec = os.fspath(model)
+    if is_remote(spec):  # every worker fetches it into its own machine's cache (once per machine)
+        return spec
+    path = os.path.abspath(spec) if local else spec
     if local and not os.path.isfile(path):
         raise ModelLoadError(f"no model file at {path}")
     return path
