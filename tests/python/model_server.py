@@ -6,13 +6,18 @@
                  a client must see another host) with X-Linked-Etag (the file's SHA-256, or a
                  wrong one when ``lie`` is set); 401 without the token for NAMEs in ``gated``
 /cdn/NAME        the storage host: as /files/
+/control/cut/N   from now on, bodies stop after N bytes (``none``: whole bodies again)
+/control/hits/NAME  how many requests /files/NAME had: {"hits": n}
 anything else    404
 ``cut_after`` sends only that many bytes of a body, then drops the connection; ``delay`` waits
 between blocks (so that two downloads overlap). ``requests`` logs (path, headers) of each request."""
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.server
+import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -60,6 +65,11 @@ class ModelServer:
                 with server._lock:
                     server.requests.append((self.path, dict(self.headers)))
                 parts = self.path.strip("/").split("/")
+                if len(parts) == 3 and parts[:2] == ["control", "cut"]:
+                    server.cut_after = None if parts[2] == "none" else int(parts[2])
+                    return self._reply(200, json.dumps({"cut_after": server.cut_after}).encode())
+                if len(parts) == 3 and parts[:2] == ["control", "hits"]:
+                    return self._reply(200, json.dumps({"hits": server.hits(f"/files/{parts[2]}")}).encode())
                 if len(parts) == 2 and parts[0] in ("files", "cdn") and parts[1] in server.files:
                     return self._send_file(parts[1])
                 if len(parts) == 5 and parts[2] == "resolve" and parts[4] in server.files:
@@ -113,3 +123,23 @@ class ModelServer:
                             time.sleep(server.delay)
 
         return Handler
+
+
+def main() -> None:
+    """Runs the server in its own process (for the R tests): python model_server.py NAME=PATH ...;
+    prints its URL on the first line of stdout, then serves until killed."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("files", nargs="+", metavar="NAME=PATH")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds between 64 KiB blocks")
+    args = parser.parse_args()
+    server = ModelServer({name: Path(path) for name, path in (f.split("=", 1) for f in args.files)})
+    server.delay = args.delay
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

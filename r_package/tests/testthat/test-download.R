@@ -71,3 +71,56 @@ test_that("system_info() reports the build and its devices", {
   expect_true(all(info$devices$memory_total > 2^20))
   expect_true(length(info$cpu_features) > 0)
 })
+
+# The loopback hub of the Python tests, in a process of its own: it can cut bodies and be slow.
+hub_server <- function(files, delay = 0) {
+  script <- test_path("..", "..", "..", "tests", "python", "model_server.py")
+  skip_if_not(file.exists(script), "tests/python/model_server.py is not here (not run from the repository)")
+  args <- c("-u", script, paste0(names(files), "=", files), "--delay", delay)
+  server <- processx::process$new(reticulate::py_config()$python, args, stdout = "|", stderr = "|",
+                                  env = c("current", LD_LIBRARY_PATH = ""))
+  server$poll_io(20000)
+  url <- server$read_output_lines()[1]
+  expect_match(url, "^http://127")
+  list(url = url, process = server)
+}
+
+with_cache <- function(dir, expr) {
+  old <- Sys.getenv("NEWRLLAMA_CACHE_DIR", unset = NA)
+  on.exit(if (is.na(old)) Sys.unsetenv("NEWRLLAMA_CACHE_DIR") else Sys.setenv(NEWRLLAMA_CACHE_DIR = old))
+  Sys.setenv(NEWRLLAMA_CACHE_DIR = dir)
+  force(expr)
+}
+
+test_that("a cut download resumes, and two R processes loading one URL both get the model", {
+  path <- model_load()$path
+  hub <- hub_server(c(gemma.gguf = path, twice.gguf = path), delay = 0.001)
+  on.exit(hub$process$kill(), add = TRUE)
+  cache <- tempfile("cache")
+  with_cache(cache, {
+    http_get(hub$url, "/control/cut/5000000")
+    url <- paste0(hub$url, "/files/gemma.gguf")
+    expect_error(model_load(url, progress = FALSE), "load it again to resume", class = "newrllama_model_load_error")
+    part <- list.files(file.path(cache, "models"), pattern = "\\.part$", full.names = TRUE)
+    expect_equal(file.size(part), 5000000)
+    http_get(hub$url, "/control/cut/none")
+    model <- model_load(url, progress = FALSE)
+    expect_equal(unname(tools::md5sum(model$path)), unname(tools::md5sum(path)))
+    expect_false(file.exists(part))
+  })
+
+  script <- sprintf("library(newrllama); m <- model_load('%s/files/twice.gguf', progress = FALSE); cat(m$path)",
+                    hub$url)
+  skip_if_not(any(file.exists(file.path(.libPaths(), "newrllama", "DESCRIPTION"))),
+              "newrllama is not installed in a library that child R processes can load")
+  env <- c("current", NEWRLLAMA_CACHE_DIR = cache, R_LIBS = paste(.libPaths(), collapse = .Platform$path.sep))
+  runs <- lapply(1:2, function(i) processx::process$new(file.path(R.home("bin"), "Rscript"), c("-e", script),
+                                                         stdout = "|", stderr = "|", env = env))
+  for (run in runs) run$wait(120000)
+  expect_equal(vapply(runs, function(r) r$get_exit_status(), 0L), c(0L, 0L),
+               info = paste(vapply(runs, function(r) r$read_all_error(), ""), collapse = "\n"))
+  paths <- vapply(runs, function(r) r$read_all_output(), "")
+  expect_equal(paths[1], paths[2])
+  expect_equal(http_get(hub$url, "/control/hits/twice.gguf")[[2]]$hits, 1L) # the second waited for the first
+  expect_equal(unname(tools::md5sum(paths[1])), unname(tools::md5sum(path)))
+})
