@@ -20,7 +20,9 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +55,29 @@ def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platfo
     elif gpu == "metal":
         args += ["-DGGML_METAL=on"]
     return args
+
+
+def vulkan_problems(include_dirs: List[Path], which=shutil.which) -> List[str]:
+    """What the Vulkan build lacks here, found in a second rather than 10 minutes into the build."""
+    problems = []
+    header = next((d / "vulkan" / "vulkan_core.h" for d in include_dirs if (d / "vulkan" / "vulkan_core.h").exists()),
+                  None)
+    if header is None:
+        problems.append("no Vulkan headers (vulkan/vulkan_core.h); on Debian: apt install libvulkan-dev")
+    elif "VK_EXT_layer_settings" not in header.read_text(errors="replace"):
+        version = re.search(r"#define VK_HEADER_VERSION (\d+)", header.read_text(errors="replace"))
+        problems.append(f"the Vulkan headers at {header.parent} (1.3.{version.group(1) if version else '?'}) are too "
+                        "old for llama.cpp's Vulkan backend, which needs VK_EXT_layer_settings (headers 1.3.272 or "
+                        "later; Debian 12 has 1.3.239): install newer headers (the LunarG SDK, or a newer distribution) "
+                        "and set VULKAN_SDK")
+    if which("glslc") is None:
+        problems.append("no glslc shader compiler; on Debian: apt install glslc")
+    return problems
+
+
+def vulkan_include_dirs(env: Dict[str, str] = os.environ) -> List[Path]:
+    sdk = [Path(env["VULKAN_SDK"]) / "include"] if env.get("VULKAN_SDK") else []
+    return sdk + [Path("/usr/local/include"), Path("/usr/include")]
 
 
 def cmake_args_text(args: List[str]) -> str:
@@ -160,6 +185,10 @@ def main(argv: List[str] = None) -> int:
         return 1 if problems else 0
     if not flavour_problems(args.gpu, inspect(args.python)):
         return 0
+    missing = vulkan_problems(vulkan_include_dirs()) if args.gpu == "vulkan" else []
+    if missing:
+        print("build_llama_cpp: cannot build the vulkan flavour: " + "; ".join(missing), file=sys.stderr)
+        return 1
     build_and_install(args.python, args.gpu, cache_root())
     installed = inspect(args.python)
     problems = flavour_problems(args.gpu, installed)
