@@ -22,15 +22,9 @@ import time
 
 import newrllama
 from newrllama.context import usable_cores
+from short_prompts import short_prompts
 
 N_SEQ = 16
-SUBJECTS = ["The history of", "A short note on", "Why people like", "The future of", "A recipe for",
-            "The science of", "Travelling to", "Learning about"]
-TOPICS = ["rivers", "bread", "music", "trains", "gardens", "chess", "mountains", "paper", "bees", "clocks"]
-
-
-def prompts(n: int):
-    return [f"{SUBJECTS[i % len(SUBJECTS)]} {TOPICS[i % len(TOPICS)]} (part {i}):" for i in range(n)]
 
 
 def local_run(todo, params):
@@ -61,9 +55,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--small", type=int, default=1000, help="prompts of one token for the overhead figure")
     args = parser.parse_args()
-    todo = prompts(args.prompts)
+    todo = short_prompts(args.prompts)
     params = newrllama.SamplingParams(max_tokens=args.max_tokens)
-    small = prompts(args.small)
+    small = short_prompts(args.small)
     one = newrllama.SamplingParams(max_tokens=1)
     cores = usable_cores()
     print(f"{args.prompts} prompts x {args.max_tokens} tokens; {cores} cores; n_seq_max {N_SEQ} per worker")

@@ -26,16 +26,10 @@ import newrllama
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 from server_process import ServerProcess  # noqa: E402
+from short_prompts import short_prompts  # noqa: E402
 
 N_SEQ = 16
 N_THREADS = 2
-SUBJECTS = ["The history of", "A short note on", "Why people like", "The future of", "A recipe for",
-            "The science of", "Travelling to", "Learning about"]
-TOPICS = ["rivers", "bread", "music", "trains", "gardens", "chess", "mountains", "paper", "bees", "clocks"]
-
-
-def prompts(n: int):
-    return [f"{SUBJECTS[i % len(SUBJECTS)]} {TOPICS[i % len(TOPICS)]} (part {i}):" for i in range(n)]
 
 
 async def one_request(http: httpx.AsyncClient, prompt: str, max_tokens: int):
@@ -92,7 +86,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_server.json"))
     args = parser.parse_args()
-    todo = prompts(args.prompts)
+    todo = short_prompts(args.prompts)
     rows = []
     with ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", str(N_SEQ * 512), "--threads", str(N_THREADS)) as server:
         asyncio.run(drive(server.url, todo[:N_SEQ], N_SEQ, 4))  # warm up

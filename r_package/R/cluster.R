@@ -96,18 +96,16 @@ generate_parallel.newrllama_cluster <- function(context, prompts, max_tokens = 1
                                                 ...) {
   check_dots_empty(...)
   check_cluster(context)
-  prompts <- check_prompts(prompts)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
-                            grammar, json_schema)
-  progress <- check_flag(progress, "progress")
-  target <- check_output(output, resume, names(prompts), "prompts")
-  if (length(prompts) == 0) {
-    return(prompts[0])
+  args <- generation_args(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
+                          progress, choices, grammar, json_schema)
+  target <- check_output(output, resume, names(args$prompts), "prompts")
+  if (length(args$prompts) == 0) {
+    return(args$prompts)
   }
   run <- python_helpers()$run_cluster
-  out <- with_python(run(context$py, as.list(unname(prompts)), params, target$ids, target$output, target$resume,
-                         progress))
-  answers_vector(unpack_completions(out), prompts, choices)
+  out <- with_python(run(context$py, as.list(unname(args$prompts)), args$params, target$ids, target$output,
+                         target$resume, args$progress))
+  answers_vector(unpack_completions(out), args$prompts, choices)
 }
 
 check_cluster <- function(x, name = "cluster", call = sys.call(-1)) {

@@ -62,14 +62,22 @@ generate_parallel.newrllama_context <- function(context, prompts, max_tokens = 1
                                                 grammar = NULL, json_schema = NULL, ...) {
   check_dots_empty(...)
   check_context(context)
-  prompts <- check_prompts(prompts)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
-                            grammar, json_schema)
-  progress <- check_flag(progress, "progress")
-  if (length(prompts) == 0) {
-    return(prompts[0]) # keeps the (empty) names, if any
+  args <- generation_args(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
+                          progress, choices, grammar, json_schema)
+  if (length(args$prompts) == 0) {
+    return(args$prompts) # keeps the (empty) names, if any
   }
-  answers_vector(run_prompts(context, as.list(unname(prompts)), params, progress = progress), prompts, choices)
+  answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, progress = args$progress),
+                 args$prompts, choices)
+}
+
+# The checked prompts, sampling parameters and progress flag of a generate_parallel() method.
+generation_args <- function(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
+                            progress, choices, grammar, json_schema, call = sys.call(-1)) {
+  list(prompts = check_prompts(prompts, call = call),
+       params = sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
+                                grammar, json_schema, call = call),
+       progress = check_flag(progress, "progress", call = call))
 }
 
 # The character vector generate_parallel() returns, from the unpacked completions of run_prompts().
