@@ -75,6 +75,23 @@ def vulkan_problems(include_dirs: List[Path], which=shutil.which) -> List[str]:
     return problems
 
 
+def cuda_problems(env: Dict[str, str] = os.environ, which=shutil.which) -> List[str]:
+    """What the CUDA build lacks here: nvcc, and cuBLAS, which llama.cpp's CUDA backend links."""
+    root = Path(env["CUDA_PATH"]) if env.get("CUDA_PATH") else None
+    if root is None:
+        nvcc = which("nvcc")
+        if nvcc is None:
+            return ["no nvcc (the CUDA toolkit): install it, or set CUDA_PATH to where it is"]
+        root = Path(nvcc).resolve().parent.parent
+        if not (root / "lib64").exists() and Path("/usr/local/cuda/bin/nvcc").exists():
+            root = Path("/usr/local/cuda")  # nvcc on the PATH may be a wrapper script elsewhere
+    libs = [root / "lib64", root / "targets" / f"{platform.machine()}-linux" / "lib", root / "lib"]
+    if not any(d.is_dir() and any(d.glob("libcublas.so*")) for d in libs):
+        return [f"the CUDA toolkit at {root} has no cuBLAS (libcublas), which llama.cpp's CUDA backend links: "
+                "install the toolkit's libraries (e.g. cuda-libraries-dev), or set CUDA_PATH to a full toolkit"]
+    return []
+
+
 def vulkan_include_dirs(env: Dict[str, str] = os.environ) -> List[Path]:
     sdk = [Path(env["VULKAN_SDK"]) / "include"] if env.get("VULKAN_SDK") else []
     return sdk + [Path("/usr/local/include"), Path("/usr/include")]
@@ -185,9 +202,10 @@ def main(argv: List[str] = None) -> int:
         return 1 if problems else 0
     if not flavour_problems(args.gpu, inspect(args.python)):
         return 0
-    missing = vulkan_problems(vulkan_include_dirs()) if args.gpu == "vulkan" else []
+    missing = {"vulkan": lambda: vulkan_problems(vulkan_include_dirs()), "cuda": cuda_problems}.get(
+        args.gpu, lambda: [])()
     if missing:
-        print("build_llama_cpp: cannot build the vulkan flavour: " + "; ".join(missing), file=sys.stderr)
+        print(f"build_llama_cpp: cannot build the {args.gpu} flavour: " + "; ".join(missing), file=sys.stderr)
         return 1
     build_and_install(args.python, args.gpu, cache_root())
     installed = inspect(args.python)

@@ -81,3 +81,16 @@ def test_a_vulkan_build_that_cannot_work_is_refused_before_compiling(tmp_path):
     assert "1.3.239" in build.vulkan_problems([old, new], which=has_glslc)[0]  # the first headers found count
     assert "no Vulkan headers" in build.vulkan_problems([tmp_path / "none"], which=has_glslc)[0]
     assert "no glslc" in build.vulkan_problems([new], which=lambda name: None)[0]
+
+
+def test_a_cuda_build_without_nvcc_or_cublas_is_refused_before_compiling(tmp_path):
+    root = tmp_path / "cuda"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("")
+    (root / "lib64").mkdir()
+    (root / "lib64" / "libcudart.so.13").write_text("")
+    assert "no nvcc" in build.cuda_problems({}, which=lambda name: None)[0]
+    assert "has no cuBLAS" in build.cuda_problems({"CUDA_PATH": str(root)})[0]
+    (root / "lib64" / "libcublas.so.13").write_text("")
+    assert build.cuda_problems({"CUDA_PATH": str(root)}) == []
+    assert build.cuda_problems({}, which=lambda name: str(root / "bin" / "nvcc")) == []
