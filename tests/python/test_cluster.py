@@ -7,9 +7,11 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -242,3 +244,42 @@ def test_results_file_cuts_a_torn_line_and_refuses_foreign_files(tmp_path):
     assert foreign.read_text() == "my notes\n"
     with pytest.raises(newrllama.InvalidArgumentError, match="cannot open"):
         ResultsFile(tmp_path / "no" / "dir.jsonl", False, {})
+
+
+def test_a_cluster_joins_a_ray_cluster_started_with_ray_start():
+    """`ray start --head`, as a user starts a cluster's head node, then Cluster(address=...)."""
+    assert not ray.is_initialized()
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit in 107 bytes
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+                             "--include-dashboard=false", f"--temp-dir={temp}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            # ray start turns token authentication on, and this process's Ray (imported with
+                            # RAY_AUTH_MODE unset) would not send a token: the head opts out (see README).
+                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    try:
+        seen = []
+        for line in head.stdout:
+            seen.append(line)
+            if "Ray runtime started" in line:
+                break
+        assert any("Ray runtime started" in line for line in seen), "".join(seen[-20:])
+        with newrllama.Cluster(num_workers=2, threads_per_worker=1, n_seq_max=4, address=f"127.0.0.1:{port}",
+                               startup_timeout=120) as cluster:
+            done = cluster.generate_parallel(PROMPTS[:4], PARAMS)
+            assert [c.finish_reason for c in done] == ["length"] * 4
+            assert {w["host"] for w in cluster.workers} and len({w["pid"] for w in cluster.workers}) == 2
+        assert not ray.is_initialized()  # the driver disconnected; the head node is the user's to stop
+        assert head.poll() is None
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
