@@ -53,7 +53,11 @@ def test_a_file_that_is_not_gguf_is_a_model_load_error_and_stops_the_runtime(tmp
 
 @pytest.fixture(scope="module")
 def cluster():
-    with newrllama.Cluster(num_workers=2, n_seq_max=8) as c:
+    # An address left behind by an earlier `ray start` (here: one where nothing listens) must not be joined.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+        c = newrllama.Cluster(num_workers=2, n_seq_max=8)
+    with c:
         yield c
 
 
@@ -99,6 +103,19 @@ def test_a_bad_prompt_fails_alone(cluster, local_answers):
     with pytest.raises(newrllama.InvalidArgumentError, match="grammar of prompt 0"):
         cluster.generate_parallel(PROMPTS[:2], newrllama.SamplingParams(grammar="root ::= ("))
     assert cluster.generate_parallel([PROMPTS[0]], PARAMS)[0].text == done[0].text
+
+
+def test_per_prompt_params_and_choices_reach_the_workers_and_the_file(cluster, tmp_path):
+    out = tmp_path / "mixed.jsonl"
+    label = newrllama.SamplingParams(choices=["rivers", "cities"])
+    params = [PARAMS, newrllama.SamplingParams(max_tokens=3), label] * 4
+    done = cluster.generate_parallel(PROMPTS[:12], params, output=out)
+    assert [c.n_gen_tokens for c in done[:3]] == [12, 3, done[2].n_gen_tokens]
+    assert done[2].text in ("rivers", "cities") and sum(done[2].choice_probs.values()) == pytest.approx(1)
+    records = {r["index"]: r for r in lines_of(out)}
+    assert records[2]["choice_probs"] == done[2].choice_probs and "choice_probs" not in records[0]
+    again = cluster.generate_parallel(PROMPTS[:12], params, output=out, resume=True)
+    assert [c.choice_probs for c in again] == [c.choice_probs for c in done]
 
 
 def test_output_and_resume_arguments_are_checked(cluster, tmp_path):

@@ -83,7 +83,8 @@ class Cluster:
         if self._owns_ray:
             # Room for the workers even when they ask for more threads than there are cores.
             cpus = None if address is not None else max(usable_cores(), num_workers * threads)
-            ray.init(address=address, num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+            # "local": a runtime of our own, even where an earlier `ray start` left its address behind.
+            ray.init(address=address or "local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
                      logging_level="error")
         try:
             if address is None:
