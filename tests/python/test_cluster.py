@@ -34,7 +34,7 @@ def lines_of(path):
 
 def test_bad_arguments_fail_before_ray_starts(tmp_path):
     for kwargs, what in [({"num_workers": 0}, "num_workers"), ({"threads_per_worker": -1}, "threads_per_worker"),
-                         ({"n_seq_max": 1.5}, "n_seq_max"), ({"n_ctx": "big"}, "n_ctx"), ({"address": 3}, "address"),
+                         ({"n_seq_max": 1.5}, "n_seq_max"), ({"n_ctx": "big"}, "n_ctx"), ({"address": 3}, "address"), ({"startup_timeout": 0}, "startup_timeout"),
                          ({"model": 42}, "model")]:
         with pytest.raises(newrllama.InvalidArgumentError, match=what):
             newrllama.Cluster(**kwargs)

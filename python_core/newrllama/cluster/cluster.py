@@ -71,6 +71,8 @@ class Cluster:
         n_seq_max = _count("n_seq_max", n_seq_max)
         threads = _count("threads_per_worker", threads_per_worker, allow_none=True) or max(1, usable_cores() // num_workers)
         n_ctx = _count("n_ctx", n_ctx, allow_none=True) or DEFAULT_CELLS_PER_SEQUENCE * n_seq_max
+        if isinstance(startup_timeout, bool) or not isinstance(startup_timeout, (int, float)) or not startup_timeout > 0:
+            raise InvalidArgumentError(f"startup_timeout must be a positive number of seconds, got {startup_timeout!r}")
         if address is not None and not isinstance(address, str):
             raise InvalidArgumentError(f"address must be a str such as 'auto', got {type(address).__name__}")
         path = _model_path(model, local=address is None)
@@ -84,8 +86,12 @@ class Cluster:
             # Room for the workers even when they ask for more threads than there are cores.
             cpus = None if address is not None else max(usable_cores(), num_workers * threads)
             # "local": a runtime of our own, even where an earlier `ray start` left its address behind.
-            ray.init(address=address or "local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
-                     logging_level="error")
+            try:
+                ray.init(address=address or "local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
+                         logging_level="error")
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                where = f"join the Ray cluster at {address}" if address else "start a local Ray runtime"
+                raise ClusterError(f"cannot {where}: {exc}") from None
         try:
             if address is None:
                 _check_room(ray, num_workers, threads)
