@@ -133,6 +133,17 @@ def test_a_full_disk_is_a_clear_error_and_the_download_resumes_later(server, cac
     assert server.requests[-1][1].get("Range") == f"bytes={kept}-"
 
 
+def test_a_download_larger_than_the_free_space_is_refused_before_writing(server, cache, monkeypatch):
+    import shutil as real_shutil
+    from newrllama import download
+    usage = real_shutil.disk_usage(os.path.dirname(cache) or ".")
+    monkeypatch.setattr(download.shutil, "disk_usage", lambda path: usage._replace(free=1024))
+    url = f"{server.url}/files/small.gguf"
+    with pytest.raises(newrllama.ModelLoadError, match=r"not enough disk space .* 6,291,456 bytes needed, 1,024 free"):
+        fetch(url)
+    assert not cached_path(url).exists()
+
+
 def test_hf_addresses_go_through_the_hub_with_its_token_and_checksum(server, cache, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", server.token)
     path = fetch("hf://owner/repo/gated.gguf")
