@@ -170,3 +170,12 @@ def test_bad_arguments_are_refused_before_any_request(server):
     with pytest.raises(newrllama.InvalidArgumentError, match="give it with a URL"):
         newrllama.Model(newrllama.default_model_path(), sha256="ab" * 32)
     assert len(server.requests) == before
+
+
+def test_the_command_line_takes_a_url(server, cache):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    url = f"{server.url}/files/gemma.gguf"
+    out = subprocess.run([sys.executable, "-m", "newrllama", "generate", "The capital of France is", "--model", url,
+                          "--max-tokens", "3"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert "Paris" in out.stdout and cached_path(url).exists()
