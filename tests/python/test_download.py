@@ -175,7 +175,8 @@ def test_bad_arguments_are_refused_before_any_request(server):
 def test_the_command_line_takes_a_url(server, cache):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     url = f"{server.url}/files/gemma.gguf"
-    out = subprocess.run([sys.executable, "-m", "newrllama", "generate", "The capital of France is", "--model", url,
+    prompt = "The capital of Germany is Berlin. The capital of France is"
+    out = subprocess.run([sys.executable, "-m", "newrllama", "generate", prompt, "--model", url,
                           "--max-tokens", "3"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-500:]
     assert "Paris" in out.stdout and cached_path(url).exists()
