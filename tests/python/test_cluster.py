@@ -263,18 +263,30 @@ def test_results_file_cuts_a_torn_line_and_refuses_foreign_files(tmp_path):
         ResultsFile(tmp_path / "no" / "dir.jsonl", False, {})
 
 
+JOIN = """
+import sys, newrllama
+with newrllama.Cluster(num_workers=2, threads_per_worker=1, n_seq_max=4, address=sys.argv[1],
+                       startup_timeout=120) as cluster:
+    done = cluster.generate_parallel(["The capital of France is"] * 4, newrllama.SamplingParams(max_tokens=3))
+    print(len({w["pid"] for w in cluster.workers}), [c.finish_reason for c in done])
+"""
+
+
 def test_a_cluster_joins_a_ray_cluster_started_with_ray_start():
-    """`ray start --head`, as a user starts a cluster's head node, then Cluster(address=...)."""
-    assert not ray.is_initialized()
+    """`ray start --head`, as a user starts a cluster's head node, then a script with Cluster(address=...)."""
+    # This process has run local runtimes, from which Ray cannot join a cluster: said at once.
+    with pytest.raises(newrllama.ClusterError, match="new Python"):
+        newrllama.Cluster(address="127.0.0.1:9")
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths under it must fit in 107 bytes
     ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    # ray start turns token authentication on, which a driver follows only with RAY_AUTH_MODE=token set
+    # before Ray is imported; the head here opts out instead (see README).
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": os.pathsep.join(sys.path)}
     head = subprocess.Popen([ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
                              "--include-dashboard=false", f"--temp-dir={temp}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            # ray start turns token authentication on, and this process's Ray (imported with
-                            # RAY_AUTH_MODE unset) would not send a token: the head opts out (see README).
-                            env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+                            env=env)
     try:
         seen = []
         for line in head.stdout:
@@ -282,13 +294,11 @@ def test_a_cluster_joins_a_ray_cluster_started_with_ray_start():
             if "Ray runtime started" in line:
                 break
         assert any("Ray runtime started" in line for line in seen), "".join(seen[-20:])
-        with newrllama.Cluster(num_workers=2, threads_per_worker=1, n_seq_max=4, address=f"127.0.0.1:{port}",
-                               startup_timeout=120) as cluster:
-            done = cluster.generate_parallel(PROMPTS[:4], PARAMS)
-            assert [c.finish_reason for c in done] == ["length"] * 4
-            assert {w["host"] for w in cluster.workers} and len({w["pid"] for w in cluster.workers}) == 2
-        assert not ray.is_initialized()  # the driver disconnected; the head node is the user's to stop
-        assert head.poll() is None
+        script = subprocess.run([sys.executable, "-c", JOIN, f"127.0.0.1:{port}"], capture_output=True, text=True,
+                                env=env, timeout=240)
+        assert script.returncode == 0, script.stderr[-2000:]
+        assert script.stdout.strip().splitlines()[-1] == "2 ['length', 'length', 'length', 'length']"
+        assert head.poll() is None  # the driver left; the head node is the user's to stop
     finally:
         os.killpg(head.pid, signal.SIGKILL)
         head.wait()

@@ -22,6 +22,14 @@ from .results_file import keys_of, open_results
 DEFAULT_CELLS_PER_SEQUENCE = 1024
 
 
+class _RuntimeHistory:
+    """Whether this process has shut a Ray runtime down. Ray (2.60) cannot join a cluster from such a
+    process: the GCS destroys the new driver's actors at once ("the actor never ran"), so that case is
+    refused with advice instead of failing obscurely."""
+
+    shut_down = False
+
+
 @dataclass(frozen=True)
 class ClusterStats:
     """Figures of the last run on a cluster."""
@@ -82,6 +90,9 @@ class Cluster:
             raise ClusterError("a Cluster needs Ray: pip install 'newrllama[cluster]'") from None
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
+        if self._owns_ray and address is not None and _RuntimeHistory.shut_down:
+            raise ClusterError("Ray cannot join a cluster from a process that already ran and stopped a Ray runtime; "
+                               "join it from a new Python (or R) session")
         if self._owns_ray:
             # Room for the workers even when they ask for more threads than there are cores.
             cpus = None if address is not None else max(usable_cores(), num_workers * threads)
@@ -200,6 +211,7 @@ class Cluster:
         if self._owns_ray:
             self._ray.shutdown()
             self._owns_ray = False
+            _RuntimeHistory.shut_down = True
 
     def __enter__(self) -> "Cluster":
         return self
