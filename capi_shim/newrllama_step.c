@@ -1,6 +1,7 @@
 /* Step primitives: per-client samplers and seeds, one batched decode-and-sample
  * step with an exact rollback, and sequence operations. A scheduler (the Python
  * one, or the C driver in newrllama_engine.c) owns the policy around them. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 

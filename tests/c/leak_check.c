@@ -48,6 +48,18 @@ static void log_sum_exp_accuracy(void) {
     free(row);
 }
 
+static void devices(void) {
+    const char *err = NULL;
+    newrllama_device_info info;
+    int32_t n = newrllama_device_count();
+    EXPECT(n >= 1);
+    EXPECT(newrllama_device_get(0, &info, &err) == NEWRLLAMA_OK && info.name && info.backend && info.memory_total > 0);
+    EXPECT(newrllama_device_get(n, &info, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT && err);
+    EXPECT(newrllama_device_get(-1, &info, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(newrllama_device_get(0, NULL, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(newrllama_system_info(), "CPU") != NULL);
+}
+
 static void bad_model_files(const char *model_path, const char *dir) {
     newrllama_model_handle m = NULL;
     const char *err = NULL;
@@ -227,6 +239,7 @@ int main(int argc, char **argv) {
     newrllama_backend_init(&err);
     newrllama_set_log_level(0);
     log_sum_exp_accuracy();
+    devices();
     bad_model_files(argv[1], argv[2]);
     newrllama_model_handle m = NULL;
     if (newrllama_model_load(argv[1], 0, true, false, &m, &err) != NEWRLLAMA_OK) {

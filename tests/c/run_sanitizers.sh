@@ -19,6 +19,6 @@ trap 'rm -rf "$WORK"' EXIT
 gcc -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
     -Wall -Wextra -Wno-unused-parameter -I "$ROOT/capi_shim" -I "$INCLUDE" \
     "$ROOT"/capi_shim/newrllama_*.c "$ROOT/tests/c/leak_check.c" \
-    -L "$LIBDIR" -lllama -lm -Wl,-rpath,"$LIBDIR" -o "$WORK/leak_check"
+    -L "$LIBDIR" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$LIBDIR" -o "$WORK/leak_check"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$WORK/leak_check" "$MODEL" "$WORK"
