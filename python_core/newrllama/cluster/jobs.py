@@ -83,12 +83,6 @@ class GenerationJob:
     def failed(self, message: str) -> Completion:
         return Completion("", finish_reason="error", error=message)
 
-    @staticmethod
-    def is_final(result: Completion) -> bool:
-        """Whether a result belongs in the file (a cancelled prompt runs again on resume)."""
-        return result.finish_reason != "cancelled"
-
-
 class AnnotationJob:
     """annotate over the cluster: chunks of texts; each worker builds the prompts with its model's template."""
 
@@ -113,7 +107,3 @@ class AnnotationJob:
 
     def failed(self, message: str) -> Annotation:
         return Annotation(None, error=message)
-
-    @staticmethod
-    def is_final(result: Annotation) -> bool:
-        return True
