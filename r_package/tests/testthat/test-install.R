@@ -16,6 +16,7 @@ test_that("install_newrllama() checks the GPU flavour before doing anything", {
                class = "newrllama_invalid_argument")
   expect_error(install_newrllama(source = "", gpu = c("cuda", "vulkan")), "`gpu`",
                class = "newrllama_invalid_argument")
+  expect_error(install_newrllama(source = "", extras = "gpu"), "`extras`", class = "newrllama_invalid_argument")
 })
 
 test_that("the environment variable helper restores the old value", {
@@ -32,13 +33,16 @@ test_that("install_newrllama() installs a working Python side", {
   envname <- file.path(tempdir(), "r-newrllama-test")
   python <- install_newrllama(envname = envname)
   expect_true(file.exists(python))
-  # The new environment decodes: its llama-cpp-python is the AMX-safe build and the shim links it.
+  # The new environment decodes (its llama-cpp-python is the AMX-safe build and the shim links it)
+  # and has the server and cluster extras.
   code <- paste(
-    "import newrllama",
+    "import newrllama, ray, fastapi, uvicorn",
     "c = newrllama.generate_parallel([%s], max_tokens=4)[0]",
     "print(newrllama.__version__, c.finish_reason, repr(c.text))",
     sep = "; "
   )
-  out <- system2(python, c("-c", shQuote(sprintf(code, deparse(capital_prompt())))), stdout = TRUE)
+  # Without R's LD_LIBRARY_PATH, which would give this Python the system's libpython (no working ssl).
+  out <- system2("env", c("-u", "LD_LIBRARY_PATH", shQuote(python), "-c",
+                          shQuote(sprintf(code, deparse(capital_prompt())))), stdout = TRUE)
   expect_match(paste(out, collapse = " "), "^[0-9.]+ length .*Paris")
 })
