@@ -114,18 +114,18 @@ def _read_meta(path: Path) -> Dict[str, str]:
 def _check_cached(target: Path, sha256: Optional[str]) -> None:
     if sha256 is None:
         return
-    recorded = _read_meta(target).get("sha256") or _file_sha256(target)
+    recorded = _read_meta(target).get("sha256") or _hash_of_file(target).hexdigest()
     if recorded != sha256:
         raise ModelLoadError(f"the cached model {target} has SHA-256 {recorded}, not the {sha256} asked for; "
                              "delete it to download again")
 
 
-def _file_sha256(path: Path) -> str:
+def _hash_of_file(path: Path) -> "hashlib._Hash":
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(_BLOCK), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return digest
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -191,11 +191,13 @@ def _download(spec: str, source: Source, target: Path, sha256: Optional[str], pr
             _check_room(part.parent, int(length), spec)
         validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
         _meta_path(part).write_text(json.dumps({"url": source.url, "validator": validator}))
-        written = _receive(spec, response, part, offset, total, progress and target.name.split("-", 1)[1])
+        # The digest follows the bytes as they are written (the kept part first), so the file is read only once.
+        digest = _hash_of_file(part) if offset else hashlib.sha256()
+        written = _receive(spec, response, part, offset, total, digest, progress and target.name.split("-", 1)[1])
     if total is not None and written < total:
         raise ModelLoadError(f"the download of {spec} was cut at {written} of {total} bytes; "
                              "load it again to resume where it stopped")
-    _finish(spec, part, target, sha256 or stated, sha256 is not None)
+    _finish(spec, part, target, digest.hexdigest(), sha256 or stated, sha256 is not None)
 
 
 def _check_room(folder: Path, needed: int, spec: str) -> None:
@@ -205,8 +207,10 @@ def _check_room(folder: Path, needed: int, spec: str) -> None:
                              "(set NEWRLLAMA_CACHE_DIR to a larger disk)")
 
 
-def _receive(spec: str, response, part: Path, offset: int, total: Optional[int], progress: Optional[str]) -> int:
-    """Appends the body to ``part`` from ``offset``; ``progress`` is the bar's label, or empty for no bar."""
+def _receive(spec: str, response, part: Path, offset: int, total: Optional[int], digest: "hashlib._Hash",
+             progress: Optional[str]) -> int:
+    """Appends the body to ``part`` from ``offset``, feeding ``digest``; ``progress`` is the bar's label, or
+    empty for no bar."""
     from tqdm.auto import tqdm
     written = offset
     with open(part, "r+b" if offset else "wb") as out, \
@@ -230,17 +234,17 @@ def _receive(spec: str, response, part: Path, offset: int, total: Optional[int],
             except OSError as exc:
                 raise ModelLoadError(f"cannot write the download of {spec} to {part}: {exc.strerror}; "
                                      f"the {written} bytes received are kept, and loading it again resumes") from None
+            digest.update(block)
             written += len(block)
             bar.update(len(block))
 
 
-def _finish(spec: str, part: Path, target: Path, expected: Optional[str], asked: bool) -> None:
+def _finish(spec: str, part: Path, target: Path, actual: str, expected: Optional[str], asked: bool) -> None:
     with open(part, "rb") as f:
         head = f.read(len(GGUF_MAGIC))
     if head != GGUF_MAGIC:
         _discard(part)
         raise ModelLoadError(f"{spec} is not a GGUF model file (it starts with {head!r})")
-    actual = _file_sha256(part)
     if expected is not None and actual != expected:
         _discard(part)
         whose = "the one asked for" if asked else "the one the hub states"
