@@ -120,16 +120,8 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
   if (inherits(model, "newrllama_model")) {
     return(model$path)
   }
-  path <- check_string(model, "model", call = call)
-  if (is_model_url(path)) {
-    return(path)
-  }
-  path <- path.expand(path)
-  if (local && !file.exists(path)) {
-    abort(sprintf("`model`: model file '%s' does not exist", path), call = call,
-          c("newrllama_model_load_error", "newrllama_python_error"))
-  }
-  if (local) normalizePath(path) else path
+  path <- check_model_source(model, "model", must_exist = local, call = call)
+  if (local && !is_model_url(path)) normalizePath(path) else path
 }
 
 # `output` and `resume` as Python wants them, with the ids of the items (their names) when they are written.

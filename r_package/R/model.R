@@ -36,15 +36,7 @@
 model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = TRUE, use_mlock = FALSE, sha256 = NULL,
                        progress = interactive()) {
   if (!is.null(model_path)) {
-    model_path <- check_string(model_path, "model_path")
-    # Checked here so that the message is clear and names the argument.
-    if (!is_model_url(model_path)) {
-      model_path <- path.expand(model_path)
-      if (!file.exists(model_path)) {
-        abort(sprintf("`model_path`: model file '%s' does not exist", model_path), call = sys.call(),
-              c("newrllama_model_load_error", "newrllama_python_error"))
-      }
-    }
+    model_path <- check_model_source(model_path, "model_path", call = sys.call())
   }
   if (!is.null(n_gpu_layers)) {
     n_gpu_layers <- check_count(n_gpu_layers, "n_gpu_layers", min = -1)
@@ -80,6 +72,21 @@ sync_environ <- function(names) {
 
 is_model_url <- function(x) {
   grepl("^(https?|hf)://", x)
+}
+
+# A model given as a string: a URL or hub address as it is, else a path, which must exist where
+# `must_exist` (checked here so that the message is clear and names the argument).
+check_model_source <- function(x, name, must_exist = TRUE, call = sys.call(-1)) {
+  x <- check_string(x, name, call = call)
+  if (is_model_url(x)) {
+    return(x)
+  }
+  x <- path.expand(x)
+  if (must_exist && !file.exists(x)) {
+    abort(sprintf("`%s`: model file '%s' does not exist", name, x), call = call,
+          c("newrllama_model_load_error", "newrllama_python_error"))
+  }
+  x
 }
 
 #' What this build of llama.cpp runs on
