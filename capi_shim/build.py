@@ -19,7 +19,7 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c",
-           "newrllama_logsoftmax.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c",
+           "newrllama_logits_row.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c",
            "newrllama_system.c"]
 
 # Facts of this build that the module checks again at import.

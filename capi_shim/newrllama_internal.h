@@ -84,7 +84,10 @@ newrllama_error_code nr_sampler_make(const struct newrllama_context *c, const ne
 void nr_sampler_release(struct newrllama_sampler *s);
 /* A 64-bit hash of a token sequence: equal tokens, equal hash (repeats of identical prompts). */
 uint64_t nr_tokens_hash(const int32_t *tokens, size_t n_tokens);
-/* log(sum(exp(row[0..n)))), vectorised (newrllama_logsoftmax.c). */
+/* Whole-row passes over logits, vectorised (newrllama_logits_row.c). */
+float nr_row_max(const float *row, int32_t n);
+int32_t nr_row_argmax(const float *row, int32_t n);
+/* log(sum(exp(row[0..n)))). */
 double nr_log_sum_exp(const float *row, int32_t n);
 /* Samples row batch_index under s->grammar (see newrllama_grammar.c); -1 if the grammar allows no token. */
 llama_token nr_sample_with_grammar(struct newrllama_context *c, struct newrllama_sampler *s, int32_t batch_index);

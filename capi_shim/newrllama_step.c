@@ -214,12 +214,7 @@ static int32_t decode(struct newrllama_context *c, int32_t n_slots) {
 /* Plain greedy decoding reads the row directly: a sampler chain would first copy the
  * whole vocabulary (262k entries for gemma 3) into candidates, for every client and step. */
 static llama_token argmax_row(const struct newrllama_context *c, int32_t batch_index) {
-    const float *logits = llama_get_logits_ith(c->ctx, batch_index);
-    llama_token best = 0;
-    for (int32_t t = 1; t < c->model->n_vocab; t++) {
-        if (logits[t] > logits[best]) best = t;
-    }
-    return best;
+    return nr_row_argmax(llama_get_logits_ith(c->ctx, batch_index), c->model->n_vocab);
 }
 
 /* Fills a scoring slot's logprobs from the rows of its last n_score_rows tokens (batch rows first_row...).

@@ -48,6 +48,33 @@ static void log_sum_exp_accuracy(void) {
     free(row);
 }
 
+/* The vectorised argmax against a scalar `>` loop: lengths around the vector width, ties (the
+ * first wins), NaN (never wins), a maximum in the scalar tail, a row without a number. */
+static void argmax_matches_scalar(void) {
+    const int32_t lengths[] = {1, 7, 8, 9, 17, 4097, 262147};
+    float *row = malloc(sizeof(float) * 262147);
+    if (!row) return;
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        int32_t n = lengths[l];
+        for (int variant = 0; variant < 4; variant++) {
+            for (int32_t t = 0; t < n; t++) row[t] = (float)((t * 7919) % 2003) / 10.0f - 150.0f;
+            if (variant == 1) row[n / 2] = NAN;
+            if (variant == 2) row[n - 1] = 1000.0f;
+            if (variant == 3) {
+                for (int32_t t = 0; t < n; t++) row[t] = 3.0f;
+            }
+            int32_t best = 0;
+            while (best < n && isnan(row[best])) best++;
+            if (best == n) best = 0;
+            for (int32_t t = best + 1; t < n; t++) best = row[t] > row[best] ? t : best;
+            EXPECT(nr_row_argmax(row, n) == best);
+        }
+    }
+    for (int32_t t = 0; t < 9; t++) row[t] = NAN;
+    EXPECT(nr_row_argmax(row, 9) == 0);
+    free(row);
+}
+
 static void devices(void) {
     const char *err = NULL;
     newrllama_device_info info;
@@ -239,6 +266,7 @@ int main(int argc, char **argv) {
     newrllama_backend_init(&err);
     newrllama_set_log_level(0);
     log_sum_exp_accuracy();
+    argmax_matches_scalar();
     devices();
     bad_model_files(argv[1], argv[2]);
     newrllama_model_handle m = NULL;
