@@ -19,6 +19,7 @@ from .pool import WorkerPool, worker_failure
 
 IN_FLIGHT = 2
 MAX_ATTEMPTS = 3
+WAIT_SLICE_S = 0.25  # how long a wait for results may keep Ctrl-C waiting
 
 
 @dataclass
@@ -64,7 +65,11 @@ def run_chunks(ray: Any, pool: WorkerPool, method: str, payload: Callable[[Seque
                 running[getattr(worker, method).remote(*payload(chunk.indices))] = (chunk, slot, worker)
                 load[slot] += 1
             t0 = time.perf_counter()
-            ready, _ = ray.wait(list(running), num_returns=1)
+            ready: List[Any] = []
+            while not ready:
+                # In slices: Python acts on Ctrl-C only between bytecodes, and a wait without a
+                # timeout did not always return for it (a test saw a whole run go on to the end).
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_SLICE_S)
             stats.t_wait_s += time.perf_counter() - t0
             for ref in ready:
                 chunk, slot, worker = running.pop(ref)
