@@ -47,15 +47,18 @@ def test_messy_prompts_fail_alone(small_ctx, model):
     assert small_ctx.n_used_cells() == 0
 
 
-def test_ten_thousand_prompts_on_four_sequences(small_ctx, model):
+def test_fifteen_hundred_prompts_on_four_sequences(small_ctx, model):
     # Short prompts (the test is about bookkeeping, not prefill) whose lengths vary, neighbours always
     # differently (7919 % 5 = 4), so that a result handed to the wrong prompt shows in its prompt token count.
-    prompts = [str(i) + " x" * ((i * 7919) % 5) for i in range(10_000)]
+    # Each of the 4 sequences is taken and given back about 375 times; every prompt costs a full-vocabulary
+    # output row (20-30 ms here), so this is under a minute.
+    n = 1_500
+    prompts = [str(i) + " x" * ((i * 7919) % 5) for i in range(n)]
     completions = small_ctx.generate_parallel(prompts, ONE_TOKEN)
-    assert len(completions) == 10_000
+    assert len(completions) == n
     assert all(c.error is None and c.n_gen_tokens == 1 for c in completions)
     stats = small_ctx.last_stats
-    assert stats.n_prompts == 10_000 and stats.n_gen_tokens == 10_000 and stats.n_failed == 0
+    assert stats.n_prompts == n and stats.n_gen_tokens == n and stats.n_failed == 0
     misplaced = [i for i, (p, c) in enumerate(zip(prompts, completions))
                  if c.n_prompt_tokens != len(model.tokenize(p))]
     assert misplaced == []
@@ -124,12 +127,12 @@ TWO_TOKENS = newrllama.SamplingParams(max_tokens=2)
 
 
 def _run_in_threads(expected, context_for):
-    """Four threads, 50 calls each, every result compared with the expected texts in order."""
+    """Four threads, 20 calls each, every result compared with the expected texts in order."""
     failures = []
 
     def worker(k):
         with context_for(k) as ctx:
-            for _ in range(50):
+            for _ in range(20):
                 got = ctx.generate_parallel(THREAD_JOBS[k], TWO_TOKENS)
                 if [c.text for c in got] != expected[k]:
                     failures.append((k, got))
@@ -172,15 +175,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def test_resident_memory_is_flat_over_500_calls(model):
+def test_resident_memory_is_flat_over_250_calls(model):
     params = newrllama.SamplingParams(max_tokens=2)
     with newrllama.Context(model, n_ctx=1024, n_seq_max=4, n_threads=2) as ctx:
-        for i in range(500):
+        for i in range(250):
             if i == 20:
                 after_warmup = _rss_mb()
             ctx.generate_parallel([PROMPTS[i % 8], PROMPTS[(i + 1) % 8], ""], params)
         growth = _rss_mb() - after_warmup
-    print(f"RSS growth over calls 20-500: {growth:.2f} MB")
+    print(f"RSS growth over calls 20-250: {growth:.2f} MB")
     assert growth < 5.0
 
 

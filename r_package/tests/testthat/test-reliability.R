@@ -117,24 +117,24 @@ test_that("a 1 MB prompt among valid ones is NA with a message about the context
   expect_equal(used_cells(ctx), 0)
 })
 
-test_that("2,000 prompts on n_seq_max = 4 all come back, in order, with their names", {
-  # The engine's 10,000-prompt soak runs once, in pytest; here the R layer carries a long named vector.
-  skip_on_cran() # about 500 decode steps
+test_that("500 prompts on n_seq_max = 4 all come back, in order, with their names", {
+  # The engine's 1,500-prompt soak runs once, in pytest; here the R layer carries a long named vector.
+  skip_on_cran() # about 125 decode steps
   big <- test_context(model, n_ctx = 256L, n_seq_max = 4L)
-  prompts <- stats::setNames(paste("Item", 1:2000), paste0("p", 1:2000))
+  prompts <- stats::setNames(paste("Item", 1:500), paste0("p", 1:500))
   answers <- generate_parallel(big, prompts, max_tokens = 1, progress = FALSE)
   expect_type(answers, "character")
-  expect_length(answers, 2000)
+  expect_length(answers, 500)
   expect_false(anyNA(answers))
   expect_identical(names(answers), names(prompts))
   expect_null(attr(answers, "errors"))
   stats <- attr(answers, "stats")
-  expect_equal(stats$n_prompts, 2000)
+  expect_equal(stats$n_prompts, 500)
   expect_equal(stats$n_failed, 0)
-  expect_equal(stats$n_gen_tokens, 2000)
+  expect_equal(stats$n_gen_tokens, 500)
   # The first and last groups of four ran as a batch of their own; run again
   # as the same batch, greedy decoding must give the same answers.
-  for (group in list(1:4, 1997:2000)) {
+  for (group in list(1:4, 497:500)) {
     again <- generate_parallel(big, prompts[group], max_tokens = 1, progress = FALSE)
     expect_identical(as.vector(again), as.vector(answers[group]))
     expect_identical(names(again), names(prompts)[group])
@@ -217,8 +217,8 @@ test_that("missing, non-GGUF and truncated model files are model load errors", {
 
 # ---- 2. Load -------------------------------------------------------------
 
-test_that("200 calls on one context give the same answers in order and leave nothing behind", {
-  skip_on_cran() # about 400 decode steps
+test_that("100 calls on one context give the same answers in order and leave nothing behind", {
+  skip_on_cran() # about 200 decode steps
   loop <- test_context(model, n_ctx = 512L, n_seq_max = 4L)
   prompts <- stats::setNames(capital_prompt(countries[1:3]), countries[1:3])
   first <- generate_parallel(loop, prompts, max_tokens = 2, progress = FALSE)
@@ -232,23 +232,23 @@ test_that("200 calls on one context give the same answers in order and leave not
   }
   mismatches <- 0L
   rss <- numeric()
-  for (call in 1:200) {
+  for (call in 1:100) {
     answers <- generate_parallel(loop, prompts, max_tokens = 2, progress = FALSE)
     if (!identical(as.vector(answers), as.vector(first)) || !identical(names(answers), names(prompts)) ||
         !is.null(attr(answers, "errors"))) {
       mismatches <- mismatches + 1L
     }
-    if (call %in% c(50, 200)) {
+    if (call %in% c(25, 100)) {
       gc()
       rss <- c(rss, rss_mb())
     }
   }
   expect_equal(mismatches, 0L)
   expect_equal(used_cells(loop), 0)
-  # 150 calls must not grow the process by much (a leak of the prompts, the
-  # results or the KV cache would).
+  # 75 calls must not grow the process by much (a leak of the prompts, the
+  # results or the KV cache would; the Python tests measure the engine finer).
   if (!anyNA(rss)) {
-    expect_lt(rss[2] - rss[1], 30)
+    expect_lt(rss[2] - rss[1], 20)
   }
 })
 
