@@ -12,8 +12,9 @@ model, generated tokens per second with prefill included, for:
   - a loop of Context.generate and of llama-cpp-python's create_completion, and R at 16.
 Then 16 threads each calling generate() with one prompt against one generate_parallel
 call of the same 16 prompts, and the drift over 100 calls of 8 prompts. Figures are
-ratios within one run: this machine is shared and noisy, so each is the best of --repeats, and
-the three engines run in turn within each repeat.
+ratios within one run: this machine is shared and noisy, so each rate is the best of --repeats, the
+engines run in turn within each repeat, and the ratio to llama-batched-bench is also given as the median
+of the ratios within each repeat.
 
     .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--repeats 3] [--drift-calls 100]
         [--no-r] [--no-llama-cpp] [--no-batched-bench]
@@ -83,7 +84,9 @@ def bench_parallel(model, prompts, repeats):
     """Tokens/s of the Python scheduler, and its Python time per step in those runs."""
     params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
     with parallel_context(model, len(prompts)) as ctx:
-        ctx.generate_parallel(prompts[:1], newrllama.SamplingParams(max_tokens=4))  # warm-up
+        # Warm-up at full width, as the C driver's and llama-batched-bench's: the first pass of a shape
+        # touches the pages of its buffers.
+        ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=2))
         before = ctx.engine_stats()
         rate = best_rate(repeats, lambda: sum(c.n_gen_tokens for c in ctx.generate_parallel(prompts, params)))
         after = ctx.engine_stats()
@@ -129,6 +132,11 @@ def bench_batched_bench(sizes, repeats, unified: bool = False):
             if b in best:
                 best[b] = max(best[b], b * row["TG"] / row["T"])
     return best
+
+
+def paired_ratio(ours, reference):
+    """The median over repeats of our rate over the reference's rate measured in the same repeat."""
+    return statistics.median(a / b for a, b in zip(ours, reference))
 
 
 def bench_threads(model, prompts, repeats):
@@ -237,31 +245,34 @@ def main() -> int:
     for n in args.sizes:
         prompts = (all_prompts * (n // len(all_prompts) + 1))[:n]
         # Interleaved, best of repeats each: on a shared machine the load drifts within minutes.
-        rate = c_rate = reference = reference_kvu = 0.0
+        rates = {"python": [], "c": [], "bb": [], "bb_kvu": []}
         python_us = []
         for _ in range(args.repeats):
             if not args.no_batched_bench:
-                reference = max(reference, bench_batched_bench([n], 1)[n])
-                reference_kvu = max(reference_kvu, bench_batched_bench([n], 1, unified=True)[n])
+                rates["bb"].append(bench_batched_bench([n], 1)[n])
+                rates["bb_kvu"].append(bench_batched_bench([n], 1, unified=True)[n])
             r, us = bench_parallel(model, prompts, 1)
-            rate = max(rate, r)
+            rates["python"].append(r)
             python_us.append(us)
-            c_rate = max(c_rate, bench_c_driver(model, prompts, 1))
-        python_us = statistics.median(python_us)
-        row = {"prompts": n, "generate_parallel": rate, "python_us_per_step": python_us, "c_driver": c_rate,
-               "generate_loop": bench_generate_loop(model, prompts, args.repeats)}
-        if reference:
-            row["batched_bench"] = reference
-            row["over_batched_bench"] = rate / reference
-            row["batched_bench_kvu"] = reference_kvu
-            row["over_batched_bench_kvu"] = rate / reference_kvu
+            rates["c"].append(bench_c_driver(model, prompts, 1))
+        row = {"prompts": n, "generate_parallel": max(rates["python"]),
+               "python_us_per_step": statistics.median(python_us), "c_driver": max(rates["c"]),
+               "generate_loop": bench_generate_loop(model, prompts, args.repeats), "rates": rates}
+        if rates["bb"]:
+            # Best over best, and the median of the ratios within each repeat: the load of this shared
+            # machine drifts over minutes, and a repeat's engines ran within the same minute.
+            for key, ref in (("", "bb"), ("_kvu", "bb_kvu")):
+                row["batched_bench" + key] = max(rates[ref])
+                row["over_batched_bench" + key] = row["generate_parallel"] / row["batched_bench" + key]
+                row["paired_over_batched_bench" + key] = paired_ratio(rates["python"], rates[ref])
+            row["c_paired_over_batched_bench"] = paired_ratio(rates["c"], rates["bb"])
         if llm is not None:
             row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts, args.repeats)
         if not args.no_r and n == 16:
             texts = [model.detokenize(p) for p in prompts]
             row["r_generate_parallel"] = bench_r(texts, args.repeats)
             row["r_over_python"] = row["r_generate_parallel"] / bench_parallel(model, texts, args.repeats)[0]
-        row["speedup_vs_generate_loop"] = rate / row["generate_loop"]
+        row["speedup_vs_generate_loop"] = row["generate_parallel"] / row["generate_loop"]
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     threads = bench_threads(model, (all_prompts * 2)[:16], args.repeats)
@@ -280,6 +291,12 @@ def main() -> int:
               f"{col(r, 'over_batched_bench', 10, '{:.3f}')} {col(r, 'batched_bench_kvu', 8)} "
               f"{col(r, 'over_batched_bench_kvu', 14, '{:.3f}')} {r['python_us_per_step']:11.0f} {r['generate_loop']:9.1f} "
               f"{col(r, 'llama_cpp_loop', 10)} {col(r, 'r_generate_parallel', 7)} {r['speedup_vs_generate_loop']:7.2f}x")
+    if any("paired_over_batched_bench" in r for r in rows):
+        print(f"\nMedian over the {args.repeats} repeats of the ratio within a repeat (same minute, same load):")
+        print(f"{'prompts':>7} {'python/bb':>10} {'python/bb-kvu':>14} {'C driver/bb':>12}")
+        for r in rows:
+            print(f"{r['prompts']:>7} {r['paired_over_batched_bench']:10.3f} {r['paired_over_batched_bench_kvu']:14.3f} "
+                  f"{r['c_paired_over_batched_bench']:12.3f}")
     for r in rows:
         if "r_over_python" in r:
             print(f"R generate_parallel / Python generate_parallel at {r['prompts']} prompts: {r['r_over_python']:.3f}")
