@@ -31,15 +31,23 @@ static void write_file(const char *path, const char *bytes, size_t n) {
     fclose(f);
 }
 
+/* Rows for the whole-row passes: longer than gemma's vocabulary and not a multiple of the vector
+ * width; values spread over 200 logits, far beyond the exponential's clamp at -87. */
+enum { LONGEST_ROW = 262147 };
+
+static void fill_spread_row(float *row, int32_t n) {
+    for (int32_t t = 0; t < n; t++) row[t] = (float)((t * 7919) % 2003) / 10.0f - 150.0f;
+}
+
 /* The vectorised normaliser against exp() in double: lengths around the vector width and
  * the block, spreads far beyond the clamp at -87, a single element. */
 static void log_sum_exp_accuracy(void) {
-    const int32_t lengths[] = {1, 7, 8, 9, 4095, 4097, 262147};
-    float *row = malloc(sizeof(float) * 262147);
+    const int32_t lengths[] = {1, 7, 8, 9, 4095, 4097, LONGEST_ROW};
+    float *row = malloc(sizeof(float) * LONGEST_ROW);
     if (!row) return;
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         int32_t n = lengths[l];
-        for (int32_t t = 0; t < n; t++) row[t] = (float)((t * 7919) % 2003) / 10.0f - 150.0f;
+        fill_spread_row(row, n);
         double max = row[0], sum = 0.0;
         for (int32_t t = 1; t < n; t++) max = row[t] > max ? row[t] : max;
         for (int32_t t = 0; t < n; t++) sum += exp((double)row[t] - max);
@@ -51,13 +59,13 @@ static void log_sum_exp_accuracy(void) {
 /* The vectorised argmax against a scalar `>` loop: lengths around the vector width, ties (the
  * first wins), NaN (never wins), a maximum in the scalar tail, a row without a number. */
 static void argmax_matches_scalar(void) {
-    const int32_t lengths[] = {1, 7, 8, 9, 17, 4097, 262147};
-    float *row = malloc(sizeof(float) * 262147);
+    const int32_t lengths[] = {1, 7, 8, 9, 17, 4097, LONGEST_ROW};
+    float *row = malloc(sizeof(float) * LONGEST_ROW);
     if (!row) return;
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
         int32_t n = lengths[l];
         for (int variant = 0; variant < 4; variant++) {
-            for (int32_t t = 0; t < n; t++) row[t] = (float)((t * 7919) % 2003) / 10.0f - 150.0f;
+            fill_spread_row(row, n);
             if (variant == 1) row[n / 2] = NAN;
             if (variant == 2) row[n - 1] = 1000.0f;
             if (variant == 3) {

@@ -83,6 +83,7 @@ class GenerationJob:
     def failed(self, message: str) -> Completion:
         return Completion("", finish_reason="error", error=message)
 
+
 class AnnotationJob:
     """annotate over the cluster: chunks of texts; each worker builds the prompts with its model's template."""
 
