@@ -3,8 +3,12 @@
 pip's wheel cache keys a built wheel on name and version only, not on CMAKE_ARGS, so a
 later build of another flavour would silently get the first one. Here every flavour is
 built (with pip's cache off) into a wheel directory of its own, named by the flavour and
-a digest of its build arguments, and installed only from there. The install is then
-checked: the flavour's backend library must be present and no other GPU backend's.
+a digest of its build arguments and of the CPU it is built for, and installed only from
+there. llama.cpp compiles its CPU kernels for the building machine (-march=native), so a
+wheel built on an AVX-512 CPU dies with SIGILL on one without; a cache or a virtual
+environment on a disk that several machines share must not hand it to another CPU.
+The install is then checked: the flavour's backend library must be present and no other
+GPU backend's, and the build recorded in the environment must be the one this CPU needs.
 
 Used by scripts/setup.sh and by the R package's install_newrllama(); stdlib only, since it
 runs before anything is installed.
@@ -36,6 +40,9 @@ DEFAULT_CUDA_ARCH = "75"
 # AMX tile state (see README); harmless elsewhere.
 NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 BACKEND_LIBRARY = {"cuda": "ggml-cuda", "vulkan": "ggml-vulkan", "metal": "ggml-metal"}
+# Written into the interpreter's sys.prefix after an install: which wheel directory it came from,
+# and a digest of its CPU library, so that a later reinstall by other means is noticed too.
+BUILD_RECORD = "newrllama-llama-cpp-build.json"
 
 
 def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platform.system(),
@@ -102,8 +109,30 @@ def cmake_args_text(args: List[str]) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-def wheel_dir(cache: Path, gpu: str, args: List[str]) -> Path:
-    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON, *args]).encode()).hexdigest()[:12]
+def native_target(env: Dict[str, str] = os.environ, run=subprocess.run) -> List[str]:
+    """The instruction sets a -march=native build uses here, as this machine's C compiler spells them
+    (gcc: -march=znver3 -mavx2 -mno-avx512f ...; clang: its target cpu and features); without a
+    compiler that answers, the CPU flags the kernel reports."""
+    try:
+        out = run([env.get("CC") or "cc", "-march=native", "-E", "-v", "-"], input="", capture_output=True,
+                  text=True, timeout=60)
+        words = out.stderr.split() if out.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError):
+        words = []
+    isa = [w for w in words if w.startswith("-m") and not w.startswith("-mtune")]
+    isa += [b for a, b in zip(words, words[1:]) if a in ("-target-cpu", "-target-feature")]
+    if isa:
+        return isa
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+        return sorted(flags.split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return [platform.machine(), platform.processor()]
+
+
+def wheel_dir(cache: Path, gpu: str, args: List[str], target: List[str]) -> Path:
+    """The wheel directory of a flavour built with these arguments for this native target."""
+    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON, *args, "--", *target]).encode()).hexdigest()[:12]
     return cache / "wheels" / f"{'cpu' if gpu == 'none' else gpu}-{digest}"
 
 
@@ -115,7 +144,7 @@ def cache_root(env: Dict[str, str] = os.environ) -> Path:
 
 
 INSPECT = r"""
-import json, os, sys
+import hashlib, json, os, sys
 try:
     import importlib.metadata as m
     version = m.version("llama-cpp-python")
@@ -124,16 +153,36 @@ except Exception:
 import llama_cpp
 lib = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
 names = sorted(os.listdir(lib)) if os.path.isdir(lib) else []
-print(json.dumps({"version": version, "libraries": names, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload())}))
-"""
+cpu = [n for n in names if n.startswith("libggml-cpu.") and not os.path.islink(os.path.join(lib, n))]
+digest = hashlib.sha256(open(os.path.join(lib, cpu[0]), "rb").read()).hexdigest() if cpu else None
+record = os.path.join(sys.prefix, %r)
+build = json.load(open(record)) if os.path.exists(record) else None
+print(json.dumps({"version": version, "libraries": names, "gpu_offload": bool(llama_cpp.llama_supports_gpu_offload()),
+                  "cpu_library_sha256": digest, "build": build, "prefix": sys.prefix}))
+""" % BUILD_RECORD
 
 
 def inspect(python: str) -> dict:
-    """What the interpreter has installed: version, backend libraries, whether offload works (or None)."""
+    """What the interpreter has installed: version, backend libraries, whether offload works, the digest
+    of its CPU library and the build record (or None)."""
     out = subprocess.run([python, "-c", INSPECT], capture_output=True, text=True, env=_clean_env())
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "import failed"}
     return json.loads(out.stdout) or {}
+
+
+def build_problems(wheels: str, installed: dict) -> List[str]:
+    """Why the installed build may not be the one made for this CPU from wheel directory `wheels`."""
+    build = installed.get("build")
+    if not build:
+        return ["the environment has no record of which build of llama-cpp-python it holds (installed by other "
+                "means, or by an older setup)"]
+    if build.get("wheel_dir") != wheels:
+        return [f"the installed llama-cpp-python was built for another CPU or with other arguments "
+                f"({build.get('wheel_dir')}; this machine needs {wheels})"]
+    if build.get("cpu_library_sha256") != installed.get("cpu_library_sha256"):
+        return ["llama-cpp-python was reinstalled by other means after its build was recorded"]
+    return []
 
 
 def flavour_problems(gpu: str, installed: dict) -> List[str]:
@@ -164,9 +213,12 @@ def _pip(python: str, *args: str, env: Dict[str, str]) -> None:
     subprocess.run([python, "-m", "pip", *args], check=True, env=env)
 
 
-def build_and_install(python: str, gpu: str, cache: Path) -> Path:
-    args = cmake_args(gpu)
-    target = wheel_dir(cache, gpu, args)
+def record_build(installed: dict, target: Path) -> None:
+    record = {"wheel_dir": target.name, "cpu_library_sha256": installed["cpu_library_sha256"]}
+    (Path(installed["prefix"]) / BUILD_RECORD).write_text(json.dumps(record) + "\n")
+
+
+def build_and_install(python: str, gpu: str, args: List[str], target: Path) -> None:
     env = _clean_env()
     if not any(target.glob("llama_cpp_python-*.whl")):
         target.mkdir(parents=True, exist_ok=True)
@@ -177,7 +229,6 @@ def build_and_install(python: str, gpu: str, cache: Path) -> Path:
     _pip(python, "uninstall", "-q", "-y", "llama-cpp-python", env=env)
     _pip(python, "install", "-q", "--no-cache-dir", "--only-binary", "llama-cpp-python", "--find-links", str(target),
          LLAMA_CPP_PYTHON, env=env)
-    return target
 
 
 def main(argv: List[str] = None) -> int:
@@ -195,24 +246,31 @@ def main(argv: List[str] = None) -> int:
     if args.print_cmake_args:
         print(cmake_args_text(flags))
         return 0
+    target = wheel_dir(cache_root(), args.gpu, flags, native_target())
+
+    def problems_of(installed: dict) -> List[str]:
+        problems = flavour_problems(args.gpu, installed)
+        return problems or build_problems(target.name, installed)
+
     if args.check:
-        problems = flavour_problems(args.gpu, inspect(args.python))
+        problems = problems_of(inspect(args.python))
         for p in problems:
             print(f"build_llama_cpp: {p}", file=sys.stderr)
         return 1 if problems else 0
-    if not flavour_problems(args.gpu, inspect(args.python)):
+    if not problems_of(inspect(args.python)):
         return 0
     missing = {"vulkan": lambda: vulkan_problems(vulkan_include_dirs()), "cuda": cuda_problems}.get(
         args.gpu, lambda: [])()
     if missing:
         print(f"build_llama_cpp: cannot build the {args.gpu} flavour: " + "; ".join(missing), file=sys.stderr)
         return 1
-    build_and_install(args.python, args.gpu, cache_root())
+    build_and_install(args.python, args.gpu, flags, target)
     installed = inspect(args.python)
     problems = flavour_problems(args.gpu, installed)
     if problems:
         print("build_llama_cpp: the install is not the flavour asked for: " + "; ".join(problems), file=sys.stderr)
         return 1
+    record_build(installed, target)
     if args.gpu != "none" and not installed["gpu_offload"]:
         print(f"build_llama_cpp: the {args.gpu} build is installed, but llama.cpp finds no {args.gpu} device here "
               "(llama_supports_gpu_offload() is false): models will run on the CPU", file=sys.stderr)

