@@ -2,10 +2,13 @@
 
 The prompt's last token is decoded in a scoring slot whose one row gives every
 label's first token (one log-sum-exp over the vocabulary for all labels). A label
-of m > 1 tokens then needs the rows after its first m - 1 tokens: each such label
-is a LabelJob, decoded in a scratch sequence that shares the prompt's cells (a
-copy in the unified KV cache) and scored in the same step as everything else.
-The scratch sequence is cleared after its one step."""
+of m > 1 tokens then needs the rows after its first m - 1 tokens (its body). Labels
+whose body is the start of another's share that one's rows ("very positive" and
+"very negative": one row after " very"), so each row costs one decode however many
+labels read it; a LabelPath is such a body with the label tokens its rows score. Each
+path is a LabelJob, decoded in a scratch sequence that shares the prompt's cells (a
+copy in the unified KV cache) and scored in the same step as everything else. The
+scratch sequence is cleared after its one step."""
 from __future__ import annotations
 
 import math
@@ -25,17 +28,48 @@ def score_fields(targets: List[int], rows: List[int]):
             ffi.new("float[]", len(targets)))
 
 
+class LabelPath:
+    """Tokens decoded after the prompt (the longest body of its labels) and, by row, the label tokens they score."""
+
+    __slots__ = ("body", "scored")
+
+    def __init__(self, body: Tuple[int, ...]) -> None:
+        self.body = body
+        self.scored: List[Tuple[int, int, int]] = []  # (row, token, label)
+
+    def add(self, label: int, tokens: List[int]) -> None:
+        self.scored.extend((row, token, label) for row, token in enumerate(tokens[1:]))
+
+
+def label_paths(tokens: List[List[int]]) -> List[LabelPath]:
+    """The fewest bodies that hold every multi-token label's body as a start (longest bodies first)."""
+    by_start: Dict[Tuple[int, ...], LabelPath] = {}
+    paths = []
+    for k in sorted((k for k, t in enumerate(tokens) if len(t) > 1), key=lambda k: -len(tokens[k])):
+        body = tuple(tokens[k][:-1])
+        path = by_start.get(body)
+        if path is None:
+            path = LabelPath(body)
+            paths.append(path)
+            for end in range(1, len(body) + 1):
+                by_start.setdefault(body[:end], path)
+        path.add(k, tokens[k])
+    for path in paths:
+        path.scored.sort()  # by row: the C side computes each row's normaliser once
+    return paths
+
+
 class ChoiceScoring:
-    """The scoring of one prompt's labels: first tokens from the prompt's last row, then one job per longer label."""
+    """The scoring of one prompt's labels: first tokens from the prompt's last row, then one job per label path."""
 
     __slots__ = ("labels", "tokens", "first", "logprob", "waiting", "running")
 
-    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]]) -> None:
+    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]], paths: List[LabelPath]) -> None:
         self.labels = labels
         self.tokens = tokens
         self.first = score_fields([t[0] for t in tokens], [0] * len(tokens))
         self.logprob = [0.0] * len(labels)
-        self.waiting = [k for k, t in enumerate(tokens) if len(t) > 1]  # labels still to be scored by a job
+        self.waiting = list(paths)  # paths still to be scored by a job, the shortest last
         self.running: List["LabelJob"] = []
 
     @property
@@ -62,24 +96,25 @@ class ChoiceScoring:
 
 
 class LabelJob:
-    """One multi-token label of one prompt, decoded in a scratch sequence: a holder of a step slot."""
+    """One label path of one prompt, decoded in a scratch sequence: a holder of a step slot."""
 
-    __slots__ = ("owner", "label", "seq", "n_past", "tokens", "n_tokens", "sampler", "score")
+    __slots__ = ("owner", "path", "seq", "n_past", "tokens", "n_tokens", "sampler", "score")
 
-    def __init__(self, owner, label: int, seq: int, prompt_length: int, label_tokens: List[int]) -> None:
+    def __init__(self, owner, path: LabelPath, seq: int, prompt_length: int) -> None:
         self.owner = owner
-        self.label = label
+        self.path = path
         self.seq = seq
-        # Steps feed tokens[n_past:n_tokens] at position n_past: the label but its last token, after the
-        # prompt (whose own tokens are never read from here).
-        body = label_tokens[:-1]
-        self.tokens = ffi.new("int32_t[]", [0] * prompt_length + body)
+        # Steps feed tokens[n_past:n_tokens] at position n_past: the path's body after the prompt (whose
+        # own tokens are never read from here).
+        self.tokens = ffi.new("int32_t[]", [0] * prompt_length + list(path.body))
         self.n_past = prompt_length
-        self.n_tokens = prompt_length + len(body)
+        self.n_tokens = prompt_length + len(path.body)
         self.sampler = ffi.NULL
-        self.score = score_fields(label_tokens[1:], list(range(len(body))))
+        self.score = score_fields([token for _, token, _ in path.scored], [row for row, _, _ in path.scored])
 
-    def total(self) -> float:
-        logprobs = self.score[4]
-        return sum(logprobs[i] for i in range(self.score[1]))
+    def add_scores(self, logprob: List[float]) -> None:
+        """Adds each scored label token's log-probability to its label's score."""
+        scores = self.score[4]
+        for i, (_, _, label) in enumerate(self.path.scored):
+            logprob[label] += scores[i]
 

@@ -242,11 +242,10 @@ class Scheduler:
         return prefill
 
     def _add_label_jobs(self, r: Request, holders: List[Holder], room: int) -> int:
-        """Starts scoring r's waiting multi-token labels, as many as scratch sequences and room allow."""
+        """Starts scoring r's waiting label paths, as many as scratch sequences and room allow."""
         choice = r.choice
-        while choice.waiting and self._scratch and len(choice.tokens[choice.waiting[-1]]) - 1 <= room:
-            k = choice.waiting.pop()
-            job = LabelJob(r, k, self._scratch.pop(), r.n_tokens, choice.tokens[k])
+        while choice.waiting and self._scratch and len(choice.waiting[-1].body) <= room:
+            job = LabelJob(r, choice.waiting.pop(), self._scratch.pop(), r.n_tokens)
             _lib.check(lib.newrllama_seq_copy(self._ctx, r.seq, job.seq, -1, self._err), self._err)
             choice.running.append(job)
             room -= self._fill(len(holders), job, room)
@@ -330,7 +329,7 @@ class Scheduler:
         if isinstance(h, Request):
             self._let_go_of_prefix(h)
         elif isinstance(h, LabelJob):  # scored again from a new copy of its prompt
-            h.owner.choice.waiting.append(h.label)
+            h.owner.choice.waiting.append(h.path)
             self._end_job(h)
         else:
             h.n_past = 0
@@ -366,7 +365,7 @@ class Scheduler:
     def _on_scores(self, h: Holder) -> None:
         if isinstance(h, LabelJob):
             r = h.owner
-            r.choice.logprob[h.label] += h.total()
+            h.add_scores(r.choice.logprob)
             self._end_job(h)
         else:
             r = h

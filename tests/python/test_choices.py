@@ -8,6 +8,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
+from newrllama.choices import label_paths
 
 CAPITALS = newrllama.SamplingParams(choices=["Paris", "Berlin", "Rome", "Madrid"])
 TOPICS = newrllama.SamplingParams(choices=["acquisition", "crude oil", "interest rates", "sports results"])
@@ -79,6 +80,26 @@ def test_multi_token_labels_are_scored_on_every_token(ctx4, model, reference_lla
     assert completions[2].n_gen_tokens == len(model.tokenize(" interest rates", add_special=False)) > 1
     for prompt, c in zip(STORIES, completions):
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
+
+
+def test_labels_whose_bodies_start_another_share_its_rows():
+    # Tokens of "very good", "very good indeed", "very bad", "good", "not bad at all", "not bad", "no".
+    tokens = [[7, 1], [7, 1, 9], [7, 2], [1], [4, 2, 5, 6], [4, 2], [3]]
+    paths = label_paths(tokens)
+    assert [p.body for p in paths] == [(4, 2, 5), (7, 1)]
+    assert paths[0].scored == [(0, 2, 4), (0, 2, 5), (1, 5, 4), (2, 6, 4)]
+    assert paths[1].scored == [(0, 1, 0), (0, 1, 1), (0, 2, 2), (1, 9, 1)]
+    assert label_paths([[1], [2]]) == []
+
+
+def test_labels_sharing_tokens_score_as_if_alone(ctx4, model, reference_llama):
+    shared = newrllama.SamplingParams(choices=["crude oil", "crude oil prices", "crude", "interest rates",
+                                               "interest rates rise", "sports results"])
+    assert len(label_paths([model.tokenize(" " + c, add_special=False) for c in shared.choices])) == 3
+    completions = ctx4.generate_parallel(STORIES, shared)
+    check_labels(completions, shared)
+    for prompt, c in zip(STORIES, completions):
+        assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, shared.choices))
 
 
 def test_token_prompts_get_the_leading_space_their_text_would(ctx4, model):
