@@ -8,24 +8,27 @@ the same shapes (unified KV, -kvu): the shared instruction decoded once (-pps) p
 16 documents, the suffixes' prefill (-npp 25 -npl 16) and the 4 answer tokens of 16
 sequences after the instruction. Then mixed-length prefill: prompts of 8 to 40 tokens
 against prompts all of their mean length, one answer token each. Then seconds per 100
-documents with choices (4 labels of several tokens; 4 labels of one token) against plain
-4-token generation on the same prompts; and the instruct model (scripts/fetch_instruct_model.py)
+documents with choices (4 labels of several tokens; 4 labels of several tokens that share
+their starts; 4 labels of one token) against plain 4-token generation on the same prompts,
+each engine once per repeat, in turn; and the instruct model (scripts/fetch_instruct_model.py)
 on the 70 Reuters stories of r-cran-tm (acquisition or crude oil): accuracy, kappa and macro-F1 of
 annotate() against free generation of the same prompts.
 
     .venv/bin/python bench/bench_annotate.py [--docs 64 256] [--no-batched-bench] [--mixed 512]
-        [--choices-docs 64] [--no-instruct]
+        [--choices-docs 64] [--choices-repeats 3] [--no-instruct]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import newrllama
+from newrllama.choices import label_paths
 from llama_tools import batched_bench_binary, run_batched_bench
 from reuters import reuters_stories
 
@@ -115,29 +118,39 @@ def bench_mixed_lengths(model, n_prompts: int):
 
 
 CHOICE_SETS = {"several tokens": ["company earnings", "mergers and acquisitions", "crude oil", "interest rates"],
+               "shared starts": ["crude oil prices", "crude oil supply", "company earnings", "company mergers"],
                "one token": ["earnings", "acquisitions", "oil", "rates"]}
 REUTERS_INSTRUCTION = ("Classify the news story by its main topic: acquisition (a company buys, sells or merges "
                        "with another) or crude oil (oil prices, production and supply).")
 
 
-def bench_choices_vs_plain(model, n_docs: int):
+def choice_rows(model, labels) -> int:
+    """Output rows a document's labels need: the prompt's last row, then one per token of each label path."""
+    tokens = [model.tokenize(" " + label, add_special=False) for label in labels]
+    return 1 + sum(len(path.body) for path in label_paths(tokens))
+
+
+def bench_choices_vs_plain(model, n_docs: int, repeats: int):
     """Seconds per 100 documents: 4 plain greedy tokens, and each label set as choices, same prompts, prefix
-    cache on; with the output rows each document needs (plain: one per token; choices: the prompt's last row
-    for every first token, then one per label token but the last)."""
+    cache on, every engine once per repeat (in turn, so that the machine's drift hits all alike); the
+    ratio to plain is the median of the ratios within a repeat. With the output rows each document needs."""
     prompts = annotation_prompts(model, n_docs)
     runs = [("plain", newrllama.SamplingParams(max_tokens=ANSWER_TOKENS), ANSWER_TOKENS)]
-    for name, labels in CHOICE_SETS.items():
-        lengths = [len(model.tokenize(" " + label, add_special=False)) for label in labels]
-        runs.append((name, newrllama.SamplingParams(choices=labels), 1 + sum(n - 1 for n in lengths)))
-    out = {"docs": n_docs}
-    for name, params, rows in runs:
-        with newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ, n_threads=N_THREADS) as ctx:
-            t0 = time.perf_counter()
-            completions = ctx.generate_parallel(prompts, params)
-            out[name] = {"s_per_100": 100 * (time.perf_counter() - t0) / n_docs, "rows_per_doc": rows}
-        assert all(c.finish_reason != "error" for c in completions)
-    for name in CHOICE_SETS:
-        out[name]["over_plain"] = out[name]["s_per_100"] / out["plain"]["s_per_100"]
+    runs += [(name, newrllama.SamplingParams(choices=labels), choice_rows(model, labels))
+             for name, labels in CHOICE_SETS.items()]
+    seconds = {name: [] for name, _, _ in runs}
+    for _ in range(repeats):
+        for name, params, _ in runs:
+            with newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ, n_threads=N_THREADS) as ctx:
+                t0 = time.perf_counter()
+                completions = ctx.generate_parallel(prompts, params)
+                seconds[name].append(time.perf_counter() - t0)
+            assert all(c.finish_reason != "error" for c in completions)
+    out = {"docs": n_docs, "repeats": repeats}
+    for name, _, rows in runs:
+        out[name] = {"s_per_100": 100 * statistics.median(seconds[name]) / n_docs, "rows_per_doc": rows}
+        if name != "plain":
+            out[name]["over_plain"] = statistics.median(a / b for a, b in zip(seconds[name], seconds["plain"]))
     return out
 
 
@@ -186,6 +199,7 @@ def main() -> int:
     parser.add_argument("--no-batched-bench", action="store_true")
     parser.add_argument("--mixed", type=int, default=512, help="prompts in the mixed-length prefill run (0: skip)")
     parser.add_argument("--choices-docs", type=int, default=64, help="documents in the choices run (0: skip)")
+    parser.add_argument("--choices-repeats", type=int, default=3, help="runs of each engine in the choices run")
     parser.add_argument("--no-instruct", action="store_true", help="skip the instruct model on Reuters")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_annotate.json"))
     args = parser.parse_args()
@@ -208,7 +222,7 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     mixed = bench_mixed_lengths(model, args.mixed) if args.mixed else None
-    choices = bench_choices_vs_plain(model, args.choices_docs) if args.choices_docs else None
+    choices = bench_choices_vs_plain(model, args.choices_docs, args.choices_repeats) if args.choices_docs else None
     reuters = None if args.no_instruct else bench_reuters()
 
     print(f"\nAnnotation: {INSTRUCTION_TOKENS}-token instruction + {DOC_TOKENS}-token document, {ANSWER_TOKENS} answer "
@@ -228,11 +242,12 @@ def main() -> int:
               f"{mixed['mixed_s']:.2f} s; all of the mean length: {mixed['equal_s']:.2f} s; "
               f"ratio {mixed['mixed_over_equal']:.2f}")
     if choices:
-        print(f"Seconds per 100 documents ({choices['docs']} documents): plain {ANSWER_TOKENS}-token generation "
+        print(f"Seconds per 100 documents ({choices['docs']} documents, median of {choices['repeats']}): plain "
+              f"{ANSWER_TOKENS}-token generation "
               f"{choices['plain']['s_per_100']:.2f} ({ANSWER_TOKENS} output rows per document)")
         for name, labels in CHOICE_SETS.items():
             c = choices[name]
-            print(f"  choices, 4 labels of {name} ({', '.join(labels)}): {c['s_per_100']:.2f} "
+            print(f"  choices, 4 labels, {name} ({', '.join(labels)}): {c['s_per_100']:.2f} "
                   f"({c['rows_per_doc']} output rows per document), ratio to plain {c['over_plain']:.2f} (target <= 1)")
     if reuters:
         print(f"Instruct model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) on {reuters['stories']} Reuters stories:")
