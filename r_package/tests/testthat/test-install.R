@@ -45,4 +45,9 @@ test_that("install_newrllama() installs a working Python side", {
   out <- system2("env", c("-u", "LD_LIBRARY_PATH", shQuote(python), "-c",
                           shQuote(sprintf(code, deparse(capital_prompt())))), stdout = TRUE)
   expect_match(paste(out, collapse = " "), "^[0-9.]+ length .*Paris")
+  # The environment records its build, for this CPU: the check the next setup runs passes.
+  script <- file.path(Sys.getenv("NEWRLLAMA_SOURCE"), "scripts", "build_llama_cpp.py")
+  status <- system2("env", c("-u", "LD_LIBRARY_PATH", shQuote(python), shQuote(script), "--python", shQuote(python),
+                             "--check"))
+  expect_equal(status, 0L)
 })
