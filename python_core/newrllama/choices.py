@@ -12,7 +12,7 @@ scratch sequence is cleared after its one step."""
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ._lib import ffi
 
@@ -22,20 +22,31 @@ def label_tokens(tokenize, labels: Sequence[str], spaced: bool) -> List[List[int
     return [tokenize(((" " + label) if spaced else label).encode("utf-8"), False) for label in labels]
 
 
-def score_fields(targets: List[int], rows: List[int]):
-    """C arrays for a scoring slot: targets, their rows, and room for the log-probabilities."""
-    return (max(rows) + 1, len(targets), ffi.new("int32_t[]", targets), ffi.new("int32_t[]", rows),
-            ffi.new("float[]", len(targets)))
+class Targets:
+    """Label tokens to score and the rows they are read from, as C arrays that every prompt's slot shares."""
+
+    __slots__ = ("n_rows", "n", "tokens", "rows")
+
+    def __init__(self, tokens: List[int], rows: List[int]) -> None:
+        self.n_rows = max(rows) + 1
+        self.n = len(tokens)
+        self.tokens = ffi.new("int32_t[]", tokens)
+        self.rows = ffi.new("int32_t[]", rows)
+
+    def slot_fields(self):
+        """A scoring slot's fields, with room of its own for the log-probabilities."""
+        return self.n_rows, self.n, self.tokens, self.rows, ffi.new("float[]", self.n)
 
 
 class LabelPath:
     """Tokens decoded after the prompt (the longest body of its labels) and, by row, the label tokens they score."""
 
-    __slots__ = ("body", "scored")
+    __slots__ = ("body", "scored", "targets")
 
     def __init__(self, body: Tuple[int, ...]) -> None:
         self.body = body
         self.scored: List[Tuple[int, int, int]] = []  # (row, token, label)
+        self.targets: Optional[Targets] = None  # set once every label is added
 
     def add(self, label: int, tokens: List[int]) -> None:
         self.scored.extend((row, token, label) for row, token in enumerate(tokens[1:]))
@@ -56,25 +67,37 @@ def label_paths(tokens: List[List[int]]) -> List[LabelPath]:
         path.add(k, tokens[k])
     for path in paths:
         path.scored.sort()  # by row: the C side computes each row's normaliser once
+        path.targets = Targets([token for _, token, _ in path.scored], [row for row, _, _ in path.scored])
     return paths
+
+
+class LabelSet:
+    """One call's labels after a prompt of one kind (ending in a word or not): their tokens, their paths,
+    and the first tokens read from the prompt's last row; shared by every prompt that uses them."""
+
+    __slots__ = ("labels", "tokens", "paths", "first", "longest")
+
+    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]]) -> None:
+        self.labels = labels
+        self.tokens = tokens
+        self.paths = label_paths(tokens)
+        self.first = Targets([t[0] for t in tokens], [0] * len(tokens))
+        self.longest = max(len(t) for t in tokens)
 
 
 class ChoiceScoring:
     """The scoring of one prompt's labels: first tokens from the prompt's last row, then one job per label path."""
 
-    __slots__ = ("labels", "tokens", "first", "logprob", "waiting", "running")
+    __slots__ = ("labels", "tokens", "longest", "first", "logprob", "waiting", "running")
 
-    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]], paths: List[LabelPath]) -> None:
-        self.labels = labels
-        self.tokens = tokens
-        self.first = score_fields([t[0] for t in tokens], [0] * len(tokens))
-        self.logprob = [0.0] * len(labels)
-        self.waiting = list(paths)  # paths still to be scored by a job, the shortest last
+    def __init__(self, label_set: LabelSet) -> None:
+        self.labels = label_set.labels
+        self.tokens = label_set.tokens
+        self.longest = label_set.longest
+        self.first = label_set.first.slot_fields()
+        self.logprob = [0.0] * len(self.labels)
+        self.waiting = list(label_set.paths)  # paths still to be scored by a job, the shortest last
         self.running: List["LabelJob"] = []
-
-    @property
-    def longest(self) -> int:
-        return max(len(t) for t in self.tokens)
 
     def record_first(self) -> None:
         logprobs = self.first[4]
@@ -110,7 +133,7 @@ class LabelJob:
         self.n_past = prompt_length
         self.n_tokens = prompt_length + len(path.body)
         self.sampler = ffi.NULL
-        self.score = score_fields([token for _, token, _ in path.scored], [row for row, _, _ in path.scored])
+        self.score = path.targets.slot_fields()
 
     def add_scores(self, logprob: List[float]) -> None:
         """Adds each scored label token's log-probability to its label's score."""

@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from ._lib import ffi
-from .choices import ChoiceScoring, LabelPath, label_paths, label_tokens
+from .choices import ChoiceScoring, LabelSet, label_tokens
 from .params import SamplingParams
 from .prefix_cache import shared_prefix_lengths
 from .request import Call, Request, c_sampling_params
@@ -109,7 +109,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
     grammars = _checked_grammars(vocab, plist)
-    labels: Dict[Tuple[int, bool], Tuple[List[List[int]], List[LabelPath]]] = {}
+    label_sets: Dict[Tuple[int, bool], LabelSet] = {}
     requests = []
     repeats: Dict[Tuple[int, ...], int] = {}
     for i, tokens in enumerate(checked):
@@ -117,10 +117,9 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
         choice = None
         if p.choices is not None and not isinstance(tokens, str):
             key = (id(p), _ends_in_a_word(vocab, prompts[i], tokens))
-            if key not in labels:
-                tokens_of = label_tokens(vocab.tokenize, p.choices, key[1])
-                labels[key] = (tokens_of, label_paths(tokens_of))
-            choice = ChoiceScoring(p.choices, *labels[key])
+            if key not in label_sets:
+                label_sets[key] = LabelSet(p.choices, label_tokens(vocab.tokenize, p.choices, key[1]))
+            choice = ChoiceScoring(label_sets[key])
         if isinstance(tokens, str):
             call.failed_early(i, 0, tokens)
         elif len(tokens) + (choice.longest if choice else 0) >= n_ctx_seq:
