@@ -125,9 +125,10 @@ REUTERS_INSTRUCTION = ("Classify the news story by its main topic: acquisition (
 
 
 def choice_rows(model, labels) -> int:
-    """Output rows a document's labels need: the prompt's last row, then one per token of each label path."""
+    """Output rows a document's labels need: the prompt's last row, then one per token of each label path
+    (every label's tokens, after which its end is scored)."""
     tokens = [model.tokenize(" " + label, add_special=False) for label in labels]
-    return 1 + sum(len(path.body) for path in label_paths(tokens))
+    return 1 + sum(len(path.body) for path in label_paths(tokens, model.vocab.answer_ends.plain))
 
 
 def bench_choices_vs_plain(model, n_docs: int, repeats: int):

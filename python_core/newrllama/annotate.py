@@ -98,6 +98,6 @@ def _run(model: Model, context: Optional[Context], prompts: List[str], labels, p
     params = SamplingParams(choices=labels)
     if context is not None:
         return context.generate_parallel(prompts, params, progress=progress)
-    longest_label = max(len(t) for t in label_tokens(model.vocab.tokenize, labels, spaced=True))
+    longest_label = max(len(t) for t in label_tokens(model.vocab.tokenize, labels, spaced=True)) + 1  # and its end
     with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
         return ctx.generate_parallel(prompts, params, progress=progress)

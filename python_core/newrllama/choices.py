@@ -1,14 +1,15 @@
-"""Answers from a fixed set of labels, each scored by the log-probability of all its tokens after the prompt.
+"""Answers from a fixed set of labels, each scored by the log-probability of all its tokens after the prompt
+and then of what ends the answer (answer_end.py): without the end, a label that begins another could never win.
 
 The prompt's last token is decoded in a scoring slot whose one row gives every
-label's first token (one log-sum-exp over the vocabulary for all labels). A label
-of m > 1 tokens then needs the rows after its first m - 1 tokens (its body). Labels
-whose body is the start of another's share that one's rows ("very positive" and
-"very negative": one row after " very"), so each row costs one decode however many
-labels read it; a LabelPath is such a body with the label tokens its rows score. Each
-path is a LabelJob, decoded in a scratch sequence that shares the prompt's cells (a
-copy in the unified KV cache) and scored in the same step as everything else. The
-scratch sequence is cleared after its one step."""
+label's first token (one log-sum-exp over the vocabulary for all labels). The rest of
+a label of m tokens (its tokens 2..m, then its end) is read from the rows after its m
+tokens (its body). Labels whose body is the start of another's share that one's rows
+("crude" and "crude oil": the rows after " crude" and " oil"), so each row costs one
+decode however many labels read it; a LabelPath is such a body with the label tokens
+its rows score. Each path is a LabelJob, decoded in a scratch sequence that shares the
+prompt's cells (a copy in the unified KV cache) and scored in the same step as
+everything else. The scratch sequence is cleared after its one step."""
 from __future__ import annotations
 
 import math
@@ -39,50 +40,63 @@ class Targets:
 
 
 class LabelPath:
-    """Tokens decoded after the prompt (the longest body of its labels) and, by row, the label tokens they score."""
+    """Tokens decoded after the prompt (the longest body of its labels) and, by row, the tokens they score:
+    each label's later tokens (summed) and each of its answer-ending tokens (their probabilities summed)."""
 
-    __slots__ = ("body", "scored", "targets")
+    __slots__ = ("body", "scored", "targets", "sums", "ends")
 
     def __init__(self, body: Tuple[int, ...]) -> None:
         self.body = body
-        self.scored: List[Tuple[int, int, int]] = []  # (row, token, label)
+        self.scored: List[Tuple[int, int, int, bool]] = []  # (row, token, label, ends the answer)
         self.targets: Optional[Targets] = None  # set once every label is added
+        self.sums: List[Tuple[int, List[int]]] = []  # (label, indices into scored) once targets are set
+        self.ends: List[Tuple[int, List[int]]] = []
 
-    def add(self, label: int, tokens: List[int]) -> None:
-        self.scored.extend((row, token, label) for row, token in enumerate(tokens[1:]))
+    def add(self, label: int, tokens: List[int], ends: Sequence[int]) -> None:
+        self.scored.extend((row, token, label, False) for row, token in enumerate(tokens[1:]))
+        self.scored.extend((len(tokens) - 1, token, label, True) for token in ends)
+
+    def seal(self) -> None:
+        self.scored.sort()  # by row: the C side computes each row's normaliser once
+        self.targets = Targets([token for _, token, _, _ in self.scored], [row for row, _, _, _ in self.scored])
+        groups: Dict[Tuple[int, bool], List[int]] = {}
+        for i, (_, _, label, is_end) in enumerate(self.scored):
+            groups.setdefault((label, is_end), []).append(i)
+        self.sums = [(label, idx) for (label, is_end), idx in groups.items() if not is_end]
+        self.ends = [(label, idx) for (label, is_end), idx in groups.items() if is_end]
 
 
-def label_paths(tokens: List[List[int]]) -> List[LabelPath]:
-    """The fewest bodies that hold every multi-token label's body as a start (longest bodies first)."""
+def label_paths(tokens: List[List[int]], ends: Sequence[int]) -> List[LabelPath]:
+    """The fewest bodies that hold every label's tokens as a start (longest bodies first)."""
     by_start: Dict[Tuple[int, ...], LabelPath] = {}
     paths = []
-    for k in sorted((k for k, t in enumerate(tokens) if len(t) > 1), key=lambda k: -len(tokens[k])):
-        body = tuple(tokens[k][:-1])
+    for k in sorted(range(len(tokens)), key=lambda k: -len(tokens[k])):
+        body = tuple(tokens[k])
         path = by_start.get(body)
         if path is None:
             path = LabelPath(body)
             paths.append(path)
             for end in range(1, len(body) + 1):
                 by_start.setdefault(body[:end], path)
-        path.add(k, tokens[k])
+        path.add(k, tokens[k], ends)
     for path in paths:
-        path.scored.sort()  # by row: the C side computes each row's normaliser once
-        path.targets = Targets([token for _, token, _ in path.scored], [row for row, _, _ in path.scored])
+        path.seal()
     return paths
 
 
 class LabelSet:
-    """One call's labels after a prompt of one kind (ending in a word or not): their tokens, their paths,
-    and the first tokens read from the prompt's last row; shared by every prompt that uses them."""
+    """One call's labels after a prompt of one kind (ending in a word or not, ended by which tokens): their
+    tokens, their paths, and the first tokens read from the prompt's last row; shared by every prompt that
+    uses them."""
 
     __slots__ = ("labels", "tokens", "paths", "first", "longest")
 
-    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]]) -> None:
+    def __init__(self, labels: Tuple[str, ...], tokens: List[List[int]], ends: Sequence[int]) -> None:
         self.labels = labels
         self.tokens = tokens
-        self.paths = label_paths(tokens)
+        self.paths = label_paths(tokens, ends)
         self.first = Targets([t[0] for t in tokens], [0] * len(tokens))
-        self.longest = max(len(t) for t in tokens)
+        self.longest = max(len(t) for t in tokens) + 1  # the rows a label needs, its end's included
 
 
 class ChoiceScoring:
@@ -136,8 +150,10 @@ class LabelJob:
         self.score = path.targets.slot_fields()
 
     def add_scores(self, logprob: List[float]) -> None:
-        """Adds each scored label token's log-probability to its label's score."""
+        """Adds to each label's score its later tokens' log-probabilities and the log of its ending's probability."""
         scores = self.score[4]
-        for i, (_, _, label) in enumerate(self.path.scored):
-            logprob[label] += scores[i]
-
+        for label, idx in self.path.sums:
+            logprob[label] += sum(scores[i] for i in idx)
+        for label, idx in self.path.ends:
+            top = max(scores[i] for i in idx)
+            logprob[label] += top + math.log(sum(math.exp(scores[i] - top) for i in idx)) if top > -math.inf else top

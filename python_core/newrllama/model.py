@@ -119,16 +119,10 @@ class Model(OwnedHandle):
         for i, m in enumerate(messages):
             if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
                 raise InvalidArgumentError(f"messages[{i}] must be a dict with str 'role' and 'content'")
-            roles.append(ffi.new("char[]", m["role"].encode()))
-            contents.append(ffi.new("char[]", m["content"].encode("utf-8", "surrogatepass")))
-        c_roles = ffi.new("const char *[]", roles) if roles else ffi.NULL
-        c_contents = ffi.new("const char *[]", contents) if contents else ffi.NULL
-        c_template = ffi.new("char[]", template.encode()) if template is not None else ffi.NULL
-        err = _lib.new_error_slot()
-        out = ffi.new("char **")
-        _lib.check(lib.newrllama_apply_chat_template(self.handle, c_template, c_roles, c_contents, len(roles),
-                                                     bool(add_assistant), out, err), err)
-        return _lib.take_string(out[0]).decode("utf-8", "replace")
+            roles.append(m["role"])
+            contents.append(m["content"])
+        self.check_open()
+        return self.vocab.apply_chat_template(roles, contents, add_assistant, template)
 
     def token_bos(self) -> int:
         return lib.newrllama_token_bos(self.handle)

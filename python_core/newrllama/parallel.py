@@ -109,16 +109,16 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
     grammars = _checked_grammars(vocab, plist)
-    label_sets: Dict[Tuple[int, bool], LabelSet] = {}
+    label_sets: Dict[Tuple[int, bool, Tuple[int, ...]], LabelSet] = {}
     requests = []
     repeats: Dict[Tuple[int, ...], int] = {}
     for i, tokens in enumerate(checked):
         p = plist[i]
         choice = None
         if p.choices is not None and not isinstance(tokens, str):
-            key = (id(p), _ends_in_a_word(vocab, prompts[i], tokens))
+            key = (id(p), _ends_in_a_word(vocab, prompts[i], tokens), vocab.answer_ends.after(tokens))
             if key not in label_sets:
-                label_sets[key] = LabelSet(p.choices, label_tokens(vocab.tokenize, p.choices, key[1]))
+                label_sets[key] = LabelSet(p.choices, label_tokens(vocab.tokenize, p.choices, key[1]), key[2])
             choice = ChoiceScoring(label_sets[key])
         if isinstance(tokens, str):
             call.failed_early(i, 0, tokens)

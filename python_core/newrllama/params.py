@@ -47,10 +47,14 @@ class SamplingParams:
 
     ``choices``: the answer is exactly one of these strings, the most probable
     one (sampling settings do not apply). Each label is scored by the
-    log-probability of its whole token sequence after the prompt (the sum over
-    its tokens, not normalised by length; with a space in front when the prompt
-    text does not end in whitespace, as the model would write it), and
-    ``Completion.choice_probs`` holds the softmax of those scores over the labels.
+    log-probability of its whole token sequence after the prompt followed by what
+    ends an answer (the sum over its tokens, not normalised by length; with a space
+    in front when the prompt text does not end in whitespace, as the model would
+    write it). What ends an answer: after a prompt that opens the assistant's turn
+    of the model's chat template, its end-of-turn token (or end of generation);
+    after any other prompt, a line break (or end of generation). So "crude" and
+    "crude oil" can both win. ``Completion.choice_probs`` holds the softmax of
+    those scores over the labels.
 
     ``grammar`` (GBNF, with a rule named ``root``) or ``json_schema`` (a dict or
     its JSON text, converted to GBNF by llama-cpp-python's own converter)

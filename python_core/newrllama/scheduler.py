@@ -153,8 +153,9 @@ class Scheduler:
                     continue
                 if r.choice is not None and r.choice.waiting and (
                         not self._scratch_seqs or r.choice.longest > self._n_batch):
-                    r.finish("error", "scoring labels of several tokens needs a scratch sequence and labels of at "
-                                      f"most n_batch = {self._n_batch} tokens (make n_batch larger than n_seq_max)")
+                    r.finish("error", "scoring labels needs a scratch sequence (a label and its end are decoded "
+                                      f"after the prompt) and labels of fewer than n_batch = {self._n_batch} tokens "
+                                      "(make n_batch larger than n_seq_max)")
                     continue
                 out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
                 if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,

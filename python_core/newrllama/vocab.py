@@ -5,10 +5,11 @@ references), so a context tokenizes and detokenizes through the Vocab it took at
 creation rather than through the Model object."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from . import _lib
 from ._lib import ffi, lib
+from .answer_end import AnswerEnds
 
 
 class Vocab:
@@ -16,6 +17,18 @@ class Vocab:
         self._model = model_handle
         self.n_vocab: int = lib.newrllama_model_n_vocab(model_handle)
         self._pieces: Dict[int, bytes] = {}
+        self._answer_ends: Optional[AnswerEnds] = None
+
+    @property
+    def model_handle(self):
+        return self._model
+
+    @property
+    def answer_ends(self) -> AnswerEnds:
+        """The tokens that end an answer (see answer_end.py), worked out at first use."""
+        if self._answer_ends is None:
+            self._answer_ends = AnswerEnds(self)
+        return self._answer_ends
 
     def check_grammar(self, gbnf: str) -> None:
         """Raises InvalidArgumentError unless gbnf parses for this vocabulary."""
@@ -43,6 +56,21 @@ class Vocab:
             return ffi.unpack(out[0], n[0])
         finally:
             lib.newrllama_free_string(out[0])
+
+    def apply_chat_template(self, roles: Sequence[str], contents: Sequence[str], add_assistant: bool,
+                            template: Optional[str] = None) -> str:
+        """The chat template (the model's, or ``template``) applied to checked messages."""
+        # The arrays hold raw pointers: the lists keep the strings they point to alive.
+        keep_roles = [ffi.new("char[]", r.encode()) for r in roles]
+        keep_contents = [ffi.new("char[]", c.encode("utf-8", "surrogatepass")) for c in contents]
+        c_roles = ffi.new("const char *[]", keep_roles) if roles else ffi.NULL
+        c_contents = ffi.new("const char *[]", keep_contents) if contents else ffi.NULL
+        c_template = ffi.new("char[]", template.encode()) if template is not None else ffi.NULL
+        err = _lib.new_error_slot()
+        out = ffi.new("char **")
+        _lib.check(lib.newrllama_apply_chat_template(self._model, c_template, c_roles, c_contents, len(roles),
+                                                     bool(add_assistant), out, err), err)
+        return _lib.take_string(out[0]).decode("utf-8", "replace")
 
     def piece(self, token: int) -> bytes:
         """The bytes one token adds to a text (possibly part of a UTF-8 character); cached, since the

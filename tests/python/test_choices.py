@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import llama_cpp
 import numpy as np
 import pytest
 
@@ -21,19 +22,33 @@ def capital_prompt(country: str) -> str:
     return f"The capital of Germany is Berlin. The capital of Italy is Rome. The capital of {country} is"
 
 
-def oracle_probs(llm, model, prompt: str, labels):
-    """Softmax over labels of the summed log-probabilities of ' ' + label after the prompt, decoded alone."""
+def oracle_ends(llm, chat: bool):
+    """What ends an answer, from llama-cpp-python's own tokenizer: after a chat prompt the template's
+    <end_of_turn>, else a line break; end of generation (eos, eot) in both."""
+    eot = llama_cpp.llama_vocab_eot(llama_cpp.llama_model_get_vocab(llm.model))
+    if chat:
+        texts = [b"<end_of_turn>"]
+    else:
+        texts = [b"\n", b"\n\n"]
+    tokens = [llm.tokenize(t, add_bos=False, special=True) for t in texts]
+    return sorted({t[0] for t in tokens if len(t) == 1} | {llm.token_eos(), eot})
+
+
+def oracle_probs(llm, model, prompt: str, labels, chat: bool = False):
+    """Softmax over labels of the log-probability of ' ' + label (or the label alone after a chat prompt)
+    and then of any token that ends the answer, after the prompt, decoded alone."""
     prompt_tokens = model.tokenize(prompt)
+    ends = oracle_ends(llm, chat)
     scores = []
     for label in labels:
-        label_tokens = model.tokenize(" " + label, add_special=False)
+        label_tokens = model.tokenize(label if chat else " " + label, add_special=False)
         llm.reset()
         llm.eval(prompt_tokens + label_tokens)
         logits = np.asarray(llm.scores[: len(prompt_tokens) + len(label_tokens)], dtype=np.float64)
-        total = 0.0
-        for j, t in enumerate(label_tokens):
-            row = logits[len(prompt_tokens) - 1 + j]
-            total += row[t] - (row.max() + math.log(np.exp(row - row.max()).sum()))
+        logsoftmax = [row - (row.max() + math.log(np.exp(row - row.max()).sum()))
+                      for row in logits[len(prompt_tokens) - 1:]]
+        total = sum(logsoftmax[j][t] for j, t in enumerate(label_tokens))
+        total += math.log(sum(math.exp(logsoftmax[-1][e]) for e in ends))
         scores.append(total)
     top = max(scores)
     weights = [math.exp(s - top) for s in scores]
@@ -82,20 +97,53 @@ def test_multi_token_labels_are_scored_on_every_token(ctx4, model, reference_lla
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
 
 
-def test_labels_whose_bodies_start_another_share_its_rows():
-    # Tokens of "very good", "very good indeed", "very bad", "good", "not bad at all", "not bad", "no".
+def test_labels_whose_tokens_start_another_share_its_rows():
+    # Tokens of "very good", "very good indeed", "very bad", "good", "not bad at all", "not bad", "no";
+    # 99 ends an answer.
     tokens = [[7, 1], [7, 1, 9], [7, 2], [1], [4, 2, 5, 6], [4, 2], [3]]
-    paths = label_paths(tokens)
-    assert [p.body for p in paths] == [(4, 2, 5), (7, 1)]
-    assert paths[0].scored == [(0, 2, 4), (0, 2, 5), (1, 5, 4), (2, 6, 4)]
-    assert paths[1].scored == [(0, 1, 0), (0, 1, 1), (0, 2, 2), (1, 9, 1)]
-    assert label_paths([[1], [2]]) == []
+    paths = label_paths(tokens, [99])
+    assert [p.body for p in paths] == [(4, 2, 5, 6), (7, 1, 9), (7, 2), (1,), (3,)]
+    assert paths[0].scored == [(0, 2, 4, False), (0, 2, 5, False), (1, 5, 4, False), (1, 99, 5, True),
+                               (2, 6, 4, False), (3, 99, 4, True)]
+    assert paths[1].scored == [(0, 1, 0, False), (0, 1, 1, False), (1, 9, 1, False), (1, 99, 0, True),
+                               (2, 99, 1, True)]
+    assert [p.scored for p in paths[3:]] == [[(0, 99, 3, True)], [(0, 99, 6, True)]]
+    assert [(label, len(idx)) for label, idx in paths[0].ends] == [(5, 1), (4, 1)]
+
+
+def test_every_ending_token_counts_for_the_end():
+    ends = label_paths([[5]], [98, 99])[0]
+    assert ends.scored == [(0, 98, 0, True), (0, 99, 0, True)] and ends.ends == [(0, [0, 1])]
+
+
+def test_a_label_that_begins_another_can_win(ctx4, model, reference_llama):
+    """Without the end of the answer in the score, 'crude' would win every time: P(' crude oil') <= P(' crude')."""
+    labels = ["crude", "crude oil", "crude oil prices"]
+    params = newrllama.SamplingParams(choices=labels)
+    prompts = [f"Copy the words.\nWords: gold price\nCopy: gold price\nWords: {w}\nCopy:" for w in labels]
+    completions = ctx4.generate_parallel(prompts, params)
+    assert [c.text for c in completions] == labels
+    for prompt, c in zip(prompts, completions):
+        assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, labels))
+
+
+def test_a_chat_prompt_ends_its_answer_with_the_end_of_turn(ctx4, model, reference_llama):
+    ends = model.vocab.answer_ends
+    chat = model.apply_chat_template([{"role": "user", "content": "Copy exactly: crude oil"}])
+    end_of_turn = model.tokenize("<end_of_turn>", add_special=False)
+    assert len(end_of_turn) == 1 and ends.after(model.tokenize(chat))[0] == end_of_turn[0]
+    assert model.tokenize("\n", add_special=False)[0] in ends.after(model.tokenize("Label:"))
+    assert sorted(ends.after(model.tokenize(chat))) == oracle_ends(reference_llama, chat=True)
+    assert sorted(ends.after(model.tokenize("Label:"))) == oracle_ends(reference_llama, chat=False)
+    labels = ["crude", "crude oil", "crude oil prices"]
+    c = ctx4.generate(chat, newrllama.SamplingParams(choices=labels))
+    assert_close_to_oracle(c, oracle_probs(reference_llama, model, chat, labels, chat=True))
 
 
 def test_labels_sharing_tokens_score_as_if_alone(ctx4, model, reference_llama):
     shared = newrllama.SamplingParams(choices=["crude oil", "crude oil prices", "crude", "interest rates",
                                                "interest rates rise", "sports results"])
-    assert len(label_paths([model.tokenize(" " + c, add_special=False) for c in shared.choices])) == 3
+    assert len(label_paths([model.tokenize(" " + c, add_special=False) for c in shared.choices], [1])) == 3
     completions = ctx4.generate_parallel(STORIES, shared)
     check_labels(completions, shared)
     for prompt, c in zip(STORIES, completions):
@@ -180,7 +228,8 @@ def test_tiny_contexts_keep_working_and_explain_what_they_cannot_do(model):
     # n_batch caps how many sequences llama.cpp can hold; here none is left for scratch work.
     with newrllama.Context(model, n_ctx=64, n_seq_max=4, n_batch=4, n_threads=2) as ctx:
         assert lib.newrllama_context_n_seq_cache(ctx.handle) == 0
-        completions = ctx.generate_parallel(STORIES[:2] + [capital_prompt("Spain")], [TOPICS, TOPICS, CAPITALS])
+        completions = ctx.generate_parallel(STORIES[:2] + [capital_prompt("Spain")],
+                                            [TOPICS, CAPITALS, newrllama.SamplingParams(max_tokens=2)])
         assert all(c.finish_reason == "error" and "scratch sequence" in c.error for c in completions[:2])
-        assert completions[2].text == "Madrid"
+        assert completions[2].text.strip().startswith("Madrid")
     assert newrllama.generate_parallel([capital_prompt("France")], max_tokens=3)[0].error is None
