@@ -1,80 +1,19 @@
-"""Checking model labels against human coding: validate() (one coder against the truth) and agreement()
-(Krippendorff's alpha among any number of coders, missing ratings allowed)."""
+"""Agreement among coders: Krippendorff's alpha among any number of coders, missing ratings allowed."""
 from __future__ import annotations
 
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Dict, Hashable, List, Literal, Optional, Sequence
+from typing import Any, List, Literal, Sequence
 
 from .errors import InvalidArgumentError
 
 Level = Literal["nominal", "ordinal", "interval"]
 
 
-def _missing(x: Any) -> bool:
+def missing(x: Any) -> bool:
+    """A rating or label that is not there: None or NaN."""
     return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-@dataclass(frozen=True)
-class LabelScores:
-    precision: float
-    recall: float
-    f1: float
-    support: int  # how often the label is the truth
-
-
-@dataclass(frozen=True)
-class Validation:
-    """Predicted labels against the truth.
-
-    Pairs whose truth is missing are left out; a missing prediction (a prompt that
-    failed, None or NaN) counts as wrong, in ``n_missing`` and in the confusion
-    table under the key None. ``kappa`` is Cohen's kappa with a missing prediction
-    as a category of its own. Precision, recall and F1 are 0 where undefined
-    (no prediction of the label, or no true case), as in scikit-learn; ``macro_f1``
-    is their mean over every label seen in the truth or the predictions."""
-
-    n: int
-    n_missing: int
-    accuracy: float
-    kappa: float
-    macro_f1: float
-    labels: List[Hashable]
-    per_label: Dict[Hashable, LabelScores]
-    confusion: Dict[Hashable, Dict[Optional[Hashable], int]]  # truth -> predicted -> count
-
-
-def validate(predicted: Sequence[Any], truth: Sequence[Any]) -> Validation:
-    if isinstance(predicted, (str, bytes)) or isinstance(truth, (str, bytes)):
-        raise InvalidArgumentError("predicted and truth must be sequences of labels, not a single string")
-    predicted, truth = list(predicted), list(truth)
-    if len(predicted) != len(truth):
-        raise InvalidArgumentError(f"predicted has {len(predicted)} labels but truth has {len(truth)}")
-    pairs = [(None if _missing(p) else p, t) for p, t in zip(predicted, truth) if not _missing(t)]
-    if not pairs:
-        raise InvalidArgumentError("no pair with a known truth to validate")
-    n = len(pairs)
-    labels = sorted({t for _, t in pairs} | {p for p, _ in pairs if p is not None}, key=repr)
-    confusion: Dict[Hashable, Dict[Optional[Hashable], int]] = {t: {} for t in labels}
-    for p, t in pairs:
-        confusion[t][p] = confusion[t].get(p, 0) + 1
-    correct = sum(p == t for p, t in pairs)
-    truth_counts = Counter(t for _, t in pairs)
-    pred_counts = Counter(p for p, _ in pairs)
-    p_observed = correct / n
-    p_expected = sum(truth_counts[c] * pred_counts.get(c, 0) for c in truth_counts) / (n * n)
-    kappa = 1.0 if p_expected == 1 else (p_observed - p_expected) / (1 - p_expected)
-    per_label = {}
-    for c in labels:
-        tp = confusion[c].get(c, 0)
-        precision = tp / pred_counts[c] if pred_counts.get(c) else 0.0
-        recall = tp / truth_counts[c] if truth_counts.get(c) else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-        per_label[c] = LabelScores(precision, recall, f1, truth_counts.get(c, 0))
-    return Validation(n=n, n_missing=pred_counts.get(None, 0), accuracy=p_observed, kappa=kappa,
-                      macro_f1=sum(s.f1 for s in per_label.values()) / len(per_label), labels=labels,
-                      per_label=per_label, confusion=confusion)
 
 
 @dataclass(frozen=True)
@@ -105,7 +44,7 @@ def _ratings_by_unit(ratings: Any) -> List[List[Any]]:
     n_units = len(rows[0])
     if any(len(r) != n_units for r in rows):
         raise InvalidArgumentError("every coder must have one rating per unit (None or NaN where missing)")
-    return [[r[u] for r in rows if not _missing(r[u])] for u in range(n_units)]
+    return [[r[u] for r in rows if not missing(r[u])] for u in range(n_units)]
 
 
 def agreement(ratings: Any, level: Level = "nominal") -> Agreement:
