@@ -1,95 +1,155 @@
 """annotate(): one label of a fixed set for every text, with its probabilities.
 
-The prompt puts the instruction and the labels first (in the system turn of the
-model's chat template, or plainly when the model has none), then the text: every
-prompt of a call starts with the same tokens, which the prefix cache decodes once.
-The labels are scored as choices (see SamplingParams), so every answer is valid."""
+The prompt puts the codebook first (instruction, labels with their definitions, coded
+examples: codebook.py), then the text: every prompt of a call starts with the same
+tokens, which the prefix cache decodes once. The labels are scored as choices (see
+SamplingParams), so every answer is valid; their listing order is taken out of the
+scores (order_bias.py), and a Calibration fitted on coded texts may correct them."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .choices import label_tokens
+from .codebook import Codebook, ExamplesIn, check_codebook, rotations
 from .context import Context
 from .convenience import sized_context
-from .errors import InvalidArgumentError, TemplateError
+from .errors import InvalidArgumentError
 from .model import Model
-from .params import SamplingParams, check_choices
+from .order_bias import check_debias, order_free_scores, scoring_jobs, softmax
+from .params import SamplingParams
 from .results import Completion
 
-DEFAULT_INSTRUCTION = "Classify the text."
+
+MISSING = "text is missing or empty"
 
 
 @dataclass(frozen=True)
 class Annotation:
-    """The label chosen for one text (None if it failed), every label's probability, and why it failed."""
+    """The label chosen for one text (None if it failed), every label's probability, and why it failed.
+
+    ``probs`` are the ones the label was chosen by: order-free, and calibrated when a
+    calibration was applied. ``raw_probs`` are the model's, with the labels in the listed
+    order; ``order_free_probs`` the order-free ones before any calibration."""
 
     label: Optional[str]
     probs: Optional[Dict[str, float]] = None
     error: Optional[str] = None
+    raw_probs: Optional[Dict[str, float]] = None
+    order_free_probs: Optional[Dict[str, float]] = None
+
+    @property
+    def margin(self) -> Optional[float]:
+        """The top probability minus the second (small: the model hesitates); None for a failed text."""
+        if not self.probs:
+            return None
+        top = sorted(self.probs.values(), reverse=True)
+        return top[0] - top[1]
 
 
-def system_text(labels: Sequence[str], instruction: str) -> str:
-    return f"{instruction.strip() or DEFAULT_INSTRUCTION}\nAnswer with exactly one of these labels: {', '.join(labels)}."
+def check_annotations(annotations: object, name: str) -> List[Annotation]:
+    if isinstance(annotations, (str, bytes)) or not isinstance(annotations, Sequence):
+        raise InvalidArgumentError(f"{name} must be a list of Annotation (from annotate())")
+    out = list(annotations)
+    for i, a in enumerate(out):
+        if not isinstance(a, Annotation):
+            raise InvalidArgumentError(f"{name}[{i}] must be an Annotation, got {type(a).__name__}")
+    return out
 
 
-def annotation_prompt(model: Model, system: str, text: str) -> str:
-    try:
-        return model.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": text}])
-    except TemplateError:  # no chat template: a base model continues plain text
-        return f"{system}\n\nText: {text}\nLabel:"
+def least_confident(annotations: Sequence[Annotation], n: int) -> List[int]:
+    """Positions of the n labelled texts with the smallest margin, the least sure first: the ones to code by hand."""
+    annotations = check_annotations(annotations, "annotations")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
+    labelled = [i for i, a in enumerate(annotations) if a.label is not None]
+    return sorted(labelled, key=lambda i: (annotations[i].margin, i))[:n]
+
+
+def check_texts(texts: object) -> List[Any]:
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise InvalidArgumentError("texts must be a list of str")
+    return list(texts)
 
 
 def check_annotate_args(texts: object, labels: object, instruction: object) -> Tuple[List[Any], Tuple[str, ...]]:
     """The texts as a list and the checked labels; raises for arguments of the wrong kind."""
-    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
-        raise InvalidArgumentError("texts must be a list of str")
-    checked = check_choices(labels)
-    if checked is None:
-        raise InvalidArgumentError("labels must be a list of at least 2 labels")
-    if not isinstance(instruction, str):
-        raise InvalidArgumentError(f"instruction must be a str, got {type(instruction).__name__}")
-    return list(texts), checked
+    return check_texts(texts), check_codebook(labels, instruction).labels
 
 
-def annotate(texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
+def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str]], instruction: str = "", *,
+             definitions: Optional[Mapping[str, str]] = None, examples: Optional[Sequence[Tuple[str, str]]] = None,
+             debias: str = "prior", calibration: Any = None, examples_in: ExamplesIn = "turns",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
              progress: bool = False, **context_kwargs: Any) -> List[Annotation]:
     """Labels every text with one of ``labels``, in input order.
+
+    ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
+    definitions; ``examples`` is a list of (text, label) coded examples, shown to the model
+    before each text (as earlier chat turns, or with ``examples_in="system"`` in the system
+    turn). ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
+    "prior", the default, costs at most 1.5 times one order; "rotations" K times; "batch"
+    nothing extra; "none"). ``calibration`` (from ``calibrate()``) corrects the scores.
 
     With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the
     embedded model), sized for the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``,
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
     with ``error`` set; the others are labelled."""
-    texts, labels = check_annotate_args(texts, labels, instruction)
+    texts = check_texts(texts)
+    book = check_codebook(labels, instruction, definitions, examples)
+    debias = check_debias(debias)
+    if examples_in not in ("turns", "system"):
+        raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
+    if calibration is not None:
+        from .calibration import Calibration
+        if not isinstance(calibration, Calibration):
+            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), got {type(calibration).__name__}")
+        if set(calibration.labels) != set(book.labels):
+            raise InvalidArgumentError(f"the calibration was fitted on the labels {list(calibration.labels)}, "
+                                       f"not {list(book.labels)}")
     if context is not None and not isinstance(context, Context):
         raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
     own_model = context is None and not isinstance(model, Model)
     use = context.model if context is not None else (Model(model) if own_model else model)
     try:
-        runnable, prompts = annotation_prompts(use, texts, labels, instruction)
-        completions = _run(use, context, prompts, labels, progress, context_kwargs) if prompts else []
-        return annotations(len(texts), runnable, completions)
+        jobs, prompts = annotation_prompts(use, texts, book, debias, examples_in)
+        completions = _run(use, context, prompts, book.labels, progress, context_kwargs) if prompts else []
+        results = annotations(len(texts), book.labels, debias, jobs, completions)
+        return calibration.apply(results) if calibration is not None else results
     finally:
         if own_model:
             use.close()
 
 
-def annotation_prompts(model: Model, texts: Sequence[Any], labels: Sequence[str],
-                       instruction: str) -> Tuple[List[int], List[str]]:
-    """The positions of the texts that can be labelled, and their prompts."""
-    system = system_text(labels, instruction)
+def annotation_prompts(model: Model, texts: Sequence[Any], book: Codebook, debias: str,
+                       examples_in: ExamplesIn = "turns") -> Tuple[List[Tuple[int, int]], List[str]]:
+    """The (text, rotation) pairs to score for the texts that can be labelled, and their prompts."""
     runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-    return runnable, [annotation_prompt(model, system, texts[i]) for i in runnable]
+    jobs = scoring_jobs(debias, runnable, len(book.labels))
+    books = [book.in_order(order) for order in rotations(book.labels)]
+    return jobs, [books[r].prompt(model, texts[i], examples_in) for i, r in jobs]
 
 
-def annotations(n_texts: int, runnable: Sequence[int], completions: Sequence[Completion]) -> List[Annotation]:
-    """One Annotation per text from the completions of its prompt (see annotation_prompts)."""
-    results = [Annotation(None, error="text is missing or empty")] * n_texts
-    for i, c in zip(runnable, completions):
-        results[i] = (Annotation(c.text, c.choice_probs) if c.finish_reason == "stop"
-                      else Annotation(None, error=c.error or c.finish_reason))
+def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, int]],
+                completions: Sequence[Completion]) -> List[Annotation]:
+    """One Annotation per text from the completions of its (text, rotation) jobs (see order_bias.py)."""
+    results = [Annotation(None, error=MISSING)] * n_texts
+    scores: Dict[int, Dict[int, List[float]]] = {}
+    for (i, r), c in zip(jobs, completions):
+        if c.finish_reason != "stop":  # a text with any failed job fails as a whole
+            results[i] = Annotation(None, error=c.error or c.finish_reason)
+        else:
+            scores.setdefault(i, {})[r] = [math.log(max(c.choice_probs[label], 1e-300)) for label in labels]
+    scores = {i: s for i, s in scores.items() if results[i].error is None or results[i].error == MISSING}
+    if not scores:
+        return results
+    free = order_free_scores(debias, scores, len(labels))
+    for i, logp in free.items():
+        probs = dict(zip(labels, softmax(logp)))
+        raw = dict(zip(labels, softmax(scores[i][0])))
+        results[i] = Annotation(max(probs, key=probs.get), probs, None, raw, probs)
     return results
 
 

@@ -10,6 +10,7 @@ import socket
 from typing import List, Optional, Sequence
 
 from ..annotate import Annotation, annotation_prompts, annotations
+from ..codebook import check_codebook
 from ..context import Context
 from ..model import Model
 from ..params import SamplingParams
@@ -36,6 +37,7 @@ class Worker:
 
     async def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str],
                        instruction: str) -> List[Annotation]:
-        runnable, prompts = annotation_prompts(self.model, texts, labels, instruction)
-        done = await self.context.agenerate_parallel(prompts, SamplingParams(choices=labels)) if prompts else []
-        return annotations(len(texts), runnable, done)
+        book = check_codebook(labels, instruction)
+        jobs, prompts = annotation_prompts(self.model, texts, book, "prior")
+        done = await self.context.agenerate_parallel(prompts, SamplingParams(choices=book.labels)) if prompts else []
+        return annotations(len(texts), book.labels, "prior", jobs, done)

@@ -1,0 +1,88 @@
+"""Codebooks: labels with definitions and coded examples, checked, and put before the text in the prompt."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import newrllama
+from newrllama.codebook import check_codebook, rotations
+from newrllama.order_bias import sample_of
+
+DEFS = {"sports": "games, matches and athletes.", "business": "companies, markets and money.",
+        "weather": "rain, wind and temperatures."}
+TEXTS = ["The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+         "Heavy rain and strong winds are expected tomorrow.", "The champion retired after twenty seasons."]
+EXAMPLES = [("The goalkeeper saved a penalty in the last minute.", "sports"),
+            ("The airline reported a loss for the year.", "business")]
+
+
+def assert_same_up_to_rounding(p, q):
+    """Batch shapes round logits apart (oracle.py): log-probabilities within its margin."""
+    from oracle import MARGIN
+    for label in p:
+        assert abs(math.log(p[label]) - math.log(q[label])) <= MARGIN, (p, q)
+
+
+def test_definitions_and_examples_come_before_the_text(model):
+    book = check_codebook(DEFS, "Give the topic.", None, EXAMPLES)
+    assert book.labels == ("sports", "business", "weather") and dict(book.definitions) == DEFS
+    prompt = book.prompt(model, "TEXT HERE")
+    for needle in ("Give the topic.", "- business: companies, markets and money.", EXAMPLES[0][0], "TEXT HERE"):
+        assert needle in prompt
+    # As chat turns: the example's label is the model's own earlier answer.
+    assert prompt.index(EXAMPLES[1][0]) < prompt.index("<start_of_turn>model\nbusiness<end_of_turn>") < prompt.index("TEXT")
+    system = book.prompt(model, "TEXT HERE", "system")
+    assert "Text: " + EXAMPLES[0][0] + "\nLabel: sports" in system and system.count("<start_of_turn>model") == 1
+    reordered = book.in_order(("weather", "sports", "business")).prompt(model, "x")
+    assert reordered.index("- weather:") < reordered.index("- sports:") < reordered.index("- business:")
+    assert rotations(("a", "b", "c")) == [("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")]
+
+
+def test_the_codebook_is_decoded_once_per_call(model):
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=4, n_threads=2) as ctx:
+        results = newrllama.annotate(TEXTS, DEFS, "Give the topic of the news text.", examples=EXAMPLES,
+                                     context=ctx, debias="none")
+        assert all(r.label in DEFS for r in results)
+        prompt_tokens = len(model.tokenize(check_codebook(DEFS, "", None, EXAMPLES).prompt(model, "")))
+        assert ctx.last_stats.n_cached_tokens >= 2 * prompt_tokens  # the shared start, counted for the others
+
+
+def test_each_cure_keeps_raw_and_order_free_probabilities(model):
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8, n_threads=2) as ctx:
+        labels = list(DEFS)
+        none = newrllama.annotate(TEXTS, labels, context=ctx, debias="none")
+        rot = newrllama.annotate(TEXTS, labels, context=ctx, debias="rotations")
+        prior = newrllama.annotate(TEXTS, labels, context=ctx, debias="prior")
+        batch = newrllama.annotate(TEXTS, labels, context=ctx, debias="batch")
+    for a, b in zip(none, rot):
+        assert_same_up_to_rounding(a.raw_probs, b.raw_probs)  # both the listed order
+        assert b.probs == b.order_free_probs and sum(b.probs.values()) == pytest.approx(1)
+        assert b.label == max(b.probs, key=b.probs.get)
+    for a in none:
+        assert a.probs == pytest.approx(a.raw_probs)
+    # "prior" scores its sample under every rotation, as "rotations" does, and no other text.
+    sample = sample_of(list(range(len(TEXTS))), len(labels))
+    for i, (a, b) in enumerate(zip(prior, rot)):
+        if i in sample:
+            assert_same_up_to_rounding(a.probs, b.probs)
+    assert all(a.label in DEFS for a in prior + batch)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"labels": ["a", "b"], "examples": [("text", "c")]}, "label 'c', which is not one of"),
+    ({"labels": ["a", "b"], "examples": [("", "a")]}, "no text"),
+    ({"labels": ["a", "b"], "examples": [("text",)]}, "pair"),
+    ({"labels": ["a", "b"], "examples": "text"}, "list of"),
+    ({"labels": ["Crude  oil", "crude oil"]}, "same label but for case or spacing"),
+    ({"labels": ["a", "a"]}, "more than once"), ({"labels": ["a", " "]}, "non-blank"),
+    ({"labels": {"a": "x", "b": 3}}, "definition of 'b'"),
+    ({"labels": ["a", "b"], "definitions": {"c": "x"}}, "'c', which is not one of the labels"),
+    ({"labels": ["a", "b"], "definitions": ["a"]}, "dict"),
+    ({"labels": ["a", "b"], "debias": "sometimes"}, "debias must be one of"),
+    ({"labels": ["a", "b"], "examples_in": "user"}, "examples_in"),
+    ({"labels": ["a", "b"], "calibration": "cal"}, "calibrate"),
+])
+def test_bad_codebooks_are_clear_errors(kwargs, message):
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.annotate(["a text"], **kwargs)
