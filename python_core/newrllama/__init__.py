@@ -6,8 +6,9 @@
             print(c.text, c.finish_reason)
 """
 from .aio import AsyncTextStream
-from .agreement import Agreement, LabelScores, Validation, agreement, validate
-from .annotate import Annotation, annotate
+from .agreement import Agreement, agreement
+from .annotate import Annotation, annotate, least_confident
+from .calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
@@ -19,14 +20,15 @@ from .params import SamplingParams
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats
 from .system import Device, SystemInfo, system_info
+from .validation import LabelScores, ReliabilityBin, Validation, validate
 from .stream import TextStream
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "Annotation", "AsyncTextStream", "ClosedError", "Cluster", "ClusterError", "ClusterStats",
+    "Agreement", "Annotation", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError", "ClusterStats",
     "Completion", "Context", "ContextError", "Device", "EngineStats", "GenerationError", "GenerationStats",
     "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
-    "SamplingParams", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
-    "annotate", "default_model_path", "generate_parallel", "system_info", "validate",
+    "ReliabilityBin", "SamplingParams", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
+    "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident", "system_info", "validate",
 ]

@@ -1,0 +1,89 @@
+"""calibrate(): a small correction of label scores fitted on coded texts, with cross-validated figures."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+import newrllama
+from newrllama.annotate import Annotation
+
+LABELS = ("acquisition", "crude oil")
+
+
+def leaning(n, shift, seed=0):
+    """Annotations whose model leans towards 'acquisition' by ``shift`` in log-odds, and the truth."""
+    rng = random.Random(seed)
+    out, truth = [], []
+    for _ in range(n):
+        t = rng.choice(LABELS)
+        evidence = rng.gauss(1.5 if t == "crude oil" else -1.5, 1.0)
+        p_crude = 1 / (1 + math.exp(-(3 * evidence - shift)))  # 3 * evidence: the true log-odds
+        probs = {"acquisition": 1 - p_crude, "crude oil": p_crude}
+        out.append(Annotation(max(probs, key=probs.get), probs, None, probs, probs))
+        truth.append(t)
+    return out, truth
+
+
+def test_a_leaning_model_is_set_straight_and_says_how_well():
+    coded, coded_truth = leaning(40, shift=6.0)
+    rest, rest_truth = leaning(300, shift=6.0, seed=1)
+    before = newrllama.validate([a.label for a in rest], rest_truth)
+    cal = newrllama.calibrate(coded, coded_truth)
+    assert cal.offsets["crude oil"] - cal.offsets["acquisition"] > 1.0  # pulls towards the neglected label
+    after = newrllama.validate([a.label for a in cal.apply(rest)], rest_truth)
+    assert after.kappa > before.kappa + 0.2 and after.kappa > 0.6
+    assert cal.n == 40 and 0.5 < cal.cv_accuracy <= 1 and cal.cv_kappa > 0.4
+    applied = cal.apply(rest[:3])
+    assert [a.raw_probs for a in applied] == [a.raw_probs for a in rest[:3]]
+    assert all(sum(a.probs.values()) == pytest.approx(1) for a in applied)
+    # Applying twice is applying once: the correction starts from the order-free scores.
+    for again, once in zip(cal.apply(applied), applied):
+        assert again.probs == pytest.approx(once.probs)
+
+
+def test_a_calibrated_model_is_left_nearly_alone():
+    coded, truth = leaning(60, shift=0.0, seed=4)
+    cal = newrllama.calibrate(coded, truth)
+    assert abs(cal.offsets["crude oil"] - cal.offsets["acquisition"]) < 0.8 and 0.5 < cal.scale < 2
+
+
+def test_failed_texts_and_missing_truth_are_left_out():
+    coded, truth = leaning(20, shift=1.0)
+    coded[0] = Annotation(None, error="boom")
+    truth[1] = None
+    assert newrllama.calibrate(coded, truth).n == 18
+    assert newrllama.calibrate(coded, truth).apply([coded[0]])[0].error == "boom"
+
+
+@pytest.mark.parametrize("annotations,truth,kwargs,message", [
+    ("x", ["a"], {}, "list of Annotation"), ([1], ["a"], {}, "must be an Annotation"),
+    (None, [], {}, "list of Annotation"), ("A2", ["acquisition"], {}, "1 labels but there are 2"),
+    ("A2", ["acquisition", "grain"], {}, "not one of the labels"), ("A2", ["acquisition"] * 2, {"penalty": 0}, "penalty"),
+    ("A2", ["acquisition"] * 2, {"folds": 1}, "folds"), ("A2", [None, None], {}, "no annotation"),
+])
+def test_bad_input_is_a_clear_error(annotations, truth, kwargs, message):
+    if annotations == "A2":
+        annotations = leaning(2, 0.0)[0]
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.calibrate(annotations, truth, **kwargs)
+
+
+def test_a_calibration_fits_only_its_own_labels():
+    coded, truth = leaning(10, 0.0)
+    cal = newrllama.calibrate(coded, truth)
+    other = Annotation("a", {"a": 0.6, "b": 0.4}, None, {"a": 0.6, "b": 0.4}, {"a": 0.6, "b": 0.4})
+    with pytest.raises(newrllama.InvalidArgumentError, match="fitted on the labels"):
+        cal.apply([other])
+    with pytest.raises(newrllama.InvalidArgumentError, match="fitted on the labels"):
+        newrllama.annotate(["a text"], ["a", "b"], calibration=cal)
+
+
+def test_least_confident_picks_the_smallest_margins():
+    annotations = [Annotation("a", {"a": p, "b": 1 - p}) for p in (0.9, 0.55, 0.7, 0.51)] + [Annotation(None, error="x")]
+    assert annotations[1].margin == pytest.approx(0.1) and annotations[4].margin is None
+    assert newrllama.least_confident(annotations, 2) == [3, 1]
+    assert newrllama.least_confident(annotations, 10) == [3, 1, 2, 0]
+    with pytest.raises(newrllama.InvalidArgumentError, match="non-negative"):
+        newrllama.least_confident(annotations, -1)
