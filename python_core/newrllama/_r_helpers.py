@@ -30,8 +30,9 @@ def unpack(completions, stats):
             [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
 
 
-def annotate(texts, labels, instruction, context, progress, **settings):
-    done = newrllama.annotate(texts, labels, instruction, context=context, progress=bool(progress), **settings)
+def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, **settings):
+    done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, debias=debias,
+                              calibration=calibration, context=context, progress=bool(progress), **settings)
     return unpack_annotations(done)
 
 
@@ -40,9 +41,37 @@ def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, p
     return unpack_annotations(done)
 
 
+def _values(probs):
+    return list(probs.values()) if probs else None
+
+
 def unpack_annotations(done):
-    return ([a.label for a in done], [list(a.probs.values()) if a.probs else None for a in done],
-            [a.error for a in done])
+    """Annotations as named columns (R builds its vector and probability matrices from them)."""
+    return {"label": [a.label for a in done], "probs": [_values(a.probs) for a in done],
+            "raw_probs": [_values(a.raw_probs) for a in done],
+            "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done]}
+
+
+def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors):
+    """annotate_vec()'s result (its label vector and probability matrices' rows) as Annotations again."""
+    def as_dict(row):
+        return dict(zip(names, row)) if row is not None else None
+    return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f))
+            for label, p, r, f, error in zip(labels, probs, raw_probs, order_free_probs, errors)]
+
+
+def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, truth, penalty, folds):
+    return newrllama.calibrate(repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors), truth,
+                               penalty=penalty, folds=folds)
+
+
+def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors):
+    return unpack_annotations(cal.apply(repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors)))
+
+
+def least_confident(labels, names, probs, errors, n):
+    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    return newrllama.least_confident(annotations, n)
 
 
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):
@@ -72,6 +101,11 @@ def http_get(url, api_key):
 def label_scores(v):
     s = [v.per_label[k] for k in v.labels]
     return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])
+
+
+def reliability(v):
+    """The reliability bins as named columns."""
+    return {field: [getattr(b, field) for b in v.reliability] for field in ("low", "high", "n", "confidence", "accuracy")}
 
 
 def system_info():

@@ -1,15 +1,20 @@
 #' Label texts with one of a fixed set of labels
 #'
 #' Every text gets exactly one of `labels`, with the probability of each label.
-#' The prompt puts `instruction` and the labels first (in the system turn of the
-#' model's chat template, or plainly when the model has none) and the text
-#' last, so the prefix cache decodes the shared part once. Labels are scored as
-#' in [generate_parallel()] with `choices`.
+#' The prompt puts the codebook first (`instruction`, the labels with their
+#' definitions, coded `examples`; in the model's chat template, or plainly when
+#' the model has none) and the text last, so the prefix cache decodes the
+#' shared part once. Each label is scored as in [generate_parallel()] with
+#' `choices`, followed by what ends an answer. The order in which the labels are
+#' listed is taken out of the scores (`debias`), and a calibration fitted on
+#' hand-coded texts ([calibrate()]) may correct them.
 #'
 #' @param .data A data frame.
 #' @param col The column holding the texts: a bare name or a string.
 #' @param x A character vector of texts.
-#' @param labels A character vector of at least two labels.
+#' @param labels A character vector of at least two labels, or a named
+#'   character vector (or list) whose names are the labels and whose values
+#'   define them (`""` for a label left undefined).
 #' @param instruction What the model is to do, before the list of labels.
 #' @param context A context from [context_create()], a cluster from
 #'   [cluster_create()], or `NULL` to make a context on the embedded model,
@@ -22,17 +27,34 @@
 #'   to which every label is appended as it comes, and whether to label only the
 #'   texts not yet in it (see [cluster_create()]); `names(x)` identify the texts
 #'   in the file.
+#' @param definitions A named character vector or list: label = definition
+#'   (added to those given in `labels`).
+#' @param examples Coded examples shown to the model before each text: a data
+#'   frame with columns `text` and `label` (each label one of `labels`).
+#' @param debias How the labels' listing order is taken out of the scores:
+#'   `"prior"` (the default: a sample of the texts is scored under every
+#'   rotation of the list, and what each place adds is taken off the other
+#'   texts' scores; at most 1.5 times the work of one order), `"rotations"`
+#'   (every text under every rotation, averaged), `"batch"` (each label's
+#'   probability divided by its mean over the texts; no extra work) or `"none"`.
+#' @param calibration A calibration from [calibrate()], applied to the scores.
 #' @return `annotate()`: `.data` with the label column and `.prob` (the chosen
 #'   label's probability). `annotate_vec()`: a character vector of labels with
-#'   `attr(x, "probs")`, a texts x labels matrix. A text that is `NA` or empty
-#'   gets `NA` (the reason in `attr(x, "errors")`), with one warning.
-#' @seealso [validate()] to compare the labels with human coding.
+#'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
+#'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
+#'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
+#'   calibration). A text that is `NA` or empty gets `NA` (the reason in
+#'   `attr(x, "errors")`), with one warning.
+#' @seealso [validate()] to compare the labels with human coding, [calibrate()]
+#'   to correct them with a few coded texts, [least_confident()] to pick texts
+#'   for human review.
 #' @examplesIf newrllama::newrllama_available()
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_name = ".label", ...,
-                     progress = interactive(), output = NULL, resume = FALSE) {
+                     progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
+                     debias = "prior", calibration = NULL) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -43,7 +65,8 @@ annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_
   }
   pred_name <- check_string(pred_name, "pred_name")
   out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
-                      output = output, resume = resume)
+                      output = output, resume = resume, definitions = definitions, examples = examples,
+                      debias = debias, calibration = calibration)
   .data[[pred_name]] <- as.vector(out)
   probs <- attr(out, "probs")
   .data[[".prob"]] <- vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]],
@@ -54,29 +77,94 @@ annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_
 #' @rdname annotate
 #' @export
 annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progress = interactive(), output = NULL,
-                         resume = FALSE) {
+                         resume = FALSE, definitions = NULL, examples = NULL, debias = "prior", calibration = NULL) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)))
   }
-  if (!is.character(labels) || anyNA(labels)) {
-    abort_invalid(sprintf("`labels` must be a character vector without NA, not %s", describe(labels)))
-  }
+  codebook <- list(labels = check_codebook_labels(labels), definitions = check_definitions(definitions),
+                   examples = check_examples(examples), debias = check_string(debias, "debias"),
+                   calibration = if (is.null(calibration)) NULL else check_calibration(calibration)$py)
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
-  out <- label_texts(context, x, as.list(labels), instruction, progress, output, resume, sys.call(), ...)
-  result <- vapply(out[[1]], function(l) if (is.null(l)) NA_character_ else l, character(1))
-  probs <- matrix(NA_real_, length(x), length(labels), dimnames = list(names(x), labels))
-  for (i in which(!is.na(result))) {
-    probs[i, ] <- as.numeric(unlist(out[[2]][[i]]))
+  out <- label_texts(context, x, codebook, instruction, progress, output, resume, sys.call(), ...)
+  label_vector(out, label_names(labels), names(x))
+}
+
+# Labels as Python takes them: a list, or a dict label -> definition when named.
+check_codebook_labels <- function(labels, call = sys.call(-1)) {
+  if (is.list(labels) && !is.null(names(labels))) {
+    labels <- unlist(lapply(labels, function(d) if (is.null(d)) "" else d))
   }
-  names(result) <- names(x)
-  attr(result, "probs") <- probs
+  if (!is.character(labels) || anyNA(labels)) {
+    abort_invalid(sprintf("`labels` must be a character vector without NA, not %s", describe(labels)), call = call)
+  }
+  if (is.null(names(labels))) {
+    return(as.list(labels))
+  }
+  if (any(!nzchar(names(labels))) || anyNA(names(labels))) {
+    abort_invalid("`labels` with names must name every label (its value is the label's definition)", call = call)
+  }
+  as.list(labels)
+}
+
+label_names <- function(labels) {
+  if (is.null(names(labels))) as.character(unlist(labels)) else names(labels)
+}
+
+check_definitions <- function(definitions, call = sys.call(-1)) {
+  if (is.null(definitions)) {
+    return(NULL)
+  }
+  if (is.list(definitions)) {
+    definitions <- unlist(definitions)
+  }
+  if (!is.character(definitions) || is.null(names(definitions)) || anyNA(definitions)) {
+    abort_invalid(sprintf("`definitions` must be a named character vector (label = definition), not %s",
+                          describe(definitions)), call = call)
+  }
+  as.list(definitions)
+}
+
+check_examples <- function(examples, call = sys.call(-1)) {
+  if (is.null(examples)) {
+    return(NULL)
+  }
+  if (!is.data.frame(examples) || !all(c("text", "label") %in% names(examples))) {
+    abort_invalid("`examples` must be a data frame with columns `text` and `label`", call = call)
+  }
+  text <- as.character(examples$text)
+  label <- as.character(examples$label)
+  lapply(seq_len(nrow(examples)), function(i) list(if (is.na(text[i])) NULL else text[i],
+                                                   if (is.na(label[i])) NULL else label[i]))
+}
+
+check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
+  check_class(x, "newrllama_calibration", name, "calibrate", call = call)
+  x
+}
+
+# The character vector of labels with its probability matrices, from Python's named columns.
+label_vector <- function(out, labels, names) {
+  result <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1))
+  matrix_of <- function(rows) {
+    m <- matrix(NA_real_, length(result), length(labels), dimnames = list(names, labels))
+    for (i in seq_along(rows)) {
+      if (!is.null(rows[[i]])) {
+        m[i, ] <- as.numeric(unlist(rows[[i]]))
+      }
+    }
+    m
+  }
+  names(result) <- names
+  attr(result, "probs") <- matrix_of(out$probs)
+  attr(result, "raw_probs") <- matrix_of(out$raw_probs)
+  attr(result, "order_free_probs") <- matrix_of(out$order_free_probs)
   if (anyNA(result)) {
     failed <- which(is.na(result))
-    errors <- vapply(out[[3]][failed], as.character, character(1))
+    errors <- vapply(out$error[failed], function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
     names(errors) <- failed
     attr(result, "errors") <- errors
     warn_failed_prompts(length(failed), length(result))
@@ -85,12 +173,12 @@ annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progr
 }
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
-label_texts <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+label_texts <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
   UseMethod("label_texts")
 }
 
 #' @export
-label_texts.default <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+label_texts.default <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
   if (!is.null(context)) {
     check_context(context, call = call)
   }
@@ -101,16 +189,23 @@ label_texts.default <- function(context, x, labels, instruction, progress, outpu
   for (key in names(settings)) {
     settings[[key]] <- check_count(settings[[key]], key, min = 1, call = call)
   }
-  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), labels, instruction,
-                                                        if (is.null(context)) NULL else context$py, progress),
+  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), codebook$labels, instruction,
+                                                        if (is.null(context)) NULL else context$py, progress,
+                                                        codebook$definitions, codebook$examples, codebook$debias,
+                                                        codebook$calibration),
                                                    settings)), call = call)
 }
 
 #' @export
-label_texts.newrllama_cluster <- function(context, x, labels, instruction, progress, output, resume, call, ...) {
+label_texts.newrllama_cluster <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
+  if (!is.null(names(codebook$labels)) || !is.null(codebook$definitions) || !is.null(codebook$examples) ||
+      !identical(codebook$debias, "prior") || !is.null(codebook$calibration)) {
+    abort_invalid("a cluster labels with plain labels and an instruction only: definitions, examples, debias and calibration need a context",
+                  call = call)
+  }
   target <- check_output(output, resume, names(x), "x", call = call)
-  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), labels, instruction, target$ids,
+  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), codebook$labels, instruction, target$ids,
                                                 target$output, target$resume, progress), call = call)
 }

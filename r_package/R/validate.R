@@ -7,17 +7,27 @@
 #'
 #' @param predicted A vector of predicted labels (character, factor or numbers).
 #' @param truth A vector of true labels of the same length.
+#' @param probs Optional: a texts x labels matrix of probabilities with the
+#'   labels as column names (`attr(x, "probs")` of [annotate_vec()]; a row with
+#'   `NA` for a text that failed). Adds the Brier score, the expected
+#'   calibration error and the reliability bins.
 #' @return A list of class `newrllama_validation`: `accuracy`, `kappa` (Cohen's
 #'   kappa, an `NA` prediction being a category of its own), `macro_f1` (the
-#'   mean F1 over every label seen), `n` (pairs with a known truth),
+#'   mean F1 over every label seen), each with a 95% interval
+#'   (`accuracy_ci`: Wilson's score interval; `kappa_ci`, `macro_f1_ci`:
+#'   percentile bootstrap with a fixed seed), `n` (pairs with a known truth),
 #'   `n_missing` (of them, `NA` predictions), `per_label` (a data frame with
-#'   `label`, `precision`, `recall`, `f1`, `support`; 0 where undefined) and
-#'   `confusion` (a table of truth by prediction).
-#' @seealso [agreement()] for several coders.
+#'   `label`, `precision`, `recall`, `f1`, `support`; 0 where undefined),
+#'   `confusion` (a table of truth by prediction); with `probs`, `brier`
+#'   (mean squared distance of the probabilities from the one-hot truth),
+#'   `ece` (expected calibration error over 10 bins of the top probability)
+#'   and `reliability` (a data frame of the bins: `low`, `high`, `n`,
+#'   `confidence`, `accuracy`), drawn by `plot()`.
+#' @seealso [agreement()] for several coders, [calibrate()].
 #' @examplesIf newrllama::newrllama_available()
 #' validate(c("acq", "crude", "acq"), c("acq", "crude", "crude"))$kappa
 #' @export
-validate <- function(predicted, truth) {
+validate <- function(predicted, truth, probs = NULL) {
   predicted <- check_labels(predicted, "predicted")
   truth <- check_labels(truth, "truth")
   if (length(predicted) != length(truth)) {
@@ -28,14 +38,19 @@ validate <- function(predicted, truth) {
     predicted <- as.character(predicted)
     truth <- as.character(truth)
   }
-  v <- with_python(py_newrllama()$validate(na_to_none(predicted), na_to_none(truth)))
+  py_probs <- if (is.null(probs)) NULL else probability_rows(probs, length(truth))
+  v <- with_python(py_newrllama()$validate(na_to_none(predicted), na_to_none(truth), py_probs))
   scores <- python_helpers()$label_scores(v)
+  bins <- python_helpers()$reliability(v)
   known <- !is.na(truth)
   structure(
     list(
       accuracy = v$accuracy,
       kappa = v$kappa,
       macro_f1 = v$macro_f1,
+      accuracy_ci = unlist(v$accuracy_ci),
+      kappa_ci = unlist(v$kappa_ci),
+      macro_f1_ci = unlist(v$macro_f1_ci),
       n = v$n,
       n_missing = v$n_missing,
       per_label = data.frame(
@@ -46,17 +61,51 @@ validate <- function(predicted, truth) {
         support = as.integer(unlist(scores[[5]])),
         stringsAsFactors = FALSE
       ),
-      confusion = table(truth = truth[known], predicted = predicted[known], useNA = "ifany")
+      confusion = table(truth = truth[known], predicted = predicted[known], useNA = "ifany"),
+      brier = if (is.null(v$brier)) NA_real_ else v$brier,
+      ece = if (is.null(v$ece)) NA_real_ else v$ece,
+      reliability = data.frame(low = as.numeric(unlist(bins$low)), high = as.numeric(unlist(bins$high)),
+                               n = as.integer(unlist(bins$n)), confidence = as.numeric(unlist(bins$confidence)),
+                               accuracy = as.numeric(unlist(bins$accuracy)))
     ),
     class = "newrllama_validation"
   )
+}
+
+# A probability matrix as Python's list of label -> probability dicts (NULL for a row with NA).
+probability_rows <- function(probs, n, call = sys.call(-1)) {
+  if (!is.matrix(probs) || !is.numeric(probs) || is.null(colnames(probs))) {
+    abort_invalid(sprintf("`probs` must be a numeric matrix with the labels as column names, not %s",
+                          describe(probs)), call = call)
+  }
+  if (nrow(probs) != n) {
+    abort_invalid(sprintf("`probs` has %d rows but there are %d labels", nrow(probs), n), call = call)
+  }
+  lapply(seq_len(nrow(probs)), function(i) if (anyNA(probs[i, ])) NULL else as.list(probs[i, ]))
+}
+
+#' @export
+plot.newrllama_validation <- function(x, ...) {
+  if (nrow(x$reliability) == 0) {
+    abort_invalid("a reliability plot needs the probabilities: validate(predicted, truth, probs = ...)")
+  }
+  graphics::plot(c(0, 1), c(0, 1), type = "n", xlab = "top probability", ylab = "share correct",
+                 main = sprintf("Reliability (ECE %.3f, n = %d)", x$ece, x$n), ...)
+  graphics::abline(0, 1, lty = 2, col = "grey")
+  graphics::lines(x$reliability$confidence, x$reliability$accuracy, type = "b", pch = 19)
+  invisible(x)
 }
 
 #' @export
 print.newrllama_validation <- function(x, ...) {
   cat("<newrllama_validation> ", x$n, " labels", if (x$n_missing) paste0(" (", x$n_missing, " missing)"), "\n",
       sep = "")
-  cat(sprintf("  accuracy %.3f, kappa %.3f, macro-F1 %.3f\n", x$accuracy, x$kappa, x$macro_f1))
+  cat(sprintf("  accuracy %.3f [%.3f, %.3f], kappa %.3f [%.3f, %.3f], macro-F1 %.3f [%.3f, %.3f] (95%% intervals)\n",
+              x$accuracy, x$accuracy_ci[1], x$accuracy_ci[2], x$kappa, x$kappa_ci[1], x$kappa_ci[2],
+              x$macro_f1, x$macro_f1_ci[1], x$macro_f1_ci[2]))
+  if (!is.na(x$brier)) {
+    cat(sprintf("  Brier score %.3f, expected calibration error %.3f\n", x$brier, x$ece))
+  }
   invisible(x)
 }
 

@@ -41,3 +41,41 @@ test_that("annotate() checks its arguments", {
   expect_error(annotate_vec("a", labels, context = "ctx"), class = "newrllama_invalid_argument")
   expect_error(annotate_vec("a", labels, n_seq_max = 0), "n_seq_max", class = "newrllama_invalid_argument")
 })
+
+test_that("annotate_vec() takes a codebook: definitions, coded examples, a debiasing choice", {
+  codebook <- c(sports = "games, matches and athletes", business = "companies, markets and money",
+                weather = "")
+  examples <- data.frame(text = "The goalkeeper saved a penalty.", label = "sports")
+  x <- c(stories$text[[1]], stories$text[[2]])
+  out <- annotate_vec(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
+                      progress = FALSE)
+  expect_true(all(out %in% labels))
+  for (m in c("probs", "raw_probs", "order_free_probs")) {
+    expect_equal(colnames(attr(out, m)), labels)
+    expect_equal(unname(rowSums(attr(out, m))), c(1, 1), tolerance = 1e-6)
+  }
+  expect_equal(attr(out, "probs"), attr(out, "order_free_probs"))
+  none <- annotate_vec(x, labels, context = ctx, debias = "none", progress = FALSE)
+  expect_equal(attr(none, "probs"), attr(none, "raw_probs"))
+  df <- annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, definitions = c(weather = "rain and wind"),
+                 debias = "batch", progress = FALSE)
+  expect_true(all(df$.label %in% labels))
+})
+
+test_that("a bad codebook is a classed error naming what is wrong", {
+  bad_example <- data.frame(text = "a text", label = "politics")
+  expect_error(annotate_vec("a", labels, context = ctx, examples = bad_example, progress = FALSE),
+               "'politics', which is not one of", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = ctx, examples = list("a"), progress = FALSE),
+               "data frame with columns", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", c("Sports", "sports "), context = ctx, progress = FALSE),
+               "case or spacing", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = ctx, definitions = c(politics = "x"), progress = FALSE),
+               "not one of the labels", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = ctx, debias = "sometimes", progress = FALSE),
+               "debias must be one of", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = ctx, calibration = list(), progress = FALSE),
+               "calibrate", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", c(sports = "x", "y"), context = ctx, progress = FALSE),
+               "name every label", class = "newrllama_invalid_argument")
+})

@@ -1,0 +1,91 @@
+#' Calibrate labels on a hand-coded sample
+#'
+#' Fits a small correction of the label scores on texts coded by hand: each
+#' label's probability becomes proportional to
+#' `exp(scale * log(p) + offset[label])`, with `p` the order-free probability
+#' from [annotate_vec()] and a penalty (`penalty`) pulling `scale` to 1 and the
+#' offsets to 0, so that a few dozen coded texts are enough. Its accuracy and
+#' kappa are cross-validated on the coded sample (`folds`-fold, a fixed seed).
+#'
+#' @param x The result of [annotate_vec()] for the coded texts.
+#' @param truth Their true labels (`NA` where unknown: left out, as are texts
+#'   that failed).
+#' @param penalty The strength of the penalty (a positive number).
+#' @param folds The number of folds of the cross-validation.
+#' @return A `newrllama_calibration`: `labels`, `scale`, `offsets` (a named
+#'   numeric vector), `n` (the coded texts used), `cv_accuracy`, `cv_kappa`.
+#'   `predict(cal, y)` applies it to the result `y` of [annotate_vec()];
+#'   `annotate_vec(..., calibration = cal)` applies it as it labels.
+#' @seealso [validate()], [least_confident()].
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
+#' coded <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' cal <- calibrate(coded, c("acquisition", "crude oil", "acquisition"))
+#' predict(cal, coded)
+#' @export
+calibrate <- function(x, truth, penalty = 1, folds = 5L) {
+  parts <- annotation_parts(x, "x")
+  truth <- check_labels(truth, "truth")
+  penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
+  folds <- check_count(folds, "folds", min = 2)
+  cal <- with_python(do.call(python_helpers()$calibrate, c(unname(parts), list(na_to_none(as.character(truth)), penalty,
+                                                                       folds))))
+  structure(
+    list(py = cal, labels = unlist(cal$labels), scale = cal$scale, offsets = unlist(cal$offsets), n = cal$n,
+         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa),
+    class = "newrllama_calibration"
+  )
+}
+
+#' @importFrom stats predict
+#' @export
+predict.newrllama_calibration <- function(object, newdata, ...) {
+  check_calibration(object, "object")
+  parts <- annotation_parts(newdata, "newdata")
+  out <- with_python(do.call(python_helpers()$calibration_apply, c(list(object$py), unname(parts))))
+  label_vector(out, parts$names, names(newdata))
+}
+
+#' @export
+print.newrllama_calibration <- function(x, ...) {
+  cat("<newrllama_calibration> ", length(x$labels), " labels, fitted on ", x$n, " coded texts\n", sep = "")
+  cat(sprintf("  cross-validated accuracy %.3f, kappa %.3f; scale %.2f\n", x$cv_accuracy, x$cv_kappa, x$scale))
+  invisible(x)
+}
+
+#' Texts to code by hand: the least confident labels
+#'
+#' The texts whose top probability is closest to the second (the smallest
+#' margin), the least sure first: where a human coder adds the most.
+#'
+#' @param x The result of [annotate_vec()].
+#' @param n How many texts.
+#' @return Integer positions in `x` (texts that failed are not among them).
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.")
+#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' least_confident(x, 1)
+#' @export
+least_confident <- function(x, n) {
+  parts <- annotation_parts(x, "x")
+  n <- check_count(n, "n")
+  as.integer(unlist(with_python(python_helpers()$least_confident(parts$labels, parts$names, parts$probs,
+                                                                 parts$errors, n)))) + 1L
+}
+
+# annotate_vec()'s result, taken apart for Python: labels, the label names, and each matrix's rows.
+annotation_parts <- function(x, name, call = sys.call(-1)) {
+  probs <- attr(x, "probs")
+  if (!is.character(x) || !is.matrix(probs) || is.null(colnames(probs)) || nrow(probs) != length(x)) {
+    abort_invalid(sprintf("`%s` must be the result of annotate_vec() (labels with attr(, \"probs\")), not %s",
+                          name, describe(x)), call = call)
+  }
+  rows <- function(m) {
+    if (is.null(m)) m <- probs
+    lapply(seq_len(nrow(m)), function(i) if (anyNA(m[i, ])) NULL else unname(m[i, ]))
+  }
+  errors <- rep(list(NULL), length(x))
+  errors[is.na(x)] <- as.list(rep("failed", sum(is.na(x))))
+  list(labels = na_to_none(unname(x)), names = colnames(probs), probs = rows(probs),
+       raw_probs = rows(attr(x, "raw_probs")), order_free_probs = rows(attr(x, "order_free_probs")), errors = errors)
+}

@@ -1,0 +1,45 @@
+skip_if_no_newrllama()
+model <- model_load()
+ctx <- test_context(model, n_ctx = 4096L)
+labels <- c("sports", "business")
+texts <- c("The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+           "The champion retired after twenty seasons.", "The company bought a rival for two billion dollars.",
+           "The coach was sacked after five defeats.", "Profits at the carmaker doubled this year.")
+truth <- c("sports", "business", "sports", "business", "sports", "business")
+
+test_that("calibrate() fits on coded texts, predict() and annotate_vec() apply it, least_confident() picks", {
+  coded <- annotate_vec(texts, labels, context = ctx, progress = FALSE)
+  cal <- calibrate(coded, truth, folds = 3)
+  expect_s3_class(cal, "newrllama_calibration")
+  expect_equal(sort(names(cal$offsets)), sort(labels))
+  expect_equal(cal$n, 6)
+  expect_true(cal$cv_accuracy >= 0 && cal$cv_accuracy <= 1)
+  expect_output(print(cal), "fitted on 6 coded texts")
+  applied <- predict(cal, coded)
+  expect_true(all(applied %in% labels))
+  expect_equal(attr(applied, "raw_probs"), attr(coded, "raw_probs"))
+  expect_equal(attr(applied, "order_free_probs"), attr(coded, "order_free_probs"))
+  direct <- annotate_vec(texts, labels, context = ctx, calibration = cal, progress = FALSE)
+  expect_equal(as.vector(direct), as.vector(applied))
+  # Python's own calibrated probabilities, from the same order-free ones.
+  py <- cal$py$probs(as.list(attr(coded, "order_free_probs")[1, ]))
+  expect_equal(unname(unlist(py)[labels]), unname(attr(applied, "probs")[1, labels]), tolerance = 1e-9)
+  margins <- apply(attr(coded, "probs"), 1, function(p) diff(sort(p, decreasing = TRUE)[2:1]))
+  expect_equal(least_confident(coded, 2), order(margins)[1:2])
+})
+
+test_that("calibrate() and least_confident() refuse what they cannot use", {
+  coded <- annotate_vec(texts[1:2], labels, context = ctx, progress = FALSE)
+  expect_error(calibrate(coded, "sports"), "1 labels but there are 2", class = "newrllama_invalid_argument")
+  expect_error(calibrate(coded, c("sports", "politics")), "not one of the labels",
+               class = "newrllama_invalid_argument")
+  expect_error(calibrate(c("sports", "business"), truth[1:2]), "result of annotate_vec",
+               class = "newrllama_invalid_argument")
+  expect_error(calibrate(coded, truth[1:2], penalty = 0), "penalty", class = "newrllama_invalid_argument")
+  cal <- calibrate(coded, truth[1:2], folds = 2)
+  other <- annotate_vec(texts[1:2], c("sports", "business", "weather"), context = ctx, progress = FALSE)
+  expect_error(predict(cal, other), "fitted on the labels", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec(texts[1], c("a", "b"), context = ctx, calibration = cal, progress = FALSE),
+               "fitted on the labels", class = "newrllama_invalid_argument")
+  expect_error(least_confident(coded, -1), "n", class = "newrllama_invalid_argument")
+})
