@@ -10,12 +10,10 @@ sequences after the instruction. Then mixed-length prefill: prompts of 8 to 40 t
 against prompts all of their mean length, one answer token each. Then seconds per 100
 documents with choices (4 labels of several tokens; 4 labels of several tokens that share
 their starts; 4 labels of one token) against plain 4-token generation on the same prompts,
-each engine once per repeat, in turn; and the instruct model (scripts/fetch_instruct_model.py)
-on the 70 Reuters stories of r-cran-tm (acquisition or crude oil): accuracy, kappa and macro-F1 of
-annotate() against free generation of the same prompts.
+each engine once per repeat, in turn. (Validity on real labelled text: bench/bench_validity.py.)
 
     .venv/bin/python bench/bench_annotate.py [--docs 64 256] [--no-batched-bench] [--mixed 512]
-        [--choices-docs 64] [--choices-repeats 3] [--no-instruct]
+        [--choices-docs 64] [--choices-repeats 3]
 """
 from __future__ import annotations
 
@@ -30,7 +28,6 @@ from pathlib import Path
 import newrllama
 from newrllama.choices import label_paths
 from llama_tools import batched_bench_binary, run_batched_bench
-from reuters import reuters_stories
 
 ROOT = Path(__file__).resolve().parents[1]
 N_THREADS = 2
@@ -155,45 +152,6 @@ def bench_choices_vs_plain(model, n_docs: int, repeats: int):
     return out
 
 
-def free_label(text: str):
-    """The label a free answer names, if exactly one."""
-    t = text.lower()
-    named = [label for label, word in (("acquisition", "acqui"), ("crude oil", "crude")) if word in t]
-    return named[0] if len(named) == 1 else None
-
-
-def bench_reuters():
-    """The instruct model on r-cran-tm's Reuters stories: annotate() against free generation."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from fetch_instruct_model import instruct_model_path
-    stories = reuters_stories()
-    texts, truth = [t for t, _ in stories], [label for _, label in stories]
-    labels = sorted(set(truth))
-    out = {"stories": len(stories)}
-    runs = {}
-    with newrllama.Model(instruct_model_path()) as model, \
-            newrllama.Context(model, n_ctx=N_SEQ * 1024, n_seq_max=N_SEQ, n_threads=N_THREADS) as ctx:
-        # The order in which the labels are listed sways this small model: both orders are shown.
-        for name, order in (("annotate", labels), ("annotate_reversed", labels[::-1])):
-            t0 = time.perf_counter()
-            annotated = newrllama.annotate(texts, order, REUTERS_INSTRUCTION, context=ctx)
-            out[name + "_s"] = time.perf_counter() - t0
-            runs[name] = [a.label for a in annotated]
-        from newrllama.annotate import annotation_prompt, system_text
-        prompts = [annotation_prompt(model, system_text(labels, REUTERS_INSTRUCTION), t) for t in texts]
-        t0 = time.perf_counter()
-        free = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=8))
-        out["free_s"] = time.perf_counter() - t0
-        free_labels = [free_label(c.text) for c in free]
-    runs["free"] = free_labels
-    for name, labels_of in runs.items():
-        v = newrllama.validate(labels_of, truth)
-        out[name] = {"valid": sum(x is not None for x in labels_of), "accuracy": v.accuracy, "kappa": v.kappa,
-                     "macro_f1": v.macro_f1, "predicted": dict(sorted(
-                         {str(k): labels_of.count(k) for k in set(labels_of)}.items()))}
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, nargs="*", default=[64, 256])
@@ -201,7 +159,6 @@ def main() -> int:
     parser.add_argument("--mixed", type=int, default=512, help="prompts in the mixed-length prefill run (0: skip)")
     parser.add_argument("--choices-docs", type=int, default=64, help="documents in the choices run (0: skip)")
     parser.add_argument("--choices-repeats", type=int, default=3, help="runs of each engine in the choices run")
-    parser.add_argument("--no-instruct", action="store_true", help="skip the instruct model on Reuters")
     parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_annotate.json"))
     args = parser.parse_args()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -224,7 +181,6 @@ def main() -> int:
         print(json.dumps(row), file=sys.stderr)
     mixed = bench_mixed_lengths(model, args.mixed) if args.mixed else None
     choices = bench_choices_vs_plain(model, args.choices_docs, args.choices_repeats) if args.choices_docs else None
-    reuters = None if args.no_instruct else bench_reuters()
 
     print(f"\nAnnotation: {INSTRUCTION_TOKENS}-token instruction + {DOC_TOKENS}-token document, {ANSWER_TOKENS} answer "
           f"tokens, {N_SEQ} sequences, {N_THREADS} threads, embedded model")
@@ -250,15 +206,8 @@ def main() -> int:
             c = choices[name]
             print(f"  choices, 4 labels, {name} ({', '.join(labels)}): {c['s_per_100']:.2f} "
                   f"({c['rows_per_doc']} output rows per document), ratio to plain {c['over_plain']:.2f} (target <= 1)")
-    if reuters:
-        print(f"Instruct model (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) on {reuters['stories']} Reuters stories:")
-        for name in ("annotate", "annotate_reversed", "free"):
-            r = reuters[name]
-            print(f"  {name:>17}: valid {r['valid']}/{reuters['stories']}, accuracy {r['accuracy']:.3f}, "
-                  f"kappa {r['kappa']:.3f}, macro-F1 {r['macro_f1']:.3f}, labels {r['predicted']}; "
-                  f"{reuters[name + '_s']:.1f} s")
-    Path(args.json).write_text(json.dumps({"rows": rows, "reference": reference, "mixed": mixed, "choices": choices,
-                                           "reuters": reuters}, indent=2))
+    Path(args.json).write_text(json.dumps({"rows": rows, "reference": reference, "mixed": mixed, "choices": choices},
+                                          indent=2))
     print(f"wrote {args.json}")
     model.close()
     return 0

@@ -29,11 +29,18 @@ def test_a_context_is_made_when_none_is_given():
 
 
 def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
-    from newrllama.annotate import annotation_prompt, system_text
-    system = system_text(LABELS, "")
+    from newrllama.codebook import check_codebook
+    book = check_codebook(LABELS, "")
+    system = book.system_text()
     assert "sports, business, weather" in system and system.startswith("Classify the text.")
-    prompt = annotation_prompt(model, system, "hello")
-    assert prompt.index(system.split("\n")[0]) < prompt.index("hello")
+    prompt = book.prompt(model, "hello")
+    assert prompt.index("Classify the text.") < prompt.index("hello") and prompt.endswith("<start_of_turn>model\n")
+
+    class NoTemplate:  # a model without a chat template, as a base GGUF may be
+        def apply_chat_template(self, messages):
+            raise newrllama.TemplateError("this model has no chat template")
+    plain = check_codebook(LABELS, "", None, [("a match", "sports")]).prompt(NoTemplate(), "hello")
+    assert plain.startswith(system) and plain.endswith("\n\nText: a match\nLabel: sports\n\nText: hello\nLabel:")
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -44,7 +44,7 @@ def test_reuters_stories_get_valid_labels_whose_probabilities_separate_the_topic
 
 
 def test_chat_template_puts_the_instruction_in_the_system_turn(instruct):
-    from newrllama.annotate import annotation_prompt
-    prompt = annotation_prompt(instruct, "SYSTEM TEXT", "USER TEXT")
+    from newrllama.codebook import check_codebook
+    prompt = check_codebook(["a", "b"], "SYSTEM TEXT").prompt(instruct, "USER TEXT")
     assert "<|im_start|>system\nSYSTEM TEXT" in prompt and prompt.endswith("<|im_start|>assistant\n")
     assert prompt.index("SYSTEM TEXT") < prompt.index("USER TEXT")

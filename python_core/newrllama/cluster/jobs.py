@@ -101,10 +101,12 @@ class AnnotationJob:
         return [self.texts[i] for i in indices], self.labels, self.instruction
 
     def record(self, result: Annotation) -> dict:
-        return {"label": result.label, "probs": result.probs, "error": result.error}
+        return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
+                "order_free_probs": result.order_free_probs}
 
     def from_record(self, record: dict) -> Annotation:
-        return Annotation(record["label"], record.get("probs"), record.get("error"))
+        return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
+                          record.get("order_free_probs"))
 
     def failed(self, message: str) -> Annotation:
         return Annotation(None, error=message)
