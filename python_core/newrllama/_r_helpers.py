@@ -30,10 +30,15 @@ def unpack(completions, stats):
             [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
 
 
-def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, **settings):
-    done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, debias=debias,
-                              calibration=calibration, context=context, progress=bool(progress), **settings)
-    return unpack_annotations(done)
+def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,
+             **settings):
+    """One question: its annotations as named columns; a codebook: those of each question, by question."""
+    options = {} if debias is None else {"debias": debias}  # None: the library's default
+    done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
+                              calibration=calibration, context=context, progress=bool(progress), **options, **settings)
+    if codebook is None:
+        return unpack_annotations(done)
+    return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
 
 
 def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, progress):

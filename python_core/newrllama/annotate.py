@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .choices import label_tokens
-from .codebook import Codebook, ExamplesIn, check_codebook, rotations
+from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
 from .context import Context
 from .convenience import sized_context
 from .errors import InvalidArgumentError
 from .model import Model
-from .order_bias import check_debias, order_free_scores, scoring_jobs, softmax
+from .order_bias import DEFAULT_DEBIAS, Order, check_debias, order_free_scores, scoring_jobs, softmax
 from .params import SamplingParams
 from .results import Completion
 
@@ -79,85 +79,130 @@ def check_annotate_args(texts: object, labels: object, instruction: object) -> T
     return check_texts(texts), check_codebook(labels, instruction).labels
 
 
-def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str]], instruction: str = "", *,
-             definitions: Optional[Mapping[str, str]] = None, examples: Optional[Sequence[Tuple[str, str]]] = None,
-             debias: str = "prior", calibration: Any = None, examples_in: ExamplesIn = "turns",
+def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str], None] = None,
+             instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
+             examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
+             debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "turns",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-             progress: bool = False, **context_kwargs: Any) -> List[Annotation]:
+             progress: bool = False, **context_kwargs: Any) -> List[Any]:
     """Labels every text with one of ``labels``, in input order.
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
     definitions; ``examples`` is a list of (text, label) coded examples, shown to the model
     before each text (as earlier chat turns, or with ``examples_in="system"`` in the system
     turn). ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
-    "prior", the default, costs at most 1.5 times one order; "rotations" K times; "batch"
-    nothing extra; "none"). ``calibration`` (from ``calibrate()``) corrects the scores.
+    "reverse", the default, scores the list and its reverse, twice the work; "prior" at
+    most 1.5 times; "rotations" K times; "batch" nothing extra; "none").
+    ``calibration`` (from ``calibrate()``) corrects the scores.
+
+    Several questions about each text: ``codebook={"topic": [...], "tone": {...}}`` instead
+    of ``labels`` (each question's labels a list or a dict label -> definition; the
+    instruction is shared) gives, per text, a dict question -> Annotation; the text comes
+    before the question, so its tokens are decoded once and shared by its questions.
+    ``calibration`` is then a dict question -> Calibration (for any of the questions).
 
     With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the
     embedded model), sized for the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``,
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
     with ``error`` set; the others are labelled."""
     texts = check_texts(texts)
-    book = check_codebook(labels, instruction, definitions, examples)
+    if (labels is None) == (codebook is None):
+        raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
+    if codebook is not None:
+        if definitions is not None or examples is not None:
+            raise InvalidArgumentError("with a codebook, each question's definitions go in it (a dict label -> "
+                                       "definition); examples are for one question (labels=)")
+        books = check_questions(codebook, instruction)
+    else:
+        books = {None: check_codebook(labels, instruction, definitions, examples)}
     debias = check_debias(debias)
     if examples_in not in ("turns", "system"):
         raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
-    if calibration is not None:
-        from .calibration import Calibration
-        if not isinstance(calibration, Calibration):
-            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), got {type(calibration).__name__}")
-        if set(calibration.labels) != set(book.labels):
-            raise InvalidArgumentError(f"the calibration was fitted on the labels {list(calibration.labels)}, "
-                                       f"not {list(book.labels)}")
+    calibrations = _check_calibrations(calibration, books)
     if context is not None and not isinstance(context, Context):
         raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
     own_model = context is None and not isinstance(model, Model)
     use = context.model if context is not None else (Model(model) if own_model else model)
     try:
-        jobs, prompts = annotation_prompts(use, texts, book, debias, examples_in)
-        completions = _run(use, context, prompts, book.labels, progress, context_kwargs) if prompts else []
-        results = annotations(len(texts), book.labels, debias, jobs, completions)
-        return calibration.apply(results) if calibration is not None else results
+        runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
+        # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
+        jobs = sorted(((q, i, order) for q, book in books.items() for i, order in scoring_jobs(debias, runnable, book.labels)),
+                      key=lambda job: job[1])
+        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in) for q, i, order in jobs]
+        params = {q: SamplingParams(choices=book.labels) for q, book in books.items()}
+        groups = [i for _, i, _ in jobs] if codebook is not None else None
+        completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], groups, progress, context_kwargs)
+                       if prompts else [])
+        per_question = {}
+        for q, book in books.items():
+            mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
+            results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
+                                  [completions[k] for k, _ in mine])
+            per_question[q] = calibrations[q].apply(results) if q in calibrations else results
     finally:
         if own_model:
             use.close()
+    if codebook is None:
+        return per_question[None]
+    return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
+
+
+def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) -> Dict[Optional[str], Any]:
+    """The calibration of each question that has one, checked against its labels."""
+    from .calibration import Calibration
+    if calibration is None:
+        return {}
+    if None in books:
+        given = {None: calibration}
+    elif isinstance(calibration, Mapping):
+        given = dict(calibration)
+    else:
+        raise InvalidArgumentError("with a codebook, calibration must be a dict question -> Calibration")
+    for q, cal in given.items():
+        if q not in books:
+            raise InvalidArgumentError(f"calibration names the question {q!r}, which is not in the codebook")
+        if not isinstance(cal, Calibration):
+            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), got {type(cal).__name__}")
+        if set(cal.labels) != set(books[q].labels):
+            raise InvalidArgumentError(f"the calibration was fitted on the labels {list(cal.labels)}, "
+                                       f"not {list(books[q].labels)}")
+    return given
 
 
 def annotation_prompts(model: Model, texts: Sequence[Any], book: Codebook, debias: str,
-                       examples_in: ExamplesIn = "turns") -> Tuple[List[Tuple[int, int]], List[str]]:
-    """The (text, rotation) pairs to score for the texts that can be labelled, and their prompts."""
+                       examples_in: ExamplesIn = "turns") -> Tuple[List[Tuple[int, Order]], List[str]]:
+    """The (text, listing order) pairs to score for the texts that can be labelled, and their prompts."""
     runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-    jobs = scoring_jobs(debias, runnable, len(book.labels))
-    books = [book.in_order(order) for order in rotations(book.labels)]
-    return jobs, [books[r].prompt(model, texts[i], examples_in) for i, r in jobs]
+    jobs = scoring_jobs(debias, runnable, book.labels)
+    return jobs, [book.in_order(order).prompt(model, texts[i], examples_in) for i, order in jobs]
 
 
-def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, int]],
+def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, Order]],
                 completions: Sequence[Completion]) -> List[Annotation]:
-    """One Annotation per text from the completions of its (text, rotation) jobs (see order_bias.py)."""
+    """One Annotation per text from the completions of its (text, listing order) jobs (see order_bias.py)."""
+    labels = tuple(labels)
     results = [Annotation(None, error=MISSING)] * n_texts
-    scores: Dict[int, Dict[int, List[float]]] = {}
-    for (i, r), c in zip(jobs, completions):
+    scores: Dict[int, Dict[Order, List[float]]] = {}
+    for (i, order), c in zip(jobs, completions):
         if c.finish_reason != "stop":  # a text with any failed job fails as a whole
             results[i] = Annotation(None, error=c.error or c.finish_reason)
         else:
-            scores.setdefault(i, {})[r] = [math.log(max(c.choice_probs[label], 1e-300)) for label in labels]
-    scores = {i: s for i, s in scores.items() if results[i].error is None or results[i].error == MISSING}
+            scores.setdefault(i, {})[order] = [math.log(max(c.choice_probs[label], 1e-300)) for label in labels]
+    scores = {i: s for i, s in scores.items() if results[i].error == MISSING}
     if not scores:
         return results
-    free = order_free_scores(debias, scores, len(labels))
-    for i, logp in free.items():
+    for i, logp in order_free_scores(debias, scores, labels).items():
         probs = dict(zip(labels, softmax(logp)))
-        raw = dict(zip(labels, softmax(scores[i][0])))
+        raw = dict(zip(labels, softmax(scores[i][labels])))
         results[i] = Annotation(max(probs, key=probs.get), probs, None, raw, probs)
     return results
 
 
-def _run(model: Model, context: Optional[Context], prompts: List[str], labels, progress: bool,
-         context_kwargs: Dict[str, Any]):
-    params = SamplingParams(choices=labels)
+def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
+         groups: Optional[List[int]], progress: bool, context_kwargs: Dict[str, Any]):
     if context is not None:
-        return context.generate_parallel(prompts, params, progress=progress)
-    longest_label = max(len(t) for t in label_tokens(model.vocab.tokenize, labels, spaced=True)) + 1  # and its end
+        return context._generate_grouped(prompts, params, groups, progress)
+    longest_label = max(len(t) for p in {id(p): p for p in params}.values()
+                        for t in label_tokens(model.vocab.tokenize, p.choices, spaced=True)) + 1  # and its end
     with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
-        return ctx.generate_parallel(prompts, params, progress=progress)
+        return ctx._generate_grouped(prompts, params, groups, progress)

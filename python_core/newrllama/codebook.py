@@ -4,20 +4,24 @@ The instruction, the labels (with their definitions) and the examples come befor
 text, so every prompt of a call starts with the same tokens, which the prefix cache
 decodes once. In a chat template the examples are earlier user/assistant turns (each
 example text a user turn, its label the assistant's answer): measured on the Reuters
-stories this scores better than the same examples written into the system turn
-(bench/bench_validity.py, README). Without a template the prompt is plain text ending
-in "Label:".
+(bench/bench_validity.py measures it against the same examples written into the system
+turn). Without a template the prompt is plain text ending in "Label:".
+
+Several questions about each text (a codebook of questions) turn the layout round: the
+text comes first, then the question with its labels, so that a text's prompts share the
+text's tokens and each text is decoded once for all its questions.
 """
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Dict, List, Literal, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from .errors import InvalidArgumentError, TemplateError
 from .params import check_choices
 
 DEFAULT_INSTRUCTION = "Classify the text."
+DEFAULT_QUESTIONS_INSTRUCTION = "Read the text and answer the question about it."
 ExamplesIn = Literal["turns", "system"]
 
 
@@ -29,24 +33,30 @@ class Codebook:
     instruction: str = ""
     definitions: Tuple[Tuple[str, str], ...] = ()
     examples: Tuple[Tuple[str, str], ...] = ()
+    question: Optional[str] = None  # one question of several about each text: the text comes first
 
     def in_order(self, labels: Sequence[str]) -> "Codebook":
         """The same codebook with its labels (and their definitions) listed in another order."""
-        return Codebook(tuple(labels), self.instruction, self.definitions, self.examples)
+        return Codebook(tuple(labels), self.instruction, self.definitions, self.examples, self.question)
 
-    def system_text(self, examples_in: ExamplesIn = "turns") -> str:
-        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION,
-                 f"Answer with exactly one of these labels: {', '.join(self.labels)}."]
+    def label_text(self) -> List[str]:
+        lines = [f"Answer with exactly one of these labels: {', '.join(self.labels)}."]
         meaning = dict(self.definitions)
         if meaning:
             lines.append("The labels mean:")
             lines += [f"- {label}: {meaning[label]}" for label in self.labels if label in meaning]
+        return lines
+
+    def system_text(self, examples_in: ExamplesIn = "turns") -> str:
+        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION] + self.label_text()
         if self.examples and examples_in == "system":
             lines.append("Examples:")
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
         return "\n".join(lines)
 
     def prompt(self, model, text: str, examples_in: ExamplesIn = "turns") -> str:
+        if self.question is not None:
+            return self._question_prompt(model, text)
         system = self.system_text(examples_in)
         messages = [{"role": "system", "content": system}]
         if examples_in == "turns":
@@ -57,6 +67,15 @@ class Codebook:
         except TemplateError:  # no chat template: a base model continues plain text
             shots = "".join(f"Text: {t}\nLabel: {label}\n\n" for t, label in self.examples) if examples_in == "turns" else ""
             return f"{system}\n\n{shots}Text: {text}\nLabel:"
+
+    def _question_prompt(self, model, text: str) -> str:
+        """The text first, then the question and its labels: a text's prompts share its tokens."""
+        system = self.instruction.strip() or DEFAULT_QUESTIONS_INSTRUCTION
+        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}"] + self.label_text())
+        try:
+            return model.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": ask}])
+        except TemplateError:
+            return f"{system}\n\n{ask}\nLabel:"
 
 
 def _normal(label: str) -> str:
@@ -121,8 +140,21 @@ def _examples(examples: object, labels: Tuple[str, ...]) -> Tuple[Tuple[str, str
         out.append((text, label))
     return tuple(out)
 
-
-def rotations(labels: Sequence[str]) -> List[Tuple[str, ...]]:
-    """Every cyclic rotation of the label list, the listed order first: each label once in each position."""
-    labels = tuple(labels)
-    return [labels[r:] + labels[:r] for r in range(len(labels))]
+def check_questions(codebook: object, instruction: object) -> Dict[str, Codebook]:
+    """One Codebook per question of a multi-question codebook: question -> labels (a list or a dict label ->
+    definition)."""
+    if not isinstance(codebook, Mapping) or not codebook:
+        raise InvalidArgumentError("codebook must be a non-empty dict: question -> labels (a list, or a dict "
+                                   "label -> definition)")
+    out = {}
+    for question, labels in codebook.items():
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidArgumentError(f"codebook questions must be non-blank str, got {question!r}")
+        if "\0" in question:
+            raise InvalidArgumentError(f"the codebook question {question!r} contains a NUL character")
+        try:
+            book = check_codebook(labels, instruction)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"codebook[{question!r}]: {exc}") from None
+        out[question] = Codebook(book.labels, book.instruction, book.definitions, (), question.strip())
+    return out

@@ -146,8 +146,15 @@ class Context(OwnedHandle):
         others complete. Other threads' calls on this context share the batch.
         Ctrl-C stops this call (and only this call), leaving the context clean.
         """
+        return self._generate_grouped(prompts, params, None, progress)
+
+    def _generate_grouped(self, prompts: Sequence[Prompt], params: ParamsArg, groups: Optional[Sequence[object]],
+                          progress: bool) -> List[Completion]:
+        """generate_parallel where prompts with the same ``groups`` key share their common prefix."""
         self.check_open()
-        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache)
+        if groups is not None and len(groups) != len(prompts):
+            raise InvalidArgumentError(f"groups has {len(groups)} keys for {len(prompts)} prompts")
+        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache, groups)
         self._submit(call, requests)
         call.wait(progress, self._scheduler.cancel)
         self.last_stats = call.stats(time.perf_counter())

@@ -1,20 +1,23 @@
 """Label scores that do not depend on the order in which the labels are listed.
 
-A model's score for a label moves with the label's place in the list. Three cures, each
-a way to combine the log-probabilities of a text's labels under some of the list's K
-cyclic rotations (in which every label takes every place once):
-- "rotations": score every text under every rotation and average each label's
-  log-probability over them (K times the work).
-- "prior" (PriDe, Zheng et al., ICLR 2024): score a sample of the texts under every
-  rotation; there a label's average over rotations is its order-free score, and what
-  each place adds on top of it is that place's prior. Every other text is scored once,
-  in the listed order, and each label's score has its place's prior taken off. The
-  sample is 1 / (2 (K - 1)) of the texts, so the whole costs at most 1.5 times one order.
-- "batch" (batch calibration, Zhou et al., 2023): score once and divide each label's
-  probability by its mean over the call's texts (no extra work; it also removes any
-  leaning towards a label that is not about order, and assumes the labels are about
-  equally frequent in the call).
-"none" leaves the listed order's scores as they are.
+A model's score for a label moves with the label's place in the list. Each cure scores a
+text under one or more listing orders and combines its labels' log-probabilities:
+- "reverse": the listed order and its reverse, each label's log-probabilities averaged.
+  Every label then stands, on average, in the middle of the list, so a pull that grows or
+  shrinks steadily along the list cancels (2 times the work). A list and its reverse give
+  the very same scores.
+- "rotations": every cyclic rotation of the list (every label in every place once),
+  averaged (K times the work for K labels).
+- "prior" (PriDe, Zheng et al., ICLR 2024): a sample of the texts is scored under every
+  rotation; there a label's average over rotations is its order-free score, and what each
+  place adds on top of it is that place's prior. Every other text is scored once, in the
+  listed order, with its place's prior taken off each label. The sample is 1 / (2 (K - 1))
+  of the texts, so the whole costs at most 1.5 times one order.
+- "batch" (batch calibration, Zhou et al., 2023): one order; each label's probability is
+  divided by its mean over the call's texts (no extra work; it also removes any leaning
+  towards a label that is not about order, and assumes the labels about equally frequent).
+- "none": the listed order's scores as they are.
+Which is the default, and why, is measured by bench/bench_validity.py (README).
 """
 from __future__ import annotations
 
@@ -23,14 +26,22 @@ from typing import Dict, List, Literal, Sequence, Tuple
 
 from .errors import InvalidArgumentError
 
-Debias = Literal["prior", "rotations", "batch", "none"]
-DEBIAS_METHODS = ("prior", "rotations", "batch", "none")
+Debias = Literal["reverse", "rotations", "prior", "batch", "none"]
+DEBIAS_METHODS = ("reverse", "rotations", "prior", "batch", "none")
+DEFAULT_DEBIAS = "reverse"
+Order = Tuple[str, ...]
 
 
 def check_debias(debias: object) -> str:
     if debias not in DEBIAS_METHODS:
         raise InvalidArgumentError(f"debias must be one of {', '.join(map(repr, DEBIAS_METHODS))}, got {debias!r}")
     return debias  # type: ignore[return-value]
+
+
+def rotations(labels: Sequence[str]) -> List[Order]:
+    """Every cyclic rotation of the label list, the listed order first: each label once in each place."""
+    labels = tuple(labels)
+    return [labels[r:] + labels[:r] for r in range(len(labels))]
 
 
 def sample_of(texts: Sequence[int], n_labels: int) -> List[int]:
@@ -41,14 +52,22 @@ def sample_of(texts: Sequence[int], n_labels: int) -> List[int]:
     return [texts[(k * len(texts)) // n] for k in range(n)]
 
 
-def scoring_jobs(debias: str, texts: Sequence[int], n_labels: int) -> List[Tuple[int, int]]:
-    """(text, rotation) pairs to score; rotation 0 is the listed order."""
-    everyone = [(i, 0) for i in texts]
+def _orders(debias: str, labels: Order) -> List[Order]:
+    """The orders every text is scored under, the listed order first."""
+    if debias == "reverse":
+        return [labels] if labels == labels[::-1] else [labels, labels[::-1]]
     if debias == "rotations":
-        return everyone + [(i, r) for i in texts for r in range(1, n_labels)]
+        return rotations(labels)
+    return [labels]
+
+
+def scoring_jobs(debias: str, texts: Sequence[int], labels: Sequence[str]) -> List[Tuple[int, Order]]:
+    """(text, listing order) pairs to score; every text's first is the listed order."""
+    labels = tuple(labels)
+    jobs = [(i, order) for i in texts for order in _orders(debias, labels)]
     if debias == "prior":
-        return everyone + [(i, r) for i in sample_of(texts, n_labels) for r in range(1, n_labels)]
-    return everyone
+        jobs += [(i, order) for i in sample_of(texts, len(labels)) for order in rotations(labels)[1:]]
+    return jobs
 
 
 def softmax(z: Sequence[float]) -> List[float]:
@@ -58,44 +77,38 @@ def softmax(z: Sequence[float]) -> List[float]:
     return [v / total for v in w]
 
 
-def _place(n_labels: int, label: int, rotation: int) -> int:
-    """Where label (its index in the listed order) stands in the given rotation."""
-    return (label - rotation) % n_labels
+def order_free_scores(debias: str, scores: Dict[int, Dict[Order, List[float]]],
+                      labels: Sequence[str]) -> Dict[int, List[float]]:
+    """Each text's order-free log-scores (up to a constant) from its labels' log-probabilities by listing order.
 
-
-def order_free_scores(debias: str, scores: Dict[int, Dict[int, List[float]]], n_labels: int) -> Dict[int, List[float]]:
-    """Each text's order-free log-scores (up to a constant) from its labels' log-probabilities by rotation.
-
-    ``scores[text][rotation][label]``, labels indexed in the listed order."""
+    ``scores[text][order][k]`` is the log-probability of ``labels[k]`` with the labels listed in ``order``."""
+    labels = tuple(labels)
+    k_range = range(len(labels))
     if debias == "none":
-        return {i: list(by_rot[0]) for i, by_rot in scores.items()}
+        return {i: list(s[labels]) for i, s in scores.items()}
     if debias == "batch":
-        mean = [math.log(sum(math.exp(s[0][k]) for s in scores.values()) / len(scores)) for k in range(n_labels)]
-        return {i: [s[0][k] - mean[k] for k in range(n_labels)] for i, s in scores.items()}
-    averaged = {i: [sum(s[r][k] for r in s) / len(s) for k in range(n_labels)]
-                for i, s in scores.items() if len(s) == n_labels}
-    if debias == "rotations" or len(averaged) == len(scores):
+        mean = [math.log(sum(math.exp(s[labels][k]) for s in scores.values()) / len(scores)) for k in k_range]
+        return {i: [s[labels][k] - mean[k] for k in k_range] for i, s in scores.items()}
+    averaged = {i: [sum(logp[k] for logp in s.values()) / len(s) for k in k_range] for i, s in scores.items()}
+    if debias != "prior":
         return averaged
-    prior = place_prior({i: scores[i] for i in averaged}, averaged, n_labels)
-    out = dict(averaged)
-    for i, s in scores.items():
-        if i not in out:
-            out[i] = [s[0][k] - prior[_place(n_labels, k, 0)] for k in range(n_labels)]
-    return out
+    full = {i for i, s in scores.items() if len(s) == len(labels)}
+    prior = place_prior({i: scores[i] for i in full}, averaged, labels)
+    return {i: averaged[i] if i in full else [scores[i][labels][k] - prior[k] for k in k_range] for i in scores}
 
 
-def place_prior(scores: Dict[int, Dict[int, List[float]]], averaged: Dict[int, List[float]],
-                n_labels: int) -> List[float]:
+def place_prior(scores: Dict[int, Dict[Order, List[float]]], averaged: Dict[int, List[float]],
+                labels: Order) -> List[float]:
     """Each place's log-prior: what standing there adds to a label's log-probability over its order-free
-    score, averaged over the rotations and texts that show it (PriDe's estimate), centred on 0."""
-    prior = [0.0] * n_labels
+    score, averaged over the orders and texts that show it (PriDe's estimate), centred on 0."""
+    prior = [0.0] * len(labels)
     if not scores:  # every text of the sample failed: nothing to estimate from
         return prior
-    for i, by_rot in scores.items():
-        for r, logp in by_rot.items():
-            for k in range(n_labels):
-                prior[_place(n_labels, k, r)] += logp[k] - averaged[i][k]
-    count = len(scores) * n_labels
+    for i, by_order in scores.items():
+        for order, logp in by_order.items():
+            for k, label in enumerate(labels):
+                prior[order.index(label)] += logp[k] - averaged[i][k]
+    count = len(scores) * len(labels)
     prior = [p / count for p in prior]
-    centre = sum(prior) / n_labels
+    centre = sum(prior) / len(labels)
     return [p - centre for p in prior]

@@ -6,14 +6,14 @@ thread: argument types raise InvalidArgumentError; a prompt that cannot run
 error result at once and is never submitted, so it cannot disturb the batch."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from ._lib import ffi
 from .choices import ChoiceScoring, LabelSet, label_tokens
 from .params import SamplingParams
-from .prefix_cache import shared_prefix_lengths
+from .prefix_cache import group_prefix_lengths, shared_prefix_lengths
 from .request import Call, Request, c_sampling_params
 from .vocab import Vocab
 
@@ -102,7 +102,9 @@ def _ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
 
 
 def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg,
-                 prefix_cache: bool = False) -> Tuple[Call, List[Request]]:
+                 prefix_cache: bool = False, groups: Optional[Sequence[object]] = None) -> Tuple[Call, List[Request]]:
+    """``groups`` (one key per prompt): prompts with the same key share their common prefix, instead of what
+    sorting the call's prompts finds."""
     prompts = check_prompts(prompts)
     plist = normalize_params(params, len(prompts))
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
@@ -136,6 +138,9 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:
-        for request, shared in zip(requests, shared_prefix_lengths([r.prompt for r in requests])):
+        token_lists = [r.prompt for r in requests]
+        lengths = (shared_prefix_lengths(token_lists) if groups is None
+                   else group_prefix_lengths(token_lists, [groups[r.index] for r in requests]))
+        for request, shared in zip(requests, lengths):
             request.shared = shared
     return call, requests

@@ -65,6 +65,26 @@ def shared_prefix_lengths(prompts: Sequence[List[int]]) -> List[int]:
     return shared
 
 
+def group_prefix_lengths(prompts: Sequence[List[int]], groups: Sequence[object]) -> List[int]:
+    """For every prompt, how many of its first tokens all prompts of its group (same key) share (0: none).
+
+    For a caller that knows which prompts belong together (the questions about one text),
+    where sorting neighbours would find a shorter prefix shared by every prompt of the call."""
+    members: Dict[object, List[int]] = {}
+    for i, key in enumerate(groups):
+        members.setdefault(key, []).append(i)
+    shared = [0] * len(prompts)
+    for idx in members.values():
+        if len(idx) < 2:
+            continue
+        first = prompts[idx[0]]
+        length = min([len(prompts[i]) - 1 for i in idx] + [common_prefix_length(first, prompts[i]) for i in idx[1:]])
+        if length >= MIN_SHARED_TOKENS:
+            for i in idx:
+                shared[i] = length
+    return shared
+
+
 class Prefix:
     """A cached prefix: its tokens, its cache sequence, and how much of it is decoded.
 

@@ -31,20 +31,30 @@
 #'   (added to those given in `labels`).
 #' @param examples Coded examples shown to the model before each text: a data
 #'   frame with columns `text` and `label` (each label one of `labels`).
-#' @param debias How the labels' listing order is taken out of the scores:
-#'   `"prior"` (the default: a sample of the texts is scored under every
-#'   rotation of the list, and what each place adds is taken off the other
-#'   texts' scores; at most 1.5 times the work of one order), `"rotations"`
-#'   (every text under every rotation, averaged), `"batch"` (each label's
-#'   probability divided by its mean over the texts; no extra work) or `"none"`.
-#' @param calibration A calibration from [calibrate()], applied to the scores.
+#' @param debias How the labels' listing order is taken out of the scores
+#'   (`NULL`: the library's default, `"reverse"`): `"reverse"` (the list and
+#'   its reverse, averaged: twice the work of one order), `"rotations"` (every
+#'   cyclic rotation of the list, averaged), `"prior"` (a sample of the texts
+#'   under every rotation estimates what each place adds, which is taken off
+#'   the other texts' scores; at most 1.5 times the work), `"batch"` (each
+#'   label's probability divided by its mean over the texts; no extra work) or
+#'   `"none"`. The README gives what each achieves on real coded text.
+#' @param calibration A calibration from [calibrate()], applied to the scores
+#'   (with a `codebook`: a named list, question = calibration).
+#' @param codebook Several questions about each text, instead of `labels`: a
+#'   named list, question = its labels (a character vector, or named: label =
+#'   definition). Each text comes before its question, so it is decoded once
+#'   and shared by its questions.
 #' @return `annotate()`: `.data` with the label column and `.prob` (the chosen
 #'   label's probability). `annotate_vec()`: a character vector of labels with
 #'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
 #'   calibration). A text that is `NA` or empty gets `NA` (the reason in
-#'   `attr(x, "errors")`), with one warning.
+#'   `attr(x, "errors")`), with one warning. With a `codebook`, `annotate()`
+#'   adds a `<question>.label` and a `<question>.prob` column per question,
+#'   and `annotate_vec()` returns a named list of such label vectors, one per
+#'   question.
 #' @seealso [validate()] to compare the labels with human coding, [calibrate()]
 #'   to correct them with a few coded texts, [least_confident()] to pick texts
 #'   for human review.
@@ -52,9 +62,9 @@
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
-annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_name = ".label", ...,
+annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                      progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                     debias = "prior", calibration = NULL) {
+                     debias = NULL, calibration = NULL, codebook = NULL) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -66,31 +76,78 @@ annotate <- function(.data, col, labels, instruction = "", context = NULL, pred_
   pred_name <- check_string(pred_name, "pred_name")
   out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
                       output = output, resume = resume, definitions = definitions, examples = examples,
-                      debias = debias, calibration = calibration)
-  .data[[pred_name]] <- as.vector(out)
-  probs <- attr(out, "probs")
-  .data[[".prob"]] <- vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]],
-                             numeric(1))
+                      debias = debias, calibration = calibration, codebook = codebook)
+  if (is.null(codebook)) {
+    .data[[pred_name]] <- as.vector(out)
+    .data[[".prob"]] <- chosen_prob(out)
+  } else {
+    for (q in names(out)) {
+      .data[[paste0(q, ".label")]] <- as.vector(out[[q]])
+      .data[[paste0(q, ".prob")]] <- chosen_prob(out[[q]])
+    }
+  }
   .data
+}
+
+# The probability of each text's chosen label.
+chosen_prob <- function(out) {
+  probs <- attr(out, "probs")
+  vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]], numeric(1))
 }
 
 #' @rdname annotate
 #' @export
-annotate_vec <- function(x, labels, instruction = "", context = NULL, ..., progress = interactive(), output = NULL,
-                         resume = FALSE, definitions = NULL, examples = NULL, debias = "prior", calibration = NULL) {
+annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
+                         output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
+                         calibration = NULL, codebook = NULL) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)))
   }
-  codebook <- list(labels = check_codebook_labels(labels), definitions = check_definitions(definitions),
-                   examples = check_examples(examples), debias = check_string(debias, "debias"),
-                   calibration = if (is.null(calibration)) NULL else check_calibration(calibration)$py)
+  questions <- check_questions(codebook)
+  spec <- list(labels = if (is.null(labels)) NULL else check_codebook_labels(labels),
+               definitions = check_definitions(definitions), examples = check_examples(examples),
+               debias = if (is.null(debias)) NULL else check_string(debias, "debias"),
+               calibration = python_calibrations(calibration, !is.null(codebook)), codebook = questions)
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
-  out <- label_texts(context, x, codebook, instruction, progress, output, resume, sys.call(), ...)
-  label_vector(out, label_names(labels), names(x))
+  out <- label_texts(context, x, spec, instruction, progress, output, resume, sys.call(), ...)
+  if (is.null(codebook)) {
+    return(label_vector(out, label_names(labels), names(x)))
+  }
+  result <- lapply(seq_along(codebook), function(k) {
+    label_vector(out[[names(codebook)[k]]], label_names(codebook[[k]]), names(x), warn = k == 1)
+  })
+  names(result) <- names(codebook)
+  result
+}
+
+# A multi-question codebook as Python takes it: a dict question -> labels (a list, or a dict label -> definition).
+check_questions <- function(codebook, call = sys.call(-1)) {
+  if (is.null(codebook)) {
+    return(NULL)
+  }
+  if (!is.list(codebook) || is.null(names(codebook)) || any(!nzchar(names(codebook)))) {
+    abort_invalid("`codebook` must be a named list: question = labels (a character vector, or named: label = definition)",
+                  call = call)
+  }
+  lapply(codebook, check_codebook_labels, call = call)
+}
+
+# The Python object(s) behind `calibration`: one, or with a codebook a named list of them, by question.
+python_calibrations <- function(calibration, by_question, call = sys.call(-1)) {
+  if (is.null(calibration)) {
+    return(NULL)
+  }
+  if (!by_question) {
+    return(check_calibration(calibration, call = call)$py)
+  }
+  if (!is.list(calibration) || inherits(calibration, "newrllama_calibration") || is.null(names(calibration))) {
+    abort_invalid("with a `codebook`, `calibration` must be a named list: question = calibration", call = call)
+  }
+  lapply(calibration, function(cal) check_calibration(cal, call = call)$py)
 }
 
 # Labels as Python takes them: a list, or a dict label -> definition when named.
@@ -147,7 +204,7 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
 }
 
 # The character vector of labels with its probability matrices, from Python's named columns.
-label_vector <- function(out, labels, names) {
+label_vector <- function(out, labels, names, warn = TRUE) {
   result <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1))
   matrix_of <- function(rows) {
     m <- matrix(NA_real_, length(result), length(labels), dimnames = list(names, labels))
@@ -167,18 +224,20 @@ label_vector <- function(out, labels, names) {
     errors <- vapply(out$error[failed], function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
     names(errors) <- failed
     attr(result, "errors") <- errors
-    warn_failed_prompts(length(failed), length(result))
+    if (warn) {
+      warn_failed_prompts(length(failed), length(result))
+    }
   }
   result
 }
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
-label_texts <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
+label_texts <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
   UseMethod("label_texts")
 }
 
 #' @export
-label_texts.default <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
+label_texts.default <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
   if (!is.null(context)) {
     check_context(context, call = call)
   }
@@ -189,23 +248,23 @@ label_texts.default <- function(context, x, codebook, instruction, progress, out
   for (key in names(settings)) {
     settings[[key]] <- check_count(settings[[key]], key, min = 1, call = call)
   }
-  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), codebook$labels, instruction,
+  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction,
                                                         if (is.null(context)) NULL else context$py, progress,
-                                                        codebook$definitions, codebook$examples, codebook$debias,
-                                                        codebook$calibration),
+                                                        spec$definitions, spec$examples, spec$debias,
+                                                        spec$calibration, spec$codebook),
                                                    settings)), call = call)
 }
 
 #' @export
-label_texts.newrllama_cluster <- function(context, x, codebook, instruction, progress, output, resume, call, ...) {
+label_texts.newrllama_cluster <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
-  if (!is.null(names(codebook$labels)) || !is.null(codebook$definitions) || !is.null(codebook$examples) ||
-      !identical(codebook$debias, "prior") || !is.null(codebook$calibration)) {
-    abort_invalid("a cluster labels with plain labels and an instruction only: definitions, examples, debias and calibration need a context",
-                  call = call)
+  if (!is.null(names(spec$labels)) || !is.null(spec$definitions) || !is.null(spec$examples) ||
+      !is.null(spec$debias) || !is.null(spec$calibration) || !is.null(spec$codebook)) {
+    abort_invalid(paste("a cluster labels with plain labels and an instruction only: definitions, examples,",
+                        "debias, calibration and codebook need a context"), call = call)
   }
   target <- check_output(output, resume, names(x), "x", call = call)
-  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), codebook$labels, instruction, target$ids,
+  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), spec$labels, instruction, target$ids,
                                                 target$output, target$resume, progress), call = call)
 }

@@ -6,7 +6,8 @@ import math
 import pytest
 
 import newrllama
-from newrllama.codebook import check_codebook, rotations
+from newrllama.codebook import check_codebook, check_questions
+from newrllama.order_bias import rotations
 from newrllama.order_bias import sample_of
 
 DEFS = {"sports": "games, matches and athletes.", "business": "companies, markets and money.",
@@ -84,5 +85,41 @@ def test_each_cure_keeps_raw_and_order_free_probabilities(model):
     ({"labels": ["a", "b"], "calibration": "cal"}, "calibrate"),
 ])
 def test_bad_codebooks_are_clear_errors(kwargs, message):
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.annotate(["a text"], **kwargs)
+
+
+QUESTIONS = {"topic": ["sports", "business", "weather"],
+             "tone": {"good news": "something went well", "bad news": "something went badly"},
+             "place": ["a country", "a city", "nowhere named"]}
+
+
+def test_several_questions_share_each_texts_tokens(model):
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8, n_threads=2) as ctx:
+        results = newrllama.annotate(TEXTS + [None], codebook=QUESTIONS, context=ctx)
+        stats = ctx.last_stats
+        one = newrllama.annotate(TEXTS, codebook={"topic": QUESTIONS["topic"]}, context=ctx, debias="none")
+    assert [sorted(r) for r in results] == [sorted(QUESTIONS)] * 5
+    for r in results[:4]:
+        for q, a in r.items():
+            assert a.label in QUESTIONS[q] and sum(a.probs.values()) == pytest.approx(1)
+    assert all(a.error == "text is missing or empty" for a in results[4].values())
+    # Each text is decoded once for its 3 questions x 2 listing orders: 6 prompts share it.
+    shortest = min(len(model.tokenize(t)) for t in TEXTS)
+    assert stats.n_prompts == 4 * 6 and stats.n_cached_tokens >= 4 * 6 * shortest
+    assert [r["topic"].label for r in one] != [] and all(r["topic"].label in QUESTIONS["topic"] for r in one)
+    prompt = check_questions(QUESTIONS, "").get("tone").prompt(model, "TEXT HERE")
+    assert prompt.index("TEXT HERE") < prompt.index("Question: tone") < prompt.index("- good news: something went well")
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"codebook": QUESTIONS, "labels": ["a", "b"]}, "not both or neither"), ({}, "not both or neither"),
+    ({"codebook": {}}, "non-empty dict"), ({"codebook": ["a", "b"]}, "non-empty dict"),
+    ({"codebook": {" ": ["a", "b"]}}, "non-blank"), ({"codebook": {"topic": ["a"]}}, r"codebook\['topic'\]: .*2 to"),
+    ({"codebook": QUESTIONS, "examples": [("x", "sports")]}, "examples are for one question"),
+    ({"codebook": QUESTIONS, "calibration": {"mood": None}}, "not in the codebook"),
+    ({"codebook": QUESTIONS, "calibration": "cal"}, "dict question -> Calibration"),
+])
+def test_bad_multi_question_codebooks_are_clear_errors(kwargs, message):
     with pytest.raises(newrllama.InvalidArgumentError, match=message):
         newrllama.annotate(["a text"], **kwargs)

@@ -143,8 +143,8 @@ class Cluster:
     def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
                  resume: bool = False, progress: bool = False) -> List[Annotation]:
-        """One label per text, in input order (see newrllama.annotate), run by the workers. Each chunk takes the
-        labels' listing order out of its scores on its own ("prior": its own sample of texts)."""
+        """One label per text, in input order (see newrllama.annotate), run by the workers. The labels' listing
+        order is taken out of the scores by the default cure, per chunk."""
         return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, progress)
 
     def _run(self, job: Union[GenerationJob, AnnotationJob], ids: object, output: object, resume: bool,

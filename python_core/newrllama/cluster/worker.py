@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence
 
 from ..annotate import Annotation, annotation_prompts, annotations
 from ..codebook import check_codebook
+from ..order_bias import DEFAULT_DEBIAS
 from ..context import Context
 from ..model import Model
 from ..params import SamplingParams
@@ -38,6 +39,6 @@ class Worker:
     async def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str],
                        instruction: str) -> List[Annotation]:
         book = check_codebook(labels, instruction)
-        jobs, prompts = annotation_prompts(self.model, texts, book, "prior")
+        jobs, prompts = annotation_prompts(self.model, texts, book, DEFAULT_DEBIAS)
         done = await self.context.agenerate_parallel(prompts, SamplingParams(choices=book.labels)) if prompts else []
-        return annotations(len(texts), book.labels, "prior", jobs, done)
+        return annotations(len(texts), book.labels, DEFAULT_DEBIAS, jobs, done)

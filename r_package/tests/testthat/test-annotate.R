@@ -79,3 +79,20 @@ test_that("a bad codebook is a classed error naming what is wrong", {
   expect_error(annotate_vec("a", c(sports = "x", "y"), context = ctx, progress = FALSE),
                "name every label", class = "newrllama_invalid_argument")
 })
+
+test_that("a codebook asks several questions about each text", {
+  questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
+  out <- annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
+  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "tone.label", "tone.prob"))
+  expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
+  vec <- suppressWarnings(annotate_vec(stories$text, codebook = questions, context = ctx, progress = FALSE))
+  expect_named(vec, c("topic", "tone"))
+  expect_equal(colnames(attr(vec$tone, "probs")), c("good news", "bad news"))
+  expect_true(is.na(vec$topic[3]) && is.na(vec$tone[3]))
+  expect_error(annotate_vec("a", codebook = list(labels), context = ctx), "named list",
+               class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, codebook = questions, context = ctx), "not both",
+               class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", codebook = list(topic = "one"), context = ctx), "topic",
+               class = "newrllama_invalid_argument")
+})

@@ -1,0 +1,33 @@
+"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu>.json, with the machine they came from."""
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict:
+    import newrllama
+    return {"cpu": cpu_name(), "python": platform.python_version(), "newrllama": newrllama.__version__,
+            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+
+
+def write_results(name: str, report: dict) -> Path:
+    day = datetime.date.today().isoformat()
+    cpu = "".join(ch if ch.isalnum() else "-" for ch in cpu_name()).strip("-")[:40]
+    out = RESULTS / f"{name}-{day}-{cpu}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": machine(), **report}, indent=1))
+    print(f"wrote {out}")
+    return out
