@@ -45,7 +45,7 @@ def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"texts": "one text", "labels": LABELS}, "list of str"), ({"texts": ["a"], "labels": ["x"]}, "2 to 1024"),
-    ({"texts": ["a"], "labels": None}, "at least 2"), ({"texts": ["a"], "labels": ["x", "x"]}, "more than once"),
+    ({"texts": ["a"], "labels": None}, "labels .*or codebook"), ({"texts": ["a"], "labels": ["x", "x"]}, "more than once"),
     ({"texts": ["a"], "labels": LABELS, "instruction": 3}, "instruction"),
     ({"texts": ["a"], "labels": LABELS, "context": "ctx"}, "Context"),
 ])

@@ -6,7 +6,8 @@ import threading
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, shared_prefix_lengths
+from newrllama.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, group_prefix_lengths,
+                                    shared_prefix_lengths)
 from oracle import assert_expected_or_rounding, assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=6)
@@ -45,6 +46,15 @@ def test_shared_prefix_lengths_groups_prompts_by_long_common_prefixes():
     assert groups[4] == 0                              # alone
     assert shared_prefix_lengths([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [0, 0]
     assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix_length([], [1]) == 0
+
+
+def test_group_prefix_lengths_share_within_a_callers_groups():
+    system, text1, text2 = [5] * 40, [1] * 60, [2] * 60
+    prompts = [system + text1 + [3, 3], system + text1 + [4], system + text2 + [3], system + text2 + [3, 9], [7] * 50]
+    # Sorting would give one prefix for all four (the 40-token system); by text, each text's own.
+    assert shared_prefix_lengths(prompts)[:4] == [40] * 4
+    assert group_prefix_lengths(prompts, ["t1", "t1", "t2", "t2", "lone"]) == [100, 100, 100, 100, 0]
+    assert group_prefix_lengths([[1] * 10, [1] * 11], [0, 0]) == [0, 0]  # shorter than MIN_SHARED_TOKENS
 
 
 def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llama):

@@ -1,0 +1,74 @@
+"""Markdown tables from committed benchmark results (bench/results/<name>-<date>-<cpu>.json), for the README.
+
+    .venv/bin/python bench/report.py bench/results/validity-2026-11-24-AMD-EPYC.json [more files]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List
+
+
+def _f(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def validity(r: dict) -> List[str]:
+    out = [f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
+           f"{r['machine']['cpu']}.", "",
+           "Two labels, listed \"acquisition, crude oil\" (A) and \"crude oil, acquisition\" (B); examples variants "
+           "are scored on the 66 stories that are not examples.", "",
+           "| prompt | debias | prompts per text | A: accuracy | A: kappa | A: macro-F1 | B: accuracy | B: kappa "
+           "| B: macro-F1 | same label A/B |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in r["two_labels"]:
+        a, b = row["order_a"], row["order_b"]
+        out.append(f"| {row['variant']} | {row['debias']} | {row['prompts_per_text']:.2f} | {_f(a['accuracy'])} | "
+                   f"{_f(a['kappa'])} | {_f(a['macro_f1'])} | {_f(b['accuracy'])} | {_f(b['kappa'])} | "
+                   f"{_f(b['macro_f1'])} | {_f(row['same_label'])} |")
+    eight = r["eight_labels"]
+    out += ["", f"Eight labels, listed {', '.join(eight['orders'][0])} (A) and {', '.join(eight['orders'][1])} (B):", "",
+            "| debias | prompts per text | A: accuracy | A: kappa | B: accuracy | B: kappa | same label A/B |",
+            "|---|---|---|---|---|---|---|"]
+    for row in eight["rows"]:
+        a, b = row["order_a"], row["order_b"]
+        out.append(f"| {row['debias']} | {row['prompts_per_text']:.2f} | {_f(a['accuracy'])} | {_f(a['kappa'])} | "
+                   f"{_f(b['accuracy'])} | {_f(b['kappa'])} | {_f(row['same_label'])} |")
+    out += ["", "Calibration on 20 coded stories drawn at random, applied to the other 50 (medians over the draws):", "",
+            "| prompt | debias | draws | kappa uncalibrated | kappa calibrated | accuracy calibrated "
+            "| cross-validated kappa on the 20 |", "|---|---|---|---|---|---|---|"]
+    for c in r["calibration"]:
+        out.append(f"| {c['variant']} | {c['debias']} | {c['draws']} | {_f(c['median_kappa_uncalibrated'])} | "
+                   f"{_f(c['median_kappa'])} | {_f(c['median_accuracy'])} | {_f(c['median_cv_kappa'])} |")
+    out += ["", "Seconds per 100 stories with `annotate()` (median of the runs; ratio: median of the paired ratios):",
+            "", "| debias | s / 100 stories | ratio to one order |", "|---|---|---|"]
+    for method, t in r["seconds_per_100"].items():
+        out.append(f"| {method} | {t['s_per_100']:.1f} | {t['over_none']:.2f} |")
+    return out
+
+
+def questions(r: dict) -> List[str]:
+    out = [f"{r['docs']} Reuters stories, embedded model, {r['machine']['cpu']}, median of {r['repeats']} runs in turn:",
+           "", "| run | seconds | ratio to one question |", "|---|---|---|"]
+    for name, run in r["runs"].items():
+        out.append(f"| {name} | {run['median_s']:.1f} | {run['over_one']:.2f} |")
+    return out
+
+
+REPORTS: Dict[str, Callable[[dict], List[str]]] = {"validity": validity, "questions": questions}
+
+
+def main(paths: List[str]) -> int:
+    for path in paths:
+        kind = Path(path).name.split("-", 1)[0]
+        if kind not in REPORTS:
+            print(f"no report for {path} (known: {', '.join(REPORTS)})", file=sys.stderr)
+            return 1
+        print(f"<!-- from {Path(path).as_posix()} by bench/report.py -->")
+        print("\n".join(REPORTS[kind](json.loads(Path(path).read_text()))))
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
