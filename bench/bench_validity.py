@@ -1,18 +1,21 @@
 """Validity of annotate() on real labelled text: the 70 Reuters stories of r-cran-tm (50 acquisition, 20 crude oil),
 cut at 1,500 characters, with the instruct model (scripts/fetch_instruct_model.py).
 
+annotate() starts every cure but "none" from the labels sorted, so the order a user lists them in never
+changes its answer. To show how much an arbitrary starting (base) order would still matter under each cure,
+the figures are computed from two base orders, A and B, and compared.
 1. Two labels. For each prompt variant (zero-shot; definitions per label; two coded examples per label as
-   chat turns; the same in the system turn) every story is scored under both listing orders, and each
-   debiasing cure is computed from those scores exactly as annotate() computes it (order_bias.py), for
-   both orders: accuracy, kappa, macro-F1, the share of stories labelled alike under both orders.
-2. Eight labels (the 2 true topics and 6 others), listed in a given order and in a shuffled one (not
-   its reverse): each cure's agreement between the two orders, and its figures.
+   chat turns; the same in the system turn) every story is scored under both orders, and each debiasing
+   cure is computed from those scores exactly as annotate() computes it (order_bias.py), from base A and
+   from base B: accuracy, kappa, macro-F1, the share of stories labelled alike. (A is the sorted order.)
+2. Eight labels (the 2 true topics and 6 others), base A as given and B shuffled (not its reverse).
 3. Calibration: 20 draws of 20 coded stories; calibrate() on them, applied to the other 50 (median kappa).
    And 5 draws where the 20 coded stories also give the prompt its examples (2 per label), the other 16
-   calibrate, and the remaining 50 are scored.
-4. Seconds per 100 stories with annotate() itself: each cure, in turn, twice, after a warm-up.
+   calibrate, and the remaining 50 are scored (annotate() itself).
+4. Seconds per 100 stories with annotate() itself, 2 and 8 labels: each cure in turn, each run on a new
+   context, twice, after a warm-up; the ratio to "none" is the median of the paired ratios.
 
-    .venv/bin/python bench/bench_validity.py [--draws 20] [--example-draws 5] [--timing-stories 35]
+    .venv/bin/python bench/bench_validity.py [--draws 20] [--example-draws 5] [--timing-stories 32]
 Writes bench/results/validity-<date>-<cpu>.json; bench/report.py prints its tables.
 """
 from __future__ import annotations
@@ -54,7 +57,9 @@ def score(ctx, texts: Sequence[str], book, pairs, examples_in: str = "turns") ->
     """Completions of (text, listing order) pairs, keyed by the pair."""
     pairs = sorted(set(pairs))
     prompts = [book.in_order(order).prompt(ctx.model, texts[i], examples_in) for i, order in pairs]
-    done = ctx.generate_parallel(prompts, newrllama.SamplingParams(choices=list(book.labels)))
+    # grouped by text as annotate() groups them, so that a text's orders share its tokens
+    done = ctx._generate_grouped(prompts, newrllama.SamplingParams(choices=list(book.labels)),
+                                 [i for i, _ in pairs], False)
     failed = [c.error for c in done if c.finish_reason != "stop"]
     if failed:
         raise RuntimeError(f"{len(failed)} prompts failed: {failed[0]}")
@@ -66,9 +71,11 @@ def needed(methods, n_texts: int, listings) -> List[Tuple[int, tuple]]:
 
 
 def cure(scored, n_texts: int, listed: Tuple[str, ...], method: str):
-    """annotate()'s result for labels listed in ``listed`` under ``method``, from already scored prompts."""
+    """What annotate() would give under ``method`` if its base order were ``listed`` (annotate() itself starts
+    from the sorted labels, so the order a user gives never matters; two bases show how much the base order
+    would matter), from already scored prompts."""
     jobs = scoring_jobs(method, list(range(n_texts)), listed)
-    return annotations(n_texts, listed, method, jobs, [scored[job] for job in jobs]), len(jobs) / n_texts
+    return annotations(n_texts, listed, method, jobs, [scored[job] for job in jobs], listed), len(jobs) / n_texts
 
 
 def figures(results, truth) -> Dict[str, float]:
@@ -143,18 +150,23 @@ def calibration_with_examples(ctx, texts, truth, draws: int, n_coded: int, metho
     return out
 
 
-def timing(ctx, texts, methods, repeats: int = 2) -> dict:
-    newrllama.annotate(texts[:N_SEQ], list(LABELS), INSTRUCTION, debias="none", context=ctx)  # warm-up
+def timing(model, texts, labels, instruction, methods, repeats: int = 2) -> dict:
+    """annotate() as a user calls it, each run on a new context (nothing cached from the run before)."""
+    def run(method: str, some: Sequence[str]) -> float:
+        with newrllama.Context(model, n_ctx=N_SEQ * N_CTX_SEQ, n_seq_max=N_SEQ, n_threads=2) as ctx:
+            t0 = time.perf_counter()
+            newrllama.annotate(some, list(labels), instruction, debias=method, context=ctx)
+            return time.perf_counter() - t0
+    run("none", texts[:N_SEQ])  # warm-up
     seconds = {m: [] for m in methods}
     for _ in range(repeats):
         for m in methods:
-            t0 = time.perf_counter()
-            newrllama.annotate(texts, list(LABELS), INSTRUCTION, debias=m, context=ctx)
-            seconds[m].append((time.perf_counter() - t0) * 100 / len(texts))
+            seconds[m].append(run(m, texts) * 100 / len(texts))
     out = {m: {"s_per_100": statistics.median(v), "runs": v,
                "over_none": statistics.median(a / b for a, b in zip(v, seconds["none"]))} for m, v in seconds.items()}
     for m, r in out.items():
-        print(f"{m:>9}: {r['s_per_100']:.1f} s per 100 stories, {r['over_none']:.2f}x one order", flush=True)
+        print(f"{len(labels)} labels {m:>9}: {r['s_per_100']:.1f} s per 100 stories, {r['over_none']:.2f}x one order",
+              flush=True)
     return out
 
 
@@ -162,7 +174,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--example-draws", type=int, default=5)
-    ap.add_argument("--timing-stories", type=int, default=35)
+    ap.add_argument("--timing-stories", type=int, default=32)
     args = ap.parse_args()
     stories = reuters_stories()
     texts = [t[:CUT] for t, _ in stories]
@@ -172,7 +184,9 @@ def main() -> None:
     methods = [m for m in DEBIAS_METHODS]
     with newrllama.Model(instruct_model_path()) as model, \
             newrllama.Context(model, n_ctx=N_SEQ * N_CTX_SEQ, n_seq_max=N_SEQ, n_threads=2) as ctx:
-        report["seconds_per_100"] = timing(ctx, texts[:args.timing_stories], ["none", "batch", "prior", "reverse"])
+        timed = texts[:args.timing_stories // 2] + texts[-(args.timing_stories // 2):]  # both topics
+        report["seconds_per_100"] = timing(model, timed, LABELS, INSTRUCTION, methods)
+        report["seconds_per_100_eight"] = timing(model, timed, EIGHT, PLAIN_INSTRUCTION, methods)
         reverse = tuple(reversed(LABELS))
         shots = [0, 1, 50, 51]  # the first two stories of each topic, for the examples variants
         variants = {"zero-shot": (check_codebook(list(LABELS), INSTRUCTION), "turns", []),
@@ -192,7 +206,7 @@ def main() -> None:
 
         shuffled = tuple(random.Random(1).sample(EIGHT, len(EIGHT)))
         eight = check_codebook(list(EIGHT), PLAIN_INSTRUCTION)
-        eight_methods = ["none", "batch", "prior", "reverse"]
+        eight_methods = ["none", "batch", "prior", "reverse", "rotations"]
         t0 = time.perf_counter()
         scored8 = score(ctx, texts, eight, needed(eight_methods, len(texts), [EIGHT, shuffled]))
         print(f"eight labels: {len(scored8)} prompts in {time.perf_counter() - t0:.1f} s", flush=True)

@@ -17,8 +17,8 @@ def _f(x: float) -> str:
 def validity(r: dict) -> List[str]:
     out = [f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
            f"{r['machine']['cpu']}.", "",
-           "Two labels, listed \"acquisition, crude oil\" (A) and \"crude oil, acquisition\" (B); examples variants "
-           "are scored on the 66 stories that are not examples.", "",
+           "Two labels, base order \"acquisition, crude oil\" (A, the sorted order annotate() uses) and \"crude oil, "
+           "acquisition\" (B); examples variants are scored on the 66 stories that are not examples.", "",
            "| prompt | debias | prompts per text | A: accuracy | A: kappa | A: macro-F1 | B: accuracy | B: kappa "
            "| B: macro-F1 | same label A/B |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["two_labels"]:
@@ -27,7 +27,7 @@ def validity(r: dict) -> List[str]:
                    f"{_f(a['kappa'])} | {_f(a['macro_f1'])} | {_f(b['accuracy'])} | {_f(b['kappa'])} | "
                    f"{_f(b['macro_f1'])} | {_f(row['same_label'])} |")
     eight = r["eight_labels"]
-    out += ["", f"Eight labels, listed {', '.join(eight['orders'][0])} (A) and {', '.join(eight['orders'][1])} (B):", "",
+    out += ["", f"Eight labels, base order {', '.join(eight['orders'][0])} (A) and {', '.join(eight['orders'][1])} (B):", "",
             "| debias | prompts per text | A: accuracy | A: kappa | B: accuracy | B: kappa | same label A/B |",
             "|---|---|---|---|---|---|---|"]
     for row in eight["rows"]:
@@ -41,9 +41,12 @@ def validity(r: dict) -> List[str]:
         out.append(f"| {c['variant']} | {c['debias']} | {c['draws']} | {_f(c['median_kappa_uncalibrated'])} | "
                    f"{_f(c['median_kappa'])} | {_f(c['median_accuracy'])} | {_f(c['median_cv_kappa'])} |")
     out += ["", "Seconds per 100 stories with `annotate()` (median of the runs; ratio: median of the paired ratios):",
-            "", "| debias | s / 100 stories | ratio to one order |", "|---|---|---|"]
+            "", "| debias | 2 labels: s / 100 stories | ratio to one order | 8 labels: s / 100 stories "
+            "| ratio to one order |", "|---|---|---|---|---|"]
+    eight = r["seconds_per_100_eight"]
     for method, t in r["seconds_per_100"].items():
-        out.append(f"| {method} | {t['s_per_100']:.1f} | {t['over_none']:.2f} |")
+        out.append(f"| {method} | {t['s_per_100']:.1f} | {t['over_none']:.2f} | {eight[method]['s_per_100']:.1f} | "
+                   f"{eight[method]['over_none']:.2f} |")
     return out
 
 

@@ -18,7 +18,7 @@ from .context import Context
 from .convenience import sized_context
 from .errors import InvalidArgumentError
 from .model import Model
-from .order_bias import DEFAULT_DEBIAS, Order, check_debias, order_free_scores, scoring_jobs, softmax
+from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
 from .params import SamplingParams
 from .results import Completion
 
@@ -31,8 +31,8 @@ class Annotation:
     """The label chosen for one text (None if it failed), every label's probability, and why it failed.
 
     ``probs`` are the ones the label was chosen by: order-free, and calibrated when a
-    calibration was applied. ``raw_probs`` are the model's, with the labels in the listed
-    order; ``order_free_probs`` the order-free ones before any calibration."""
+    calibration was applied. ``raw_probs`` are the model's, with the labels listed in one
+    order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration."""
 
     label: Optional[str]
     probs: Optional[Dict[str, float]] = None
@@ -126,18 +126,19 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     try:
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
-        jobs = sorted(((q, i, order) for q, book in books.items() for i, order in scoring_jobs(debias, runnable, book.labels)),
+        jobs = sorted(((q, i, order) for q, book in books.items()
+                       for i, order in scoring_jobs(debias, runnable, base_order(debias, book.labels))),
                       key=lambda job: job[1])
         prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in) for q, i, order in jobs]
-        params = {q: SamplingParams(choices=book.labels) for q, book in books.items()}
-        groups = [i for _, i, _ in jobs] if codebook is not None else None
+        params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
+        groups = [i for _, i, _ in jobs]  # a text's prompts share the text
         completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], groups, progress, context_kwargs)
                        if prompts else [])
         per_question = {}
         for q, book in books.items():
             mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
-                                  [completions[k] for k, _ in mine])
+                                  [completions[k] for k, _ in mine], base_order(debias, book.labels))
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
     finally:
         if own_model:
@@ -173,14 +174,15 @@ def annotation_prompts(model: Model, texts: Sequence[Any], book: Codebook, debia
                        examples_in: ExamplesIn = "turns") -> Tuple[List[Tuple[int, Order]], List[str]]:
     """The (text, listing order) pairs to score for the texts that can be labelled, and their prompts."""
     runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-    jobs = scoring_jobs(debias, runnable, book.labels)
+    jobs = sorted(scoring_jobs(debias, runnable, base_order(debias, book.labels)), key=lambda job: job[0])  # a text's prompts in a row
     return jobs, [book.in_order(order).prompt(model, texts[i], examples_in) for i, order in jobs]
 
 
 def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, Order]],
-                completions: Sequence[Completion]) -> List[Annotation]:
-    """One Annotation per text from the completions of its (text, listing order) jobs (see order_bias.py)."""
-    labels = tuple(labels)
+                completions: Sequence[Completion], base: Sequence[str]) -> List[Annotation]:
+    """One Annotation per text from the completions of its (text, listing order) jobs, scored from the
+    ``base`` order (see order_bias.py)."""
+    labels, base = tuple(labels), tuple(base)
     results = [Annotation(None, error=MISSING)] * n_texts
     scores: Dict[int, Dict[Order, List[float]]] = {}
     for (i, order), c in zip(jobs, completions):
@@ -191,9 +193,9 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
     scores = {i: s for i, s in scores.items() if results[i].error == MISSING}
     if not scores:
         return results
-    for i, logp in order_free_scores(debias, scores, labels).items():
+    for i, logp in order_free_scores(debias, scores, labels, base).items():
         probs = dict(zip(labels, softmax(logp)))
-        raw = dict(zip(labels, softmax(scores[i][labels])))
+        raw = dict(zip(labels, softmax(scores[i][base])))
         results[i] = Annotation(max(probs, key=probs.get), probs, None, raw, probs)
     return results
 

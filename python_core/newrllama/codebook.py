@@ -1,15 +1,17 @@
 """A codebook: the labels of one question, what each means, and coded examples; and the prompts it makes.
 
-The instruction, the labels (with their definitions) and the examples come before the
-text, so every prompt of a call starts with the same tokens, which the prefix cache
-decodes once. In a chat template the examples are earlier user/assistant turns (each
-example text a user turn, its label the assistant's answer): measured on the Reuters
-(bench/bench_validity.py measures it against the same examples written into the system
-turn). Without a template the prompt is plain text ending in "Label:".
+A prompt is, in the model's chat template: the instruction and the labels' definitions in
+the system turn; the examples as earlier user/assistant turns (each example text a user
+turn, its label the assistant's answer), or written into the system turn; then the text,
+and after it the list of labels to answer with. Everything before the text is the same for
+every text of a call and everything before the list the same for every listing order of a
+text, so the prefix cache decodes the instruction once per call and each text once for all
+the orders its labels are scored in (order_bias.py). The definitions are listed in the
+labels' sorted order, so that the order the labels were given in reaches only the list.
+Without a template the prompt is plain text ending in "Label:".
 
-Several questions about each text (a codebook of questions) turn the layout round: the
-text comes first, then the question with its labels, so that a text's prompts share the
-text's tokens and each text is decoded once for all its questions.
+Several questions about each text (a codebook of questions) ask each question, with its
+labels and their definitions, after the text: a text is decoded once for all its questions.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from .errors import InvalidArgumentError, TemplateError
+from .order_bias import sorted_labels
 from .params import check_choices
 
 DEFAULT_INSTRUCTION = "Classify the text."
@@ -39,16 +42,17 @@ class Codebook:
         """The same codebook with its labels (and their definitions) listed in another order."""
         return Codebook(tuple(labels), self.instruction, self.definitions, self.examples, self.question)
 
-    def label_text(self) -> List[str]:
-        lines = [f"Answer with exactly one of these labels: {', '.join(self.labels)}."]
+    def label_list(self) -> str:
+        return f"Answer with exactly one of these labels: {', '.join(self.labels)}."
+
+    def definition_lines(self, labels: Sequence[str]) -> List[str]:
         meaning = dict(self.definitions)
-        if meaning:
-            lines.append("The labels mean:")
-            lines += [f"- {label}: {meaning[label]}" for label in self.labels if label in meaning]
-        return lines
+        if not meaning:
+            return []
+        return ["The labels mean:"] + [f"- {label}: {meaning[label]}" for label in labels if label in meaning]
 
     def system_text(self, examples_in: ExamplesIn = "turns") -> str:
-        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION] + self.label_text()
+        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION] + self.definition_lines(sorted_labels(self.labels))
         if self.examples and examples_in == "system":
             lines.append("Examples:")
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
@@ -62,16 +66,18 @@ class Codebook:
         if examples_in == "turns":
             for example, label in self.examples:
                 messages += [{"role": "user", "content": example}, {"role": "assistant", "content": label}]
+        ask = f"{text}\n\n{self.label_list()}"
         try:
-            return model.apply_chat_template(messages + [{"role": "user", "content": text}])
+            return model.apply_chat_template(messages + [{"role": "user", "content": ask}])
         except TemplateError:  # no chat template: a base model continues plain text
             shots = "".join(f"Text: {t}\nLabel: {label}\n\n" for t, label in self.examples) if examples_in == "turns" else ""
-            return f"{system}\n\n{shots}Text: {text}\nLabel:"
+            return f"{system}\n\n{shots}Text: {ask}\nLabel:"
 
     def _question_prompt(self, model, text: str) -> str:
         """The text first, then the question and its labels: a text's prompts share its tokens."""
         system = self.instruction.strip() or DEFAULT_QUESTIONS_INSTRUCTION
-        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}"] + self.label_text())
+        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}", self.label_list()]
+                         + self.definition_lines(self.labels))
         try:
             return model.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": ask}])
         except TemplateError:

@@ -151,14 +151,17 @@ class Context(OwnedHandle):
     def _generate_grouped(self, prompts: Sequence[Prompt], params: ParamsArg, groups: Optional[Sequence[object]],
                           progress: bool) -> List[Completion]:
         """generate_parallel where prompts with the same ``groups`` key share their common prefix."""
-        self.check_open()
-        if groups is not None and len(groups) != len(prompts):
-            raise InvalidArgumentError(f"groups has {len(groups)} keys for {len(prompts)} prompts")
-        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache, groups)
+        call, requests = self._grouped_call(prompts, params, groups)
         self._submit(call, requests)
         call.wait(progress, self._scheduler.cancel)
         self.last_stats = call.stats(time.perf_counter())
         return list(call.completions)  # type: ignore[arg-type]
+
+    def _grouped_call(self, prompts: Sequence[Prompt], params: ParamsArg, groups: Optional[Sequence[object]]):
+        self.check_open()
+        if groups is not None and len(groups) != len(prompts):
+            raise InvalidArgumentError(f"groups has {len(groups)} keys for {len(prompts)} prompts")
+        return prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache, groups)
 
     def stream(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> TextStream:
         """The answer to one prompt as an iterator of text pieces, yielded as they are generated.
@@ -176,8 +179,11 @@ class Context(OwnedHandle):
     async def agenerate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None) -> List[Completion]:
         """generate_parallel for asyncio: awaits the answers without holding a thread. Cancelling the
         awaiting task cancels this call's prompts (their sequences are freed before the next step)."""
-        self.check_open()
-        call, requests = prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache)
+        return await self._agenerate_grouped(prompts, params, None)
+
+    async def _agenerate_grouped(self, prompts: Sequence[Prompt], params: ParamsArg,
+                                 groups: Optional[Sequence[object]]) -> List[Completion]:
+        call, requests = self._grouped_call(prompts, params, groups)
         self._submit(call, requests)
         await wait_for_call(call, self._scheduler.cancel)
         if call.closed:

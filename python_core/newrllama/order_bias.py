@@ -1,22 +1,26 @@
 """Label scores that do not depend on the order in which the labels are listed.
 
 A model's score for a label moves with the label's place in the list. Each cure scores a
-text under one or more listing orders and combines its labels' log-probabilities:
-- "reverse": the listed order and its reverse, each label's log-probabilities averaged.
+text under one or more listing orders, starting from a base order, and combines its labels'
+log-probabilities. The base order is the labels sorted (base_order), whatever order they
+were given in, so that with any cure but "none" the order a user lists the labels in cannot
+change a score; the cures take out the pull of a place in the list, so that the sorted
+order does not favour its first label either:
+- "reverse": the base order and its reverse, each label's log-probabilities averaged.
   Every label then stands, on average, in the middle of the list, so a pull that grows or
   shrinks steadily along the list cancels (2 times the work). A list and its reverse give
   the very same scores.
-- "rotations": every cyclic rotation of the list (every label in every place once),
+- "rotations": every cyclic rotation of the base order (every label in every place once),
   averaged (K times the work for K labels).
 - "prior" (PriDe, Zheng et al., ICLR 2024): a sample of the texts is scored under every
   rotation; there a label's average over rotations is its order-free score, and what each
   place adds on top of it is that place's prior. Every other text is scored once, in the
-  listed order, with its place's prior taken off each label. The sample is 1 / (2 (K - 1))
+  base order, with its place's prior taken off each label. The sample is 1 / (2 (K - 1))
   of the texts, so the whole costs at most 1.5 times one order.
-- "batch" (batch calibration, Zhou et al., 2023): one order; each label's probability is
+- "batch" (batch calibration, Zhou et al., 2023): the base order; each label's probability is
   divided by its mean over the call's texts (no extra work; it also removes any leaning
   towards a label that is not about order, and assumes the labels about equally frequent).
-- "none": the listed order's scores as they are.
+- "none": the scores with the labels in the order given, as they are.
 Which is the default, and why, is measured by bench/bench_validity.py (README).
 """
 from __future__ import annotations
@@ -38,6 +42,16 @@ def check_debias(debias: object) -> str:
     return debias  # type: ignore[return-value]
 
 
+def base_order(debias: str, labels: Sequence[str]) -> Order:
+    """The order a text is first scored in: the labels as given for "none", else sorted (casefolded, then as
+    they are), so that the order they were given in does not reach the scores."""
+    return tuple(labels) if debias == "none" else sorted_labels(labels)
+
+
+def sorted_labels(labels: Sequence[str]) -> Order:
+    return tuple(sorted(labels, key=lambda label: (label.casefold(), label)))
+
+
 def rotations(labels: Sequence[str]) -> List[Order]:
     """Every cyclic rotation of the label list, the listed order first: each label once in each place."""
     labels = tuple(labels)
@@ -53,7 +67,7 @@ def sample_of(texts: Sequence[int], n_labels: int) -> List[int]:
 
 
 def _orders(debias: str, labels: Order) -> List[Order]:
-    """The orders every text is scored under, the listed order first."""
+    """The orders every text is scored under, the base order first."""
     if debias == "reverse":
         return [labels] if labels == labels[::-1] else [labels, labels[::-1]]
     if debias == "rotations":
@@ -62,7 +76,7 @@ def _orders(debias: str, labels: Order) -> List[Order]:
 
 
 def scoring_jobs(debias: str, texts: Sequence[int], labels: Sequence[str]) -> List[Tuple[int, Order]]:
-    """(text, listing order) pairs to score; every text's first is the listed order."""
+    """(text, listing order) pairs to score; every text's first is ``labels``, the base order."""
     labels = tuple(labels)
     jobs = [(i, order) for i in texts for order in _orders(debias, labels)]
     if debias == "prior":
@@ -77,24 +91,25 @@ def softmax(z: Sequence[float]) -> List[float]:
     return [v / total for v in w]
 
 
-def order_free_scores(debias: str, scores: Dict[int, Dict[Order, List[float]]],
-                      labels: Sequence[str]) -> Dict[int, List[float]]:
+def order_free_scores(debias: str, scores: Dict[int, Dict[Order, List[float]]], labels: Sequence[str],
+                      base: Sequence[str]) -> Dict[int, List[float]]:
     """Each text's order-free log-scores (up to a constant) from its labels' log-probabilities by listing order.
 
-    ``scores[text][order][k]`` is the log-probability of ``labels[k]`` with the labels listed in ``order``."""
-    labels = tuple(labels)
+    ``scores[text][order][k]`` is the log-probability of ``labels[k]`` with the labels listed in ``order``;
+    ``base`` is the order every text was scored in (scoring_jobs)."""
+    labels, base = tuple(labels), tuple(base)
     k_range = range(len(labels))
     if debias == "none":
-        return {i: list(s[labels]) for i, s in scores.items()}
+        return {i: list(s[base]) for i, s in scores.items()}
     if debias == "batch":
-        mean = [math.log(sum(math.exp(s[labels][k]) for s in scores.values()) / len(scores)) for k in k_range]
-        return {i: [s[labels][k] - mean[k] for k in k_range] for i, s in scores.items()}
+        mean = [math.log(sum(math.exp(s[base][k]) for s in scores.values()) / len(scores)) for k in k_range]
+        return {i: [s[base][k] - mean[k] for k in k_range] for i, s in scores.items()}
     averaged = {i: [sum(logp[k] for logp in s.values()) / len(s) for k in k_range] for i, s in scores.items()}
     if debias != "prior":
         return averaged
     full = {i for i, s in scores.items() if len(s) == len(labels)}
     prior = place_prior({i: scores[i] for i in full}, averaged, labels)
-    return {i: averaged[i] if i in full else [scores[i][labels][k] - prior[k] for k in k_range] for i in scores}
+    return {i: averaged[i] if i in full else [scores[i][base][k] - prior[k] for k in k_range] for i in scores}
 
 
 def place_prior(scores: Dict[int, Dict[Order, List[float]]], averaged: Dict[int, List[float]],

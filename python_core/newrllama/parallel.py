@@ -139,8 +139,9 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             requests.append(request)
     if prefix_cache and len(requests) > 1:
         token_lists = [r.prompt for r in requests]
-        lengths = (shared_prefix_lengths(token_lists) if groups is None
-                   else group_prefix_lengths(token_lists, [groups[r.index] for r in requests]))
-        for request, shared in zip(requests, lengths):
-            request.shared = shared
+        by_call = shared_prefix_lengths(token_lists)
+        by_group = (group_prefix_lengths(token_lists, [groups[r.index] for r in requests]) if groups is not None
+                    else [0] * len(requests))
+        for request, *lengths in zip(requests, by_call, by_group):
+            request.shared = tuple(sorted(set(lengths) - {0}))
     return call, requests

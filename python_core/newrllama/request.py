@@ -7,7 +7,7 @@ per vocabulary entry: sampling happens in C."""
 from __future__ import annotations
 
 import threading
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from ._lib import ffi, lib
 from .errors import ClosedError
@@ -26,7 +26,7 @@ class Request:
                  "shared", "prefix", "n_cached", "choice", "grammar")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
-                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: int = 0,
+                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
                  choice: Optional[ChoiceScoring] = None, grammar=None) -> None:
         self.call = call
         self.index = index
@@ -49,7 +49,8 @@ class Request:
         self.n_shown = 0
         self.cancelled = False
         self.completion: Optional[Completion] = None
-        self.shared = shared    # leading tokens shared with other prompts of the call, worth caching
+        self.shared = shared    # lengths of leading runs shared with other prompts of the call (shortest
+                                # first), worth caching
         self.prefix = None      # the cached Prefix it copied (n_cached > 0) or waits for (n_cached == 0)
         self.n_cached = 0       # prompt tokens its sequence got from the prefix cache
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling

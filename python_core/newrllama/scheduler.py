@@ -188,6 +188,7 @@ class Scheduler:
         r.n_past = 0
 
     def _prefix_ready(self, p: Prefix) -> None:
+        self._cache.prefix_ready(p)
         for r in self._active:
             if r is not None and r.prefix is p and r.awaiting_prefix:
                 self._copy_prefix(r, p.n_tokens)
@@ -333,7 +334,7 @@ class Scheduler:
             h.owner.choice.waiting.append(h.path)
             self._end_job(h)
         else:
-            h.n_past = 0
+            self._cache.restart(h)
 
     def _one_by_one(self, holders: List[Holder], batch_code: int) -> float:
         """A batched step failed and was rolled back: decode each of its holders alone up to its

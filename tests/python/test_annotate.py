@@ -32,15 +32,34 @@ def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
     from newrllama.codebook import check_codebook
     book = check_codebook(LABELS, "")
     system = book.system_text()
-    assert "sports, business, weather" in system and system.startswith("Classify the text.")
+    assert system.startswith("Classify the text.")
     prompt = book.prompt(model, "hello")
-    assert prompt.index("Classify the text.") < prompt.index("hello") and prompt.endswith("<start_of_turn>model\n")
+    # The instruction, then the text, then the labels: a text's listing orders share all but the list.
+    assert prompt.index("Classify the text.") < prompt.index("hello") < prompt.index("sports, business, weather")
+    assert prompt.endswith("<start_of_turn>model\n")
 
     class NoTemplate:  # a model without a chat template, as a base GGUF may be
         def apply_chat_template(self, messages):
             raise newrllama.TemplateError("this model has no chat template")
     plain = check_codebook(LABELS, "", None, [("a match", "sports")]).prompt(NoTemplate(), "hello")
-    assert plain.startswith(system) and plain.endswith("\n\nText: a match\nLabel: sports\n\nText: hello\nLabel:")
+    assert plain.startswith(system) and plain.endswith(
+        "\n\nText: a match\nLabel: sports\n\nText: hello\n\nAnswer with exactly one of these labels: sports, "
+        "business, weather.\nLabel:")
+
+
+def test_the_order_the_labels_are_given_in_changes_nothing(model):
+    runs = []
+    for labels in (LABELS, LABELS[::-1], [LABELS[1], LABELS[2], LABELS[0]]):
+        with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+            runs.append(newrllama.annotate(TEXTS, labels, "Give the topic of the news text.", context=ctx))
+    for run in runs[1:]:  # the same prompts and scores; only the sums run over the labels in another order
+        assert [a.label for a in run] == [a.label for a in runs[0]]
+        for a, b in zip(run, runs[0]):
+            assert a.probs == (pytest.approx(b.probs, rel=1e-12) if b.probs else None)
+            assert a.raw_probs == (pytest.approx(b.raw_probs, rel=1e-12) if b.raw_probs else None)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        as_given = newrllama.annotate(TEXTS, LABELS[::-1], "Give the topic of the news text.", debias="none", context=ctx)
+    assert [a.raw_probs for a in as_given] != [a.raw_probs for a in runs[0]]
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -35,8 +35,13 @@ def test_definitions_and_examples_come_before_the_text(model):
     assert prompt.index(EXAMPLES[1][0]) < prompt.index("<start_of_turn>model\nbusiness<end_of_turn>") < prompt.index("TEXT")
     system = book.prompt(model, "TEXT HERE", "system")
     assert "Text: " + EXAMPLES[0][0] + "\nLabel: sports" in system and system.count("<start_of_turn>model") == 1
+    # Another listing order changes only the list after the text; the definitions stay sorted.
     reordered = book.in_order(("weather", "sports", "business")).prompt(model, "x")
-    assert reordered.index("- weather:") < reordered.index("- sports:") < reordered.index("- business:")
+    assert reordered.index("- business:") < reordered.index("- sports:") < reordered.index("- weather:")
+    listed = book.prompt(model, "x")
+    start = listed.index("x\n\nAnswer with exactly one of these labels: ")
+    assert reordered[:start] == listed[:start] and reordered.endswith("weather, sports, business.<end_of_turn>\n"
+                                                                      "<start_of_turn>model\n")
     assert rotations(("a", "b", "c")) == [("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")]
 
 
@@ -52,12 +57,12 @@ def test_the_codebook_is_decoded_once_per_call(model):
 def test_each_cure_keeps_raw_and_order_free_probabilities(model):
     with newrllama.Context(model, n_ctx=8192, n_seq_max=8, n_threads=2) as ctx:
         labels = list(DEFS)
-        none = newrllama.annotate(TEXTS, labels, context=ctx, debias="none")
+        none = newrllama.annotate(TEXTS, sorted(labels), context=ctx, debias="none")  # the cures' base order
         rot = newrllama.annotate(TEXTS, labels, context=ctx, debias="rotations")
         prior = newrllama.annotate(TEXTS, labels, context=ctx, debias="prior")
         batch = newrllama.annotate(TEXTS, labels, context=ctx, debias="batch")
     for a, b in zip(none, rot):
-        assert_same_up_to_rounding(a.raw_probs, b.raw_probs)  # both the listed order
+        assert_same_up_to_rounding(a.raw_probs, b.raw_probs)  # both the sorted order
         assert b.probs == b.order_free_probs and sum(b.probs.values()) == pytest.approx(1)
         assert b.label == max(b.probs, key=b.probs.get)
     for a in none:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from newrllama.order_bias import order_free_scores, place_prior, rotations, sample_of, scoring_jobs
+from newrllama.order_bias import base_order, order_free_scores, place_prior, rotations, sample_of, scoring_jobs
 
 LABELS = ("a", "b", "c", "d")
 K = len(LABELS)
@@ -46,15 +46,15 @@ def test_jobs_per_cure():
 def test_rotations_and_prior_remove_a_positional_pull_exactly():
     truths = texts(30)
     every = {i: {o: observed(t, o) for o in rotations(LABELS)} for i, t in enumerate(truths)}
-    free = order_free_scores("rotations", every, LABELS)
+    free = order_free_scores("rotations", every, LABELS, LABELS)
     for i, t in enumerate(truths):
         assert centred(free[i]) == pytest.approx(centred(t), abs=1e-9)
     sample = set(sample_of(list(range(30)), K))
     prior_scores = {i: (every[i] if i in sample else {LABELS: every[i][LABELS]}) for i in range(30)}
-    free = order_free_scores("prior", prior_scores, LABELS)
+    free = order_free_scores("prior", prior_scores, LABELS, LABELS)
     for i, t in enumerate(truths):
         assert centred(free[i]) == pytest.approx(centred(t), abs=1e-9)
-    none = order_free_scores("none", prior_scores, LABELS)
+    none = order_free_scores("none", prior_scores, LABELS, LABELS)
     assert centred(none[5]) != pytest.approx(centred(truths[5]), abs=0.1)
 
 
@@ -66,7 +66,7 @@ def test_reverse_cancels_a_pull_that_changes_steadily_along_the_list():
         listed, shuffled = LABELS, ("c", "a", "d", "b")
         for order in (listed, shuffled):
             scores = {i: {o: observed(t, o) for o in (order, order[::-1])} for i, t in enumerate(truths)}
-            free = order_free_scores("reverse", scores, LABELS)
+            free = order_free_scores("reverse", scores, LABELS, order)
             for i, t in enumerate(truths):
                 assert centred(free[i]) == pytest.approx(centred(t), abs=1e-9)
     finally:
@@ -85,6 +85,13 @@ def test_the_prior_is_estimated_through_noise():
 def test_batch_calibration_divides_by_the_mean_probability():
     two = ("x", "y")
     scores = {0: {two: [math.log(0.9), math.log(0.1)]}, 1: {two: [math.log(0.5), math.log(0.5)]}}
-    free = order_free_scores("batch", scores, two)
+    free = order_free_scores("batch", scores, two, two)
     # mean probabilities 0.7 and 0.3
     assert free[0] == pytest.approx([math.log(0.9 / 0.7), math.log(0.1 / 0.3)])
+
+
+def test_every_cure_but_none_starts_from_the_sorted_labels():
+    given = ("crude oil", "earnings", "Acquisition")
+    for debias in ("reverse", "rotations", "prior", "batch"):
+        assert base_order(debias, given) == base_order(debias, given[::-1]) == ("Acquisition", "crude oil", "earnings")
+    assert base_order("none", given) == given

@@ -57,6 +57,28 @@ def test_group_prefix_lengths_share_within_a_callers_groups():
     assert group_prefix_lengths([[1] * 10, [1] * 11], [0, 0]) == [0, 0]  # shorter than MIN_SHARED_TOKENS
 
 
+def test_a_groups_prefix_starts_from_the_calls_prefix(cached, model, reference_llama):
+    """Nested prefixes: the instruction is decoded once for the call, each story once for its two questions."""
+    stories = [s + " " + " ".join(STORIES) for s in STORIES[:3]]  # long enough to be worth caching
+    prompts = [f"{INSTRUCTION}Story: {s}\n{q}" for s in stories for q in ("Label:", "Topic:")]
+    completions = cached._generate_grouped(prompts, GREEDY, [i // 2 for i in range(len(prompts))], False)
+    for prompt, c in zip(prompts, completions):
+        story_prefix = len(model.tokenize(prompt[: prompt.rindex("\n") + 1]))
+        assert c.error is None and c.n_cached_tokens >= story_prefix - 2  # only the question is its own
+    # One prefix for the call (the instruction), one per story that copied it and decoded only the story.
+    entries = cached._scheduler._cache.entries
+    call_prefix = [p for p in entries if p.n_inherited == 0]
+    assert len(call_prefix) == 1 and call_prefix[0].n_tokens >= instruction_tokens(model) - 1
+    stories_prefixes = [p for p in entries if p.n_inherited > 0]
+    assert len(stories_prefixes) == 3
+    assert all(p.parent is call_prefix[0] and p.n_inherited == call_prefix[0].n_tokens for p in stories_prefixes)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, prefix_cache=False) as plain:
+        uncached = plain.generate_parallel(prompts, GREEDY)
+    for prompt, c, u in zip(prompts, completions, uncached):
+        assert_expected_or_rounding(reference_llama, model, prompt, c, u.text)
+    assert cached.n_used_cells() == 0
+
+
 def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llama):
     prompts = annotation_prompts(STORIES)
     completions = cached.generate_parallel(prompts, GREEDY)

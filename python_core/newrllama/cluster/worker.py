@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 
 from ..annotate import Annotation, annotation_prompts, annotations
 from ..codebook import check_codebook
-from ..order_bias import DEFAULT_DEBIAS
+from ..order_bias import DEFAULT_DEBIAS, base_order
 from ..context import Context
 from ..model import Model
 from ..params import SamplingParams
@@ -40,5 +40,7 @@ class Worker:
                        instruction: str) -> List[Annotation]:
         book = check_codebook(labels, instruction)
         jobs, prompts = annotation_prompts(self.model, texts, book, DEFAULT_DEBIAS)
-        done = await self.context.agenerate_parallel(prompts, SamplingParams(choices=book.labels)) if prompts else []
-        return annotations(len(texts), book.labels, DEFAULT_DEBIAS, jobs, done)
+        groups = [i for i, _ in jobs]  # a text's prompts share the text
+        done = (await self.context._agenerate_grouped(prompts, SamplingParams(choices=jobs[0][1]), groups)
+                if prompts else [])
+        return annotations(len(texts), book.labels, DEFAULT_DEBIAS, jobs, done, base_order(DEFAULT_DEBIAS, book.labels))
