@@ -3,17 +3,25 @@
 #' Fits a small correction of the label scores on texts coded by hand: each
 #' label's probability becomes proportional to
 #' `exp(scale * log(p) + offset[label])`, with `p` the order-free probability
-#' from [annotate_vec()] and a penalty (`penalty`) pulling `scale` to 1 and the
-#' offsets to 0, so that a few dozen coded texts are enough. Its accuracy and
-#' kappa are cross-validated on the coded sample (`folds`-fold, a fixed seed).
+#' from [annotate_vec()] and a penalty pulling `scale` to 1 and the offsets to
+#' 0, so that a few dozen coded texts are enough. The penalty's strength is
+#' chosen by cross-validation on the coded texts unless given; with `balanced`
+#' every label weighs the same in the fit, however rare in the coded sample
+#' (the calibrated probabilities are then those of a corpus where the labels
+#' are equally frequent). Its accuracy and kappa are cross-validated on the
+#' coded sample (`folds`-fold, a fixed seed).
 #'
 #' @param x The result of [annotate_vec()] for the coded texts.
 #' @param truth Their true labels (`NA` where unknown: left out, as are texts
 #'   that failed).
-#' @param penalty The strength of the penalty (a positive number).
+#' @param penalty The strength of the penalty (a positive number), or `NULL`
+#'   to choose it by cross-validation.
 #' @param folds The number of folds of the cross-validation.
+#' @param balanced Weigh every label alike (`TRUE`) or by its share of the
+#'   coded texts (`FALSE`).
 #' @return A `newrllama_calibration`: `labels`, `scale`, `offsets` (a named
-#'   numeric vector), `n` (the coded texts used), `cv_accuracy`, `cv_kappa`.
+#'   numeric vector), `n` (the coded texts used), `cv_accuracy`, `cv_kappa`,
+#'   `penalty` (the one used), `balanced`.
 #'   `predict(cal, y)` applies it to the result `y` of [annotate_vec()];
 #'   `annotate_vec(..., calibration = cal)` applies it as it labels.
 #' @seealso [validate()], [least_confident()].
@@ -23,16 +31,17 @@
 #' cal <- calibrate(coded, c("acquisition", "crude oil", "acquisition"))
 #' predict(cal, coded)
 #' @export
-calibrate <- function(x, truth, penalty = 1, folds = 5L) {
+calibrate <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE) {
   parts <- annotation_parts(x, "x")
   truth <- check_labels(truth, "truth")
-  penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
+  if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
   folds <- check_count(folds, "folds", min = 2)
+  balanced <- check_flag(balanced, "balanced")
   cal <- with_python(do.call(python_helpers()$calibrate, c(unname(parts), list(na_to_none(as.character(truth)), penalty,
-                                                                       folds))))
+                                                                       folds, balanced))))
   structure(
     list(py = cal, labels = unlist(cal$labels), scale = cal$scale, offsets = unlist(cal$offsets), n = cal$n,
-         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa),
+         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa, penalty = cal$penalty, balanced = cal$balanced),
     class = "newrllama_calibration"
   )
 }
@@ -49,7 +58,8 @@ predict.newrllama_calibration <- function(object, newdata, ...) {
 #' @export
 print.newrllama_calibration <- function(x, ...) {
   cat("<newrllama_calibration> ", length(x$labels), " labels, fitted on ", x$n, " coded texts\n", sep = "")
-  cat(sprintf("  cross-validated accuracy %.3f, kappa %.3f; scale %.2f\n", x$cv_accuracy, x$cv_kappa, x$scale))
+  cat(sprintf("  cross-validated accuracy %.3f, kappa %.3f; scale %.2f, penalty %g%s\n", x$cv_accuracy, x$cv_kappa,
+              x$scale, x$penalty, if (isTRUE(x$balanced)) ", labels weighed alike" else ""))
   invisible(x)
 }
 

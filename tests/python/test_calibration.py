@@ -8,6 +8,7 @@ import pytest
 
 import newrllama
 from newrllama.annotate import Annotation
+from newrllama.calibration import PENALTIES
 
 LABELS = ("acquisition", "crude oil")
 
@@ -43,10 +44,32 @@ def test_a_leaning_model_is_set_straight_and_says_how_well():
         assert again.probs == pytest.approx(once.probs)
 
 
-def test_a_calibrated_model_is_left_nearly_alone():
+def test_a_calibrated_model_keeps_its_labels():
     coded, truth = leaning(60, shift=0.0, seed=4)
     cal = newrllama.calibrate(coded, truth)
-    assert abs(cal.offsets["crude oil"] - cal.offsets["acquisition"]) < 0.8 and 0.5 < cal.scale < 2
+    assert cal.penalty in PENALTIES and cal.balanced
+    assert abs(cal.offsets["crude oil"] - cal.offsets["acquisition"]) < 0.8
+    rest, _ = leaning(300, shift=0.0, seed=5)
+    same = sum(a.label == b.label for a, b in zip(rest, cal.apply(rest))) / len(rest)
+    assert same >= 0.95, same
+    # A strong penalty, given, holds the scale near 1 (nearly separable coded texts would sharpen it).
+    firm = newrllama.calibrate(coded, truth, penalty=10.0)
+    assert firm.penalty == 10.0 and 0.5 < firm.scale < 2
+
+
+def test_balanced_weights_keep_a_rare_label_in_the_fit():
+    """Four crude-oil stories among forty: fitted on the sample's own shares the rare label is given up more
+    often than with every label weighed alike (the penalty fixed, so that only the weights differ)."""
+    coded, truth = leaning(200, shift=6.0, seed=6)
+    keep = [i for i, t in enumerate(truth) if t == "acquisition"][:36] + [i for i, t in enumerate(truth)
+                                                                          if t == "crude oil"][:4]
+    coded, truth = [coded[i] for i in keep], [truth[i] for i in keep]
+    rest, rest_truth = leaning(300, shift=6.0, seed=7)
+    recall = {}
+    for balanced in (True, False):
+        labels = [a.label for a in newrllama.calibrate(coded, truth, balanced=balanced, penalty=1.0).apply(rest)]
+        recall[balanced] = sum(p == t == "crude oil" for p, t in zip(labels, rest_truth)) / rest_truth.count("crude oil")
+    assert recall[True] > recall[False] + 0.1, recall
 
 
 def test_failed_texts_and_missing_truth_are_left_out():
@@ -61,7 +84,7 @@ def test_failed_texts_and_missing_truth_are_left_out():
     ("x", ["a"], {}, "list of Annotation"), ([1], ["a"], {}, "must be an Annotation"),
     (None, [], {}, "list of Annotation"), ("A2", ["acquisition"], {}, "1 labels but there are 2"),
     ("A2", ["acquisition", "grain"], {}, "not one of the labels"), ("A2", ["acquisition"] * 2, {"penalty": 0}, "penalty"),
-    ("A2", ["acquisition"] * 2, {"folds": 1}, "folds"), ("A2", [None, None], {}, "no annotation"),
+    ("A2", ["acquisition"] * 2, {"folds": 1}, "folds"), ("A2", ["acquisition"] * 2, {"balanced": 1}, "balanced"), ("A2", [None, None], {}, "no annotation"),
 ])
 def test_bad_input_is_a_clear_error(annotations, truth, kwargs, message):
     if annotations == "A2":

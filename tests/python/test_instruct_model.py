@@ -14,10 +14,10 @@ import newrllama
 
 ROOT = Path(__file__).resolve().parents[2]
 # The calibration test's draw of 20 coded stories, and a floor under the kappa its calibration reaches on
-# the other 50: measured 0.282 (0.100 uncalibrated) on an AMD EPYC; one story changed moves kappa by ~0.05.
+# the other 50: measured 0.457 (0.000 uncalibrated) on an AMD EPYC; one story changed moves kappa by ~0.05.
 # bench/bench_validity.py gives the median over 20 draws.
 CALIBRATION_DRAW = 1
-CALIBRATED_KAPPA = 0.2
+CALIBRATED_KAPPA = 0.35
 
 pytestmark = pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
                                 reason="set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")

@@ -15,6 +15,9 @@ test_that("calibrate() fits on coded texts, predict() and annotate_vec() apply i
   expect_equal(cal$n, 6)
   expect_true(cal$cv_accuracy >= 0 && cal$cv_accuracy <= 1)
   expect_output(print(cal), "fitted on 6 coded texts")
+  expect_true(cal$balanced && cal$penalty > 0)
+  expect_equal(calibrate(coded, truth, penalty = 2, balanced = FALSE)[c("penalty", "balanced")],
+               list(penalty = 2, balanced = FALSE))
   applied <- predict(cal, coded)
   expect_true(all(applied %in% labels))
   expect_equal(attr(applied, "raw_probs"), attr(coded, "raw_probs"))
@@ -36,6 +39,7 @@ test_that("calibrate() and least_confident() refuse what they cannot use", {
   expect_error(calibrate(c("sports", "business"), truth[1:2]), "result of annotate_vec",
                class = "newrllama_invalid_argument")
   expect_error(calibrate(coded, truth[1:2], penalty = 0), "penalty", class = "newrllama_invalid_argument")
+  expect_error(calibrate(coded, truth[1:2], balanced = NA), "balanced", class = "newrllama_invalid_argument")
   cal <- calibrate(coded, truth[1:2], folds = 2)
   other <- annotate_vec(texts[1:2], c("sports", "business", "weather"), context = ctx, progress = FALSE)
   expect_error(predict(cal, other), "fitted on the labels", class = "newrllama_invalid_argument")
