@@ -31,9 +31,10 @@ def unpack(completions, stats):
 
 
 def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,
-             **settings):
+             examples_in, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question."""
-    options = {} if debias is None else {"debias": debias}  # None: the library's default
+    # None: the library's default
+    options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
     done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
                               calibration=calibration, context=context, progress=bool(progress), **options, **settings)
     if codebook is None:
@@ -65,9 +66,9 @@ def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors
             for label, p, r, f, error in zip(labels, probs, raw_probs, order_free_probs, errors)]
 
 
-def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, truth, penalty, folds):
+def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, truth, penalty, folds, balanced):
     return newrllama.calibrate(repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors), truth,
-                               penalty=penalty, folds=folds)
+                               penalty=penalty, folds=folds, balanced=balanced)
 
 
 def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors):

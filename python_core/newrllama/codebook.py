@@ -51,14 +51,14 @@ class Codebook:
             return []
         return ["The labels mean:"] + [f"- {label}: {meaning[label]}" for label in labels if label in meaning]
 
-    def system_text(self, examples_in: ExamplesIn = "turns") -> str:
+    def system_text(self, examples_in: ExamplesIn = "system") -> str:
         lines = [self.instruction.strip() or DEFAULT_INSTRUCTION] + self.definition_lines(sorted_labels(self.labels))
         if self.examples and examples_in == "system":
             lines.append("Examples:")
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
         return "\n".join(lines)
 
-    def prompt(self, model, text: str, examples_in: ExamplesIn = "turns") -> str:
+    def prompt(self, model, text: str, examples_in: ExamplesIn = "system") -> str:
         if self.question is not None:
             return self._question_prompt(model, text)
         system = self.system_text(examples_in)

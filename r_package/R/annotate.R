@@ -41,6 +41,10 @@
 #'   `"none"`. The README gives what each achieves on real coded text.
 #' @param calibration A calibration from [calibrate()], applied to the scores
 #'   (with a `codebook`: a named list, question = calibration).
+#' @param examples_in Where the `examples` go (`NULL`: the library's default,
+#'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
+#'   each an earlier user turn answered by its label. The README gives what
+#'   each achieves on real coded text.
 #' @param codebook Several questions about each text, instead of `labels`: a
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once
@@ -64,7 +68,7 @@
 #' @export
 annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                      progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                     debias = NULL, calibration = NULL, codebook = NULL) {
+                     debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -76,7 +80,7 @@ annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL
   pred_name <- check_string(pred_name, "pred_name")
   out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
                       output = output, resume = resume, definitions = definitions, examples = examples,
-                      debias = debias, calibration = calibration, codebook = codebook)
+                      debias = debias, calibration = calibration, codebook = codebook, examples_in = examples_in)
   if (is.null(codebook)) {
     .data[[pred_name]] <- as.vector(out)
     .data[[".prob"]] <- chosen_prob(out)
@@ -99,7 +103,7 @@ chosen_prob <- function(out) {
 #' @export
 annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                          output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
-                         calibration = NULL, codebook = NULL) {
+                         calibration = NULL, codebook = NULL, examples_in = NULL) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
@@ -110,7 +114,8 @@ annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ...
   spec <- list(labels = if (is.null(labels)) NULL else check_codebook_labels(labels),
                definitions = check_definitions(definitions), examples = check_examples(examples),
                debias = if (is.null(debias)) NULL else check_string(debias, "debias"),
-               calibration = python_calibrations(calibration, !is.null(codebook)), codebook = questions)
+               calibration = python_calibrations(calibration, !is.null(codebook)), codebook = questions,
+               examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in"))
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
   out <- label_texts(context, x, spec, instruction, progress, output, resume, sys.call(), ...)
@@ -251,7 +256,7 @@ label_texts.default <- function(context, x, spec, instruction, progress, output,
   with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction,
                                                         if (is.null(context)) NULL else context$py, progress,
                                                         spec$definitions, spec$examples, spec$debias,
-                                                        spec$calibration, spec$codebook),
+                                                        spec$calibration, spec$codebook, spec$examples_in),
                                                    settings)), call = call)
 }
 
@@ -260,7 +265,7 @@ label_texts.newrllama_cluster <- function(context, x, spec, instruction, progres
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
   if (!is.null(names(spec$labels)) || !is.null(spec$definitions) || !is.null(spec$examples) ||
-      !is.null(spec$debias) || !is.null(spec$calibration) || !is.null(spec$codebook)) {
+      !is.null(spec$debias) || !is.null(spec$calibration) || !is.null(spec$codebook) || !is.null(spec$examples_in)) {
     abort_invalid(paste("a cluster labels with plain labels and an instruction only: definitions, examples,",
                         "debias, calibration and codebook need a context"), call = call)
   }

@@ -41,10 +41,14 @@ def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
     class NoTemplate:  # a model without a chat template, as a base GGUF may be
         def apply_chat_template(self, messages):
             raise newrllama.TemplateError("this model has no chat template")
-    plain = check_codebook(LABELS, "", None, [("a match", "sports")]).prompt(NoTemplate(), "hello")
+    with_example = check_codebook(LABELS, "", None, [("a match", "sports")])
+    plain = with_example.prompt(NoTemplate(), "hello", "turns")
     assert plain.startswith(system) and plain.endswith(
         "\n\nText: a match\nLabel: sports\n\nText: hello\n\nAnswer with exactly one of these labels: sports, "
         "business, weather.\nLabel:")
+    assert with_example.prompt(NoTemplate(), "hello") == (  # the examples in the system text, the default
+        "Classify the text.\nExamples:\nText: a match\nLabel: sports\n\nText: hello\n\nAnswer with exactly one "
+        "of these labels: sports, business, weather.\nLabel:")
 
 
 def test_the_order_the_labels_are_given_in_changes_nothing(model):

@@ -28,12 +28,12 @@ def assert_same_up_to_rounding(p, q):
 def test_definitions_and_examples_come_before_the_text(model):
     book = check_codebook(DEFS, "Give the topic.", None, EXAMPLES)
     assert book.labels == ("sports", "business", "weather") and dict(book.definitions) == DEFS
-    prompt = book.prompt(model, "TEXT HERE")
+    prompt = book.prompt(model, "TEXT HERE", "turns")
     for needle in ("Give the topic.", "- business: companies, markets and money.", EXAMPLES[0][0], "TEXT HERE"):
         assert needle in prompt
     # As chat turns: the example's label is the model's own earlier answer.
     assert prompt.index(EXAMPLES[1][0]) < prompt.index("<start_of_turn>model\nbusiness<end_of_turn>") < prompt.index("TEXT")
-    system = book.prompt(model, "TEXT HERE", "system")
+    system = book.prompt(model, "TEXT HERE")  # the default
     assert "Text: " + EXAMPLES[0][0] + "\nLabel: sports" in system and system.count("<start_of_turn>model") == 1
     # Another listing order changes only the list after the text; the definitions stay sorted.
     reordered = book.in_order(("weather", "sports", "business")).prompt(model, "x")

@@ -55,6 +55,10 @@ test_that("annotate_vec() takes a codebook: definitions, coded examples, a debia
     expect_equal(unname(rowSums(attr(out, m))), c(1, 1), tolerance = 1e-6)
   }
   expect_equal(attr(out, "probs"), attr(out, "order_free_probs"))
+  # The examples as earlier chat turns instead of in the system turn: another prompt, other scores.
+  turns <- annotate_vec(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
+                        examples_in = "turns", progress = FALSE)
+  expect_false(isTRUE(all.equal(attr(turns, "probs"), attr(out, "probs"))))
   none <- annotate_vec(x, labels, context = ctx, debias = "none", progress = FALSE)
   expect_equal(attr(none, "probs"), attr(none, "raw_probs"))
   df <- annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, definitions = c(weather = "rain and wind"),
@@ -74,6 +78,8 @@ test_that("a bad codebook is a classed error naming what is wrong", {
                "not one of the labels", class = "newrllama_invalid_argument")
   expect_error(annotate_vec("a", labels, context = ctx, debias = "sometimes", progress = FALSE),
                "debias must be one of", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec("a", labels, context = ctx, examples_in = "user", progress = FALSE),
+               "examples_in must be", class = "newrllama_invalid_argument")
   expect_error(annotate_vec("a", labels, context = ctx, calibration = list(), progress = FALSE),
                "calibrate", class = "newrllama_invalid_argument")
   expect_error(annotate_vec("a", c(sports = "x", "y"), context = ctx, progress = FALSE),
