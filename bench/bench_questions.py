@@ -3,7 +3,8 @@
 
 annotate(codebook=...) puts each text before its question, so a text's prompts (its questions, each in
 both listing orders) share its tokens through the prefix cache. One question and three questions are run
-in turn, `--repeats` times after a warm-up; the ratio is the median of the ratios within a repeat.
+in turn, each on a new context, `--repeats` times after a warm-up; the ratio is the median of the ratios
+within a repeat.
 Beside them, the same three questions asked as three separate one-question calls (each text decoded
 once per question).
 
@@ -44,13 +45,17 @@ def main() -> None:
             "three separate calls": lambda ctx: [newrllama.annotate(texts, codebook={q: labels}, context=ctx)
                                                  for q, labels in QUESTIONS.items()]}
     seconds = {name: [] for name in runs}
-    with newrllama.Model() as model, newrllama.Context(model, n_ctx=16 * 1024, n_seq_max=16, n_threads=2) as ctx:
-        newrllama.annotate(texts[:16], codebook=QUESTIONS, context=ctx)  # warm-up at full width
+    with newrllama.Model() as model:
+        def context():  # each run on a new context: nothing cached from the run before
+            return newrllama.Context(model, n_ctx=16 * 1024, n_seq_max=16, n_threads=2)
+        with context() as ctx:
+            newrllama.annotate(texts[:16], codebook=QUESTIONS, context=ctx)  # warm-up at full width
         for _ in range(args.repeats):
             for name, run in runs.items():
-                t0 = time.perf_counter()
-                run(ctx)
-                seconds[name].append(time.perf_counter() - t0)
+                with context() as ctx:
+                    t0 = time.perf_counter()
+                    run(ctx)
+                    seconds[name].append(time.perf_counter() - t0)
     base = seconds["one question"]
     report = {"docs": len(texts), "repeats": args.repeats, "questions": list(QUESTIONS),
               "runs": {name: {"seconds": s, "median_s": statistics.median(s),

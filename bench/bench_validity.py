@@ -9,9 +9,10 @@ the figures are computed from two base orders, A and B, and compared.
    cure is computed from those scores exactly as annotate() computes it (order_bias.py), from base A and
    from base B: accuracy, kappa, macro-F1, the share of stories labelled alike. (A is the sorted order.)
 2. Eight labels (the 2 true topics and 6 others), base A as given and B shuffled (not its reverse).
-3. Calibration: 20 draws of 20 coded stories; calibrate() on them, applied to the other 50 (median kappa).
-   And 5 draws where the 20 coded stories also give the prompt its examples (2 per label), the other 16
-   calibrate, and the remaining 50 are scored (annotate() itself).
+3. Calibration: 20 draws of 20 coded stories; calibrate() on them (every label weighed alike, its default,
+   and by the coded sample's shares), applied to the other 50 (median kappa). And 5 draws where the 20 coded
+   stories also give the prompt its examples (2 per label, in the system turn, annotate()'s default), the
+   other 16 calibrate, and the remaining 50 are scored (annotate() itself).
 4. Seconds per 100 stories with annotate() itself, 2 and 8 labels: each cure in turn, each run on a new
    context, twice, after a warm-up; the ratio to "none" is the median of the paired ratios.
 
@@ -101,23 +102,26 @@ def compare_orders(name, scored, texts, truth, first, second, methods) -> List[d
     return rows
 
 
-def calibration_draws(scored, texts, truth, draws: int, n_coded: int, method: str, variant: str) -> dict:
+def calibration_draws(scored, texts, truth, draws: int, n_coded: int, method: str, variant: str,
+                      balanced: bool) -> dict:
     results, _ = cure(scored, len(texts), LABELS, method)
-    kappas, accs, cv, uncal = [], [], [], []
+    kappas, accs, cv, uncal, penalties = [], [], [], [], []
     for d in range(draws):
         coded = set(random.Random(d).sample(range(len(texts)), n_coded))
         rest = [i for i in range(len(texts)) if i not in coded]
-        cal = newrllama.calibrate([results[i] for i in sorted(coded)], [truth[i] for i in sorted(coded)])
+        cal = newrllama.calibrate([results[i] for i in sorted(coded)], [truth[i] for i in sorted(coded)],
+                                  balanced=balanced)
+        penalties.append(cal.penalty)
         v = newrllama.validate([a.label for a in cal.apply([results[i] for i in rest])], [truth[i] for i in rest])
         kappas.append(v.kappa)
         accs.append(v.accuracy)
         cv.append(cal.cv_kappa)
         uncal.append(newrllama.validate([results[i].label for i in rest], [truth[i] for i in rest]).kappa)
-    out = {"variant": variant, "debias": method, "draws": draws, "coded": n_coded, "examples": 0,
-           "median_kappa": statistics.median(kappas), "median_accuracy": statistics.median(accs),
+    out = {"variant": variant, "debias": method, "balanced": balanced, "draws": draws, "coded": n_coded,
+           "examples": 0, "median_kappa": statistics.median(kappas), "median_accuracy": statistics.median(accs),
            "median_cv_kappa": statistics.median(cv), "median_kappa_uncalibrated": statistics.median(uncal),
-           "kappas": kappas}
-    print(f"calibration ({variant}, {method}, {draws} draws of {n_coded}): median kappa on the rest "
+           "kappas": kappas, "penalties": penalties}
+    print(f"calibration ({variant}, {method}, balanced {balanced}, {draws} draws of {n_coded}): median kappa on the rest "
           f"{out['median_kappa']:.3f} (uncalibrated {out['median_kappa_uncalibrated']:.3f}), accuracy "
           f"{out['median_accuracy']:.3f}, cross-validated kappa on the coded {out['median_cv_kappa']:.3f}", flush=True)
     return out
@@ -125,7 +129,7 @@ def calibration_draws(scored, texts, truth, draws: int, n_coded: int, method: st
 
 def calibration_with_examples(ctx, texts, truth, draws: int, n_coded: int, method: str) -> dict:
     """Each draw: 2 coded stories per label become the prompt's examples, the other coded ones calibrate."""
-    kappas, accs, uncal, cv = [], [], [], []
+    kappas, accs, uncal, cv, penalties = [], [], [], [], []
     for d in range(draws):
         coded = random.Random(d).sample(range(len(texts)), n_coded)
         shots = [i for i in coded if truth[i] == LABELS[0]][:2] + [i for i in coded if truth[i] == LABELS[1]][:2]
@@ -134,6 +138,7 @@ def calibration_with_examples(ctx, texts, truth, draws: int, n_coded: int, metho
         done = newrllama.annotate([texts[i] for i in fit + rest], list(LABELS), INSTRUCTION,
                                   examples=[(texts[i], truth[i]) for i in shots], debias=method, context=ctx)
         cal = newrllama.calibrate(done[:len(fit)], [truth[i] for i in fit])
+        penalties.append(cal.penalty)
         applied = cal.apply(done[len(fit):])
         v = newrllama.validate([a.label for a in applied], [truth[i] for i in rest])
         kappas.append(v.kappa)
@@ -141,10 +146,10 @@ def calibration_with_examples(ctx, texts, truth, draws: int, n_coded: int, metho
         cv.append(cal.cv_kappa)
         uncal.append(newrllama.validate([a.label for a in done[len(fit):]], [truth[i] for i in rest]).kappa)
         print(f"  draw {d}: kappa {v.kappa:.3f} (uncalibrated {uncal[-1]:.3f})", flush=True)
-    out = {"variant": "examples from the coded", "debias": method, "draws": draws, "coded": n_coded, "examples": 4,
-           "median_kappa": statistics.median(kappas), "median_accuracy": statistics.median(accs),
-           "median_cv_kappa": statistics.median(cv), "median_kappa_uncalibrated": statistics.median(uncal),
-           "kappas": kappas}
+    out = {"variant": "examples from the coded", "debias": method, "balanced": True, "draws": draws,
+           "coded": n_coded, "examples": 4, "median_kappa": statistics.median(kappas),
+           "median_accuracy": statistics.median(accs), "median_cv_kappa": statistics.median(cv),
+           "median_kappa_uncalibrated": statistics.median(uncal), "kappas": kappas, "penalties": penalties}
     print(f"calibration with 4 of the {n_coded} coded as examples ({method}, {draws} draws): median kappa "
           f"{out['median_kappa']:.3f} (uncalibrated {out['median_kappa_uncalibrated']:.3f})", flush=True)
     return out
@@ -216,7 +221,9 @@ def main() -> None:
 
         for name in ("zero-shot", "definitions"):
             for method in ("none", "batch", "prior", "reverse"):
-                report["calibration"].append(calibration_draws(*scored_by[name], args.draws, 20, method, name))
+                for balanced in (True, False):
+                    report["calibration"].append(calibration_draws(*scored_by[name], args.draws, 20, method, name,
+                                                                   balanced))
         if args.example_draws:
             report["calibration"].append(calibration_with_examples(ctx, texts, truth, args.example_draws, 20, "reverse"))
     write_results("validity", report)

@@ -34,12 +34,15 @@ def validity(r: dict) -> List[str]:
         a, b = row["order_a"], row["order_b"]
         out.append(f"| {row['debias']} | {row['prompts_per_text']:.2f} | {_f(a['accuracy'])} | {_f(a['kappa'])} | "
                    f"{_f(b['accuracy'])} | {_f(b['kappa'])} | {_f(row['same_label'])} |")
-    out += ["", "Calibration on 20 coded stories drawn at random, applied to the other 50 (medians over the draws):", "",
-            "| prompt | debias | draws | kappa uncalibrated | kappa calibrated | accuracy calibrated "
-            "| cross-validated kappa on the 20 |", "|---|---|---|---|---|---|---|"]
+    out += ["", "Calibration on 20 coded stories drawn at random, applied to the other 50 (medians over the draws; "
+            "weights: every label alike, calibrate()'s default, or the coded sample's shares):", "",
+            "| prompt | debias | weights | draws | kappa uncalibrated | kappa calibrated | lowest kappa calibrated "
+            "| accuracy calibrated | cross-validated kappa on the 20 |", "|---|---|---|---|---|---|---|---|---|"]
     for c in r["calibration"]:
-        out.append(f"| {c['variant']} | {c['debias']} | {c['draws']} | {_f(c['median_kappa_uncalibrated'])} | "
-                   f"{_f(c['median_kappa'])} | {_f(c['median_accuracy'])} | {_f(c['median_cv_kappa'])} |")
+        weights = "labels alike" if c.get("balanced", True) else "sample shares"
+        out.append(f"| {c['variant']} | {c['debias']} | {weights} | {c['draws']} | "
+                   f"{_f(c['median_kappa_uncalibrated'])} | {_f(c['median_kappa'])} | {_f(min(c['kappas']))} | "
+                   f"{_f(c['median_accuracy'])} | {_f(c['median_cv_kappa'])} |")
     out += ["", "Seconds per 100 stories with `annotate()` (median of the runs; ratio: median of the paired ratios):",
             "", "| debias | 2 labels: s / 100 stories | ratio to one order | 8 labels: s / 100 stories "
             "| ratio to one order |", "|---|---|---|---|---|"]
