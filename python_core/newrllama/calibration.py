@@ -80,6 +80,11 @@ def _weights(y: np.ndarray, balanced: bool) -> np.ndarray:
     return len(y) / (np.count_nonzero(counts) * counts[y])
 
 
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    top = z.max(axis=1, keepdims=True)
+    return z - top - np.log(np.exp(z - top).sum(axis=1, keepdims=True))
+
+
 def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: float) -> np.ndarray:
     """Damped Newton on the penalised, weighted negative log-likelihood; x: texts x labels log-probabilities,
     y: label index, w: weights. Returns (scale, offsets...)."""
@@ -89,11 +94,9 @@ def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: float) -> np.ndar
 
     def objective(theta: np.ndarray) -> Tuple[float, np.ndarray]:
         z = theta[0] * x + theta[1:]
-        top = z.max(axis=1, keepdims=True)
-        log_norm = top[:, 0] + np.log(np.exp(z - top).sum(axis=1))
-        p = np.exp(z - log_norm[:, None])
-        loss = (w * (log_norm - (z * onehot).sum(axis=1))).sum()
-        return float(loss + penalty * ((theta - prior) ** 2).sum()), p
+        log_p = _log_softmax(z)
+        loss = -(w * log_p[np.arange(n), y]).sum()
+        return float(loss + penalty * ((theta - prior) ** 2).sum()), np.exp(log_p)
 
     theta = prior.copy()
     value, p = objective(theta)
@@ -133,7 +136,7 @@ def _held_out(x: np.ndarray, y: np.ndarray, balanced: bool, folds: List[List[int
     """Each text's calibrated log-scores from a fit on the other folds (the penalty chosen inside the fold)."""
     z = np.full(x.shape, np.nan)  # a text with no other to fit on stays unscored
     for held in folds:
-        train = np.array([i for i in range(len(y)) if i not in set(held)], dtype=int)
+        train = np.setdiff1d(np.arange(len(y)), held)
         if len(train) == 0:
             continue
         theta = _fit(x[train], y[train], _weights(y[train], balanced),
@@ -150,10 +153,8 @@ def _choose_penalty(x: np.ndarray, y: np.ndarray, balanced: bool, seed: int, fol
     w = _weights(y, balanced)
 
     def loss(penalty: float) -> float:
-        z = _held_out(x, y, balanced, split, penalty, seed)
-        top = z.max(axis=1)
-        log_norm = top + np.log(np.exp(z - top[:, None]).sum(axis=1))
-        return float((w * (log_norm - z[np.arange(len(y)), y])).sum())
+        log_p = _log_softmax(_held_out(x, y, balanced, split, penalty, seed))
+        return float(-(w * log_p[np.arange(len(y)), y]).sum())
 
     return min(PENALTIES, key=loss)
 
