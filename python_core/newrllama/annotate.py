@@ -131,8 +131,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
                       key=lambda job: job[1])
         prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in) for q, i, order in jobs]
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
-        groups = [i for _, i, _ in jobs]  # a text's prompts share the text
-        completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], groups, progress, context_kwargs)
+        completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], progress, context_kwargs)
                        if prompts else [])
         per_question = {}
         for q, book in books.items():
@@ -201,10 +200,10 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
 
 
 def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
-         groups: Optional[List[int]], progress: bool, context_kwargs: Dict[str, Any]):
+         progress: bool, context_kwargs: Dict[str, Any]):
     if context is not None:
-        return context._generate_grouped(prompts, params, groups, progress)
+        return context.generate_parallel(prompts, params, progress=progress)
     longest_label = max(len(t) for p in {id(p): p for p in params}.values()
                         for t in label_tokens(model.vocab.tokenize, p.choices, spaced=True)) + 1  # and its end
     with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
-        return ctx._generate_grouped(prompts, params, groups, progress)
+        return ctx.generate_parallel(prompts, params, progress=progress)

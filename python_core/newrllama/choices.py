@@ -34,9 +34,21 @@ class Targets:
         self.tokens = ffi.new("int32_t[]", tokens)
         self.rows = ffi.new("int32_t[]", rows)
 
-    def slot_fields(self):
-        """A scoring slot's fields, with room of its own for the log-probabilities."""
-        return self.n_rows, self.n, self.tokens, self.rows, ffi.new("float[]", self.n)
+
+class ScoreRows:
+    """What a scoring slot reads (targets shared by every prompt) and where it writes (log-probabilities of
+    its own): a step's slot scores its last rows instead of sampling."""
+
+    __slots__ = ("targets", "logprobs")
+
+    def __init__(self, targets: Targets) -> None:
+        self.targets = targets
+        self.logprobs = ffi.new("float[]", targets.n)
+
+    def write_to(self, slot) -> None:
+        t = self.targets
+        slot.n_score_rows, slot.n_targets, slot.targets, slot.target_rows, slot.logprobs = (
+            t.n_rows, t.n, t.tokens, t.rows, self.logprobs)
 
 
 class LabelPath:
@@ -108,13 +120,13 @@ class ChoiceScoring:
         self.labels = label_set.labels
         self.tokens = label_set.tokens
         self.longest = label_set.longest
-        self.first = label_set.first.slot_fields()
+        self.first: Optional[ScoreRows] = ScoreRows(label_set.first)
         self.logprob = [0.0] * len(self.labels)
         self.waiting = list(label_set.paths)  # paths still to be scored by a job, the shortest last
         self.running: List["LabelJob"] = []
 
     def record_first(self) -> None:
-        logprobs = self.first[4]
+        logprobs = self.first.logprobs
         for k in range(len(self.labels)):
             self.logprob[k] = logprobs[k]
         self.first = None
@@ -147,13 +159,37 @@ class LabelJob:
         self.n_past = prompt_length
         self.n_tokens = prompt_length + len(path.body)
         self.sampler = ffi.NULL
-        self.score = path.targets.slot_fields()
+        self.score = ScoreRows(path.targets)
 
     def add_scores(self, logprob: List[float]) -> None:
         """Adds to each label's score its later tokens' log-probabilities and the log of its ending's probability."""
-        scores = self.score[4]
+        scores = self.score.logprobs
         for label, idx in self.path.sums:
             logprob[label] += sum(scores[i] for i in idx)
         for label, idx in self.path.ends:
             top = max(scores[i] for i in idx)
             logprob[label] += top + math.log(sum(math.exp(scores[i] - top) for i in idx)) if top > -math.inf else top
+
+    # ---- as the holder of a step slot (see scheduler.py) ----
+
+    @property
+    def gone(self) -> bool:
+        """Its prompt ended while a step ran for it (it was cancelled, say)."""
+        return self not in self.owner.choice.running
+
+    def calls(self, active) -> List[object]:
+        return [self.owner.call]
+
+    def after_step(self, scheduler, slot) -> bool:
+        if slot.n_score_rows > 0:
+            scheduler.label_scored(self)
+            return True
+        return False
+
+    def restart(self, scheduler) -> None:
+        """Scored again later, from a new copy of its prompt."""
+        self.owner.choice.waiting.append(self.path)
+        scheduler.end_label_job(self)
+
+    def fail(self, scheduler, why: str) -> None:
+        scheduler.retire(self.owner, "error", f"{why} scoring a label of this prompt")

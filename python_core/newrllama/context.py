@@ -53,16 +53,21 @@ class Context(OwnedHandle):
     batch at the next step, and each caller gets its own results in its own order.
     ``last_stats`` holds the figures of the call that ended last.
 
-    With ``prefix_cache=True`` (the default), a long prefix shared by several prompts
-    of a call (an instruction followed by different documents) is decoded once and
-    shared by all of them, and kept for later calls (up to ``PREFIX_CACHE_SEQUENCES``
-    prefixes, the least recently used evicted first); ``Completion.n_cached_tokens``
-    says how many prompt tokens came from the cache. Answers equal those without the
-    cache up to rounding: llama.cpp's kernels round differently for different batch
-    shapes and cache layouts.
+    With ``prefix_cache=True`` (the default), the engine keeps runs of tokens it decoded
+    and a prompt starts from the longest one it begins with: a long start shared by
+    prompts waiting together (an instruction followed by different documents, from one
+    call or from many callers) is decoded once for all of them, a prompt admitted while
+    another with the same start runs copies what that one decoded, and what a finished
+    prompt decoded (its prompt and answer: the next turn of a chat starts with it) stays
+    for later ones. Up to ``PREFIX_CACHE_SEQUENCES`` runs are kept, the least recently
+    used evicted first, and under KV pressure idle runs go before any prompt fails.
+    ``Completion.n_cached_tokens`` says how many prompt tokens the prompt did not decode
+    (a start decoded for a group of prompts is charged to the first of them). Answers
+    equal those without the cache up to rounding: llama.cpp's kernels round differently
+    for different batch shapes and cache layouts.
     """
 
-    PREFIX_CACHE_SEQUENCES = 8
+    PREFIX_CACHE_SEQUENCES = 32
     SCRATCH_SEQUENCES = 64
 
     _what = "context"
@@ -146,22 +151,15 @@ class Context(OwnedHandle):
         others complete. Other threads' calls on this context share the batch.
         Ctrl-C stops this call (and only this call), leaving the context clean.
         """
-        return self._generate_grouped(prompts, params, None, progress)
-
-    def _generate_grouped(self, prompts: Sequence[Prompt], params: ParamsArg, groups: Optional[Sequence[object]],
-                          progress: bool) -> List[Completion]:
-        """generate_parallel where prompts with the same ``groups`` key share their common prefix."""
-        call, requests = self._grouped_call(prompts, params, groups)
+        call, requests = self._call(prompts, params)
         self._submit(call, requests)
         call.wait(progress, self._scheduler.cancel)
         self.last_stats = call.stats(time.perf_counter())
         return list(call.completions)  # type: ignore[arg-type]
 
-    def _grouped_call(self, prompts: Sequence[Prompt], params: ParamsArg, groups: Optional[Sequence[object]]):
+    def _call(self, prompts: Sequence[Prompt], params: ParamsArg):
         self.check_open()
-        if groups is not None and len(groups) != len(prompts):
-            raise InvalidArgumentError(f"groups has {len(groups)} keys for {len(prompts)} prompts")
-        return prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache, groups)
+        return prepare_call(self._vocab, self._n_ctx_seq, prompts, params, self.prefix_cache)
 
     def stream(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> TextStream:
         """The answer to one prompt as an iterator of text pieces, yielded as they are generated.
@@ -179,11 +177,7 @@ class Context(OwnedHandle):
     async def agenerate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None) -> List[Completion]:
         """generate_parallel for asyncio: awaits the answers without holding a thread. Cancelling the
         awaiting task cancels this call's prompts (their sequences are freed before the next step)."""
-        return await self._agenerate_grouped(prompts, params, None)
-
-    async def _agenerate_grouped(self, prompts: Sequence[Prompt], params: ParamsArg,
-                                 groups: Optional[Sequence[object]]) -> List[Completion]:
-        call, requests = self._grouped_call(prompts, params, groups)
+        call, requests = self._call(prompts, params)
         self._submit(call, requests)
         await wait_for_call(call, self._scheduler.cancel)
         if call.closed:

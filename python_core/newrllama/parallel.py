@@ -13,7 +13,7 @@ from .model import check_token_list, encode_text
 from ._lib import ffi
 from .choices import ChoiceScoring, LabelSet, label_tokens
 from .params import SamplingParams
-from .prefix_cache import group_prefix_lengths, shared_prefix_lengths
+from .prefix_cache import shared_start_lengths
 from .request import Call, Request, c_sampling_params
 from .vocab import Vocab
 
@@ -102,9 +102,7 @@ def _ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
 
 
 def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params: ParamsArg,
-                 prefix_cache: bool = False, groups: Optional[Sequence[object]] = None) -> Tuple[Call, List[Request]]:
-    """``groups`` (one key per prompt): prompts with the same key share their common prefix, instead of what
-    sorting the call's prompts finds."""
+                 prefix_cache: bool = False) -> Tuple[Call, List[Request]]:
     prompts = check_prompts(prompts)
     plist = normalize_params(params, len(prompts))
     checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
@@ -138,10 +136,6 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:
-        token_lists = [r.prompt for r in requests]
-        by_call = shared_prefix_lengths(token_lists)
-        by_group = (group_prefix_lengths(token_lists, [groups[r.index] for r in requests]) if groups is not None
-                    else [0] * len(requests))
-        for request, *lengths in zip(requests, by_call, by_group):
-            request.shared = tuple(sorted(set(lengths) - {0}))
+        for request, lengths in zip(requests, shared_start_lengths([r.prompt for r in requests])):
+            request.shared = lengths
     return call, requests

@@ -1,31 +1,40 @@
-"""Cached prompt prefixes: a shared instruction is decoded once, then shared by every prompt that starts with it.
+"""Cached token runs: a prompt's start that the engine decoded before is copied, not decoded again.
 
-A prefix lives in a cache sequence of its own (ids after the prompt sequences) and
-is never extended or rewound after it is decoded: gemma 3's sliding-window layers
-may reuse the cells of a sequence's old positions, so only a prefix's end is a
-safe place to continue from. A prompt starting with a cached prefix gets a copy of
-it (the unified KV cache shares the cells) and decodes only its own rest. Where
-the prefix has never reached past the window, a prompt may also use its first
-tokens only (a prompt equal to or shorter than the prefix).
+The cache holds runs of tokens, each in a cache sequence of its own (ids after the
+prompt sequences), never extended or rewound once decoded: gemma 3's sliding-window
+layers may reuse the cells of a sequence's old positions, so only a run's end is
+always a safe place to continue from. A run that never reached past the window may
+also be cut: a prompt may take its first tokens only.
 
-Which prefixes are worth caching is decided per call, in the caller's thread: the
-call's prompts are sorted, and runs of neighbours sharing at least
-MIN_SHARED_TOKENS tokens share the run's common prefix; a caller that knows which
-prompts belong together (a text's prompts) adds a longer prefix per group. A prefix
-that starts with another cached one copies it (once it is decoded) and decodes only
-its own rest, so nested prefixes (an instruction, then each text after it) decode
-every token once. The cache keeps prefixes across calls, bounded by its sequences;
-idle ones are evicted least recently used when a sequence or KV cells are needed.
-All other methods run on the engine thread.
+Runs come from three places, so that prompts share their starts whatever call,
+thread, request or stream they came from:
+- shared starts: where several prompts waiting together (of one call, or admitted to
+  the batch in one round from any callers) share a start of at least
+  MIN_SHARED_TOKENS tokens, that start is made a run, decoded once as part of the
+  steps while the prompts wait for it; runs nest (an instruction, then each text after
+  it) and a nested run copies its parent and decodes only its own rest;
+- finished prompts: what a prompt decoded (its prompt and answer) is kept when it
+  ends, for a later prompt that starts with it (the next turn of a chat, a lone
+  request with an instruction seen a moment ago);
+- running prompts (the scheduler offers them): a prompt admitted while another one
+  that starts the same way is running copies the cells that one has decoded so far.
+
+Runs are evicted least recently used when a cache sequence or KV cells are needed,
+never while a prompt waits for them. Every method runs on the engine thread except the
+pure functions that find shared starts, which callers run in their own thread.
+
+Token accounting: a run made for waiting prompts is decoded on their behalf, so the
+first prompt that copies it is charged with those tokens (they are not "cached" for
+it); every later prompt gets them as cached tokens.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _lib
 from ._lib import ffi, lib
 
-# Shorter shared prefixes are decoded with each prompt: caching them would cost a
+# Shorter shared starts are decoded with each prompt: caching them would cost a
 # cache sequence and a step of waiting for less than it saves.
 MIN_SHARED_TOKENS = 32
 
@@ -42,63 +51,47 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
-def shared_prefix_lengths(prompts: Sequence[List[int]]) -> List[int]:
-    """For every prompt, how many of its first tokens it shares with its group of the call (0: none).
+def worth_caching(lengths: Iterable[int], limit: int) -> Tuple[int, ...]:
+    """The lengths (at most ``limit``), shortest first, each MIN_SHARED_TOKENS longer than the one before."""
+    kept: List[int] = []
+    for length in sorted({min(n, limit) for n in lengths}):
+        if length - (kept[-1] if kept else 0) >= MIN_SHARED_TOKENS:
+            kept.append(length)
+    return tuple(kept)
 
-    A group is a run of the sorted prompts whose neighbours share at least
-    MIN_SHARED_TOKENS tokens; its prefix stops one token short of its shortest prompt,
-    since every prompt must decode at least its last token to be answered."""
+
+def shared_start_lengths(prompts: Sequence[List[int]]) -> List[Tuple[int, ...]]:
+    """For every prompt, the lengths of the starts it shares with other prompts, shortest first.
+
+    They are the depths at which the prompts' token trie branches on the prompt's path
+    (an instruction all share, then a text that some share), found as the intervals of
+    the sorted prompts' common-prefix lengths; each is capped one token short of the
+    prompt (a prompt decodes at least its last token to be answered)."""
     n = len(prompts)
-    shared = [0] * n
-    order = sorted(range(n), key=lambda i: prompts[i])
-    start = 0
-    while start < n:
-        end, common = start + 1, None
-        while end < n:
-            lcp = common_prefix_length(prompts[order[end - 1]], prompts[order[end]])
-            if lcp < MIN_SHARED_TOKENS:
-                break
-            common = lcp if common is None else min(common, lcp)
-            end += 1
-        if common is not None:
-            members = order[start:end]
-            length = min([common] + [len(prompts[i]) - 1 for i in members])
-            if length >= MIN_SHARED_TOKENS:
-                for i in members:
-                    shared[i] = length
-        start = end
-    return shared
-
-
-def group_prefix_lengths(prompts: Sequence[List[int]], groups: Sequence[object]) -> List[int]:
-    """For every prompt, how many of its first tokens all prompts of its group (same key) share (0: none).
-
-    For a caller that knows which prompts belong together (the questions about one text),
-    where sorting neighbours would find a shorter prefix shared by every prompt of the call."""
-    members: Dict[object, List[int]] = {}
-    for i, key in enumerate(groups):
-        members.setdefault(key, []).append(i)
-    shared = [0] * len(prompts)
-    for idx in members.values():
-        if len(idx) < 2:
-            continue
-        first = prompts[idx[0]]
-        length = min([len(prompts[i]) - 1 for i in idx] + [common_prefix_length(first, prompts[i]) for i in idx[1:]])
-        if length >= MIN_SHARED_TOKENS:
-            for i in idx:
-                shared[i] = length
-    return shared
+    order = sorted(range(n), key=prompts.__getitem__)
+    depths: List[List[int]] = [[] for _ in range(n)]
+    open_runs: List[Tuple[int, int]] = []  # (shared length, first sorted position), lengths rising
+    for j in range(1, n + 1):
+        lcp = common_prefix_length(prompts[order[j - 1]], prompts[order[j]]) if j < n else -1
+        first = j - 1
+        while open_runs and open_runs[-1][0] > lcp:
+            length, first = open_runs.pop()
+            for k in range(first, j):
+                depths[order[k]].append(length)
+        if lcp >= MIN_SHARED_TOKENS and (not open_runs or open_runs[-1][0] < lcp):
+            open_runs.append((lcp, first))
+    return [worth_caching(d, len(prompts[i]) - 1) for i, d in enumerate(depths)]
 
 
 class Prefix:
-    """A cached prefix: its tokens, its cache sequence, and how much of it is decoded.
+    """A cached run: its tokens, its cache sequence, and how much of it is decoded.
 
     It is filled into steps like a prompt that wants no output (same field names). One
-    that starts with another cached prefix (its ``parent``) copies the parent's first
+    that starts with another cached run (its ``parent``) copies the parent's first
     ``n_inherited`` tokens when the parent is ready, and decodes only the rest."""
 
     __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "score", "users", "last_used",
-                 "parent", "n_inherited", "awaiting_parent")
+                 "parent", "n_inherited", "awaiting_parent", "uncharged")
 
     def __init__(self, token_list: List[int], seq: int) -> None:
         self.token_list = token_list
@@ -108,15 +101,38 @@ class Prefix:
         self.seq = seq
         self.sampler = ffi.NULL
         self.score = None
-        self.users = 0      # admitted prompts (and prefixes) that copied it or wait for it
+        self.users = 0      # admitted prompts (and runs) that copied it or wait for it
         self.last_used = 0
         self.parent: Optional["Prefix"] = None
         self.n_inherited = 0
         self.awaiting_parent = False
+        self.uncharged = 0  # tokens decoded for it that no prompt has been charged with yet
 
     @property
     def ready(self) -> bool:
         return self.n_past == self.n_tokens
+
+    # ---- as the holder of a step slot (see scheduler.py) ----
+
+    @property
+    def gone(self) -> bool:
+        return False
+
+    def calls(self, active) -> List[object]:
+        """It works for the calls whose prompts wait for it."""
+        return [r.call for r in active if r is not None and r.prefix is self]
+
+    def after_step(self, scheduler, slot) -> bool:
+        if self.ready:
+            scheduler.prefix_ready(self)
+            return True
+        return False
+
+    def restart(self, scheduler) -> None:
+        scheduler.cache.restart(self)
+
+    def fail(self, scheduler, why: str) -> None:
+        scheduler.prefix_failed(self)
 
 
 class PrefixCache:
@@ -138,48 +154,58 @@ class PrefixCache:
         return [p for p in self._entries.values() if not p.ready and not p.awaiting_parent]
 
     def n_cells_held(self) -> int:
-        """An upper bound of the cells the prefixes hold (cells shared with prompts count here only; cells a
-        prefix copied from a parent still cached count once, with the parent)."""
+        """An upper bound of the cells the runs hold (cells shared with prompts count here only; cells a
+        run copied from a parent still cached count once, with the parent)."""
         return sum(p.n_past - (p.n_inherited if p.parent is not None and self._holds(p.parent) else 0)
                    for p in self._entries.values())
 
     def _holds(self, p: Prefix) -> bool:
         return self._entries.get(tuple(p.token_list)) is p
 
-    def _partial_use_is_sound(self, p: Prefix) -> bool:
-        # Past the window, the first cells of a prefix may have been reused for its later positions.
-        return p.ready and (self._n_swa == 0 or p.n_tokens < self._n_swa)
+    def can_cut(self, n_decoded: int) -> bool:
+        """Whether a sequence that decoded n_decoded tokens still holds every cell of its first ones: past the
+        sliding window, the first cells may have been reused for later positions."""
+        return self._n_swa == 0 or n_decoded < self._n_swa
 
-    def lookup(self, prompt: List[int], shared: Sequence[int] = ()) -> Tuple[Optional[Prefix], int]:
-        """The prefix a prompt should start from, and how many of its tokens to take.
+    def _touch(self, p: Prefix) -> None:
+        self._clock += 1
+        p.last_used = self._clock
 
-        ``shared`` holds the prefix lengths the prompt's call found worth caching, shortest
-        first (the call's, then the prompt's group's); for each that no cached prefix serves
-        (nearly), one is made (to be decoded, unless the cache has no room), each starting
-        from the one before. A prompt keeps at least its last token to decode."""
+    def lookup(self, prompt: List[int], shared: Sequence[int] = (),
+               running: Tuple[int, int] = (-1, 0)) -> Tuple[Optional[Prefix], int]:
+        """The run a prompt should start from, and how many of its tokens to take.
+
+        ``running`` is the best start a running prompt can give (its sequence, how many
+        tokens). ``shared`` holds the start lengths worth caching, shortest first; for
+        each that nothing found serves (nearly), a run is made (to be decoded, unless the
+        cache has no room), each starting from the one before. A prompt keeps at least its
+        last token to decode. (None, n > 0): copy n tokens from the running prompt."""
         limit = len(prompt) - 1
         best, best_n = None, 0
         for p in self._entries.values():
             if p.n_tokens <= limit and p.n_tokens > best_n and prompt[:p.n_tokens] == p.token_list:
                 best, best_n = p, p.n_tokens
-            elif p.n_tokens > limit and self._partial_use_is_sound(p):
+            elif p.n_tokens > limit and p.ready and self.can_cut(p.n_tokens):
                 n = common_prefix_length(prompt[:limit], p.token_list)
                 if n >= MIN_SHARED_TOKENS and n > best_n:
                     best, best_n = p, n
+        running_seq, running_n = running
+        if running_n > best_n:
+            best, best_n = None, running_n
         for length in shared:
             if length - best_n < MIN_SHARED_TOKENS:
                 continue
-            made = self._make(prompt[:length], best, best_n)
+            made = self._make(prompt[:length], best, best_n, running_seq if best is None else -1)
             if made is None:
                 break
             best, best_n = made, length
         if best is not None:
-            self._clock += 1
-            best.last_used = self._clock
+            self._touch(best)
             best.users += 1
         return best, best_n
 
-    def _make(self, token_list: List[int], parent: Optional[Prefix], n_parent: int) -> Optional[Prefix]:
+    def _make(self, token_list: List[int], parent: Optional[Prefix], n_parent: int,
+              running_seq: int) -> Optional[Prefix]:
         key = tuple(token_list)
         if key in self._entries:  # being decoded for another prompt: wait for it
             return self._entries[key]
@@ -187,12 +213,16 @@ class PrefixCache:
             return None
         p = Prefix(token_list, self._free_seqs.pop())
         self._entries[key] = p
+        p.uncharged = p.n_tokens - n_parent
         if parent is not None and n_parent > 0:
             p.parent, p.n_inherited = parent, n_parent
             p.awaiting_parent = True
             parent.users += 1
             if parent.ready:
                 self._inherit(p)
+        elif running_seq >= 0 and n_parent > 0:  # the running prompt decoded (and is charged with) these
+            _lib.check(lib.newrllama_seq_copy(self._ctx, running_seq, p.seq, n_parent, self._err), self._err)
+            p.n_past = n_parent
         return p
 
     def _inherit(self, p: Prefix) -> None:
@@ -200,25 +230,56 @@ class PrefixCache:
         p.parent.users -= 1
         p.awaiting_parent = False
         p.n_past = p.n_inherited
+        p.uncharged += self.charge(p.parent, p.n_inherited)
+
+    @staticmethod
+    def charge(p: Prefix, n: int) -> int:
+        """A prompt (or run) copies n tokens of p and takes on the part of their decode that p has not
+        charged to anyone yet: returns how many tokens that is."""
+        taken = min(p.uncharged, n)
+        p.uncharged -= taken
+        return taken
+
+    def keep(self, seq: int, token_list: List[int], source: Optional[Prefix], n_source: int) -> None:
+        """A finished prompt's decoded run (``token_list``, in sequence ``seq``) is kept for later prompts,
+        unless a cached run already serves it. Its cells from ``source`` (the run it copied) count once."""
+        n = len(token_list)
+        if n < MIN_SHARED_TOKENS:
+            return
+        for p in self._entries.values():
+            if (p.ready and p.n_tokens >= n and (p.n_tokens == n or self.can_cut(p.n_tokens))
+                    and p.token_list[:n] == token_list):
+                self._touch(p)
+                return
+        if not self._free_seqs and not self._evict_one():
+            return
+        p = Prefix(token_list, self._free_seqs.pop())
+        _lib.check(lib.newrllama_seq_copy(self._ctx, seq, p.seq, -1, self._err), self._err)
+        p.n_past = n
+        if source is not None and self._holds(source):
+            p.parent, p.n_inherited = source, n_source
+        self._entries[tuple(token_list)] = p
+        self._touch(p)
 
     def prefix_ready(self, parent: Prefix) -> None:
-        """A prefix is decoded: the prefixes waiting for it copy it."""
+        """A run is decoded: the runs waiting for it copy it."""
         for p in list(self._entries.values()):
             if p.parent is parent and p.awaiting_parent:
                 self._inherit(p)
 
     def restart(self, p: Prefix) -> None:
-        """A failed step emptied the prefix's sequence: it decodes its whole run itself from now on."""
+        """A failed step emptied the run's sequence: it decodes its whole run itself from now on."""
         if p.awaiting_parent:
             p.parent.users -= 1
         p.parent, p.n_inherited, p.awaiting_parent, p.n_past = None, 0, False, 0
+        p.uncharged = p.n_tokens
 
     @staticmethod
     def release(p: Prefix) -> None:
         p.users -= 1
 
     def drop(self, p: Prefix) -> None:
-        """Removes a prefix at once (its decode failed); whoever waits for it decodes without it."""
+        """Removes a run at once (its decode failed); whoever waits for it decodes without it."""
         if self._holds(p):
             self._drop(p)
         for child in list(self._entries.values()):
@@ -226,7 +287,7 @@ class PrefixCache:
                 self.restart(child)
 
     def make_room(self, n_cells_elsewhere: int) -> None:
-        """Evicts idle prefixes, least recently used first, until they and n_cells_elsewhere fit the cache."""
+        """Evicts idle runs, least recently used first, until they and n_cells_elsewhere fit the cache."""
         while self.n_cells_held() + n_cells_elsewhere > self.n_cells and self._evict_one():
             pass
 

@@ -23,7 +23,7 @@ Sink = Callable[[bytes, bool], None]
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "prefix", "n_cached", "choice", "grammar")
+                 "shared", "prefix", "n_copied", "n_cached", "choice", "grammar")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
@@ -49,10 +49,10 @@ class Request:
         self.n_shown = 0
         self.cancelled = False
         self.completion: Optional[Completion] = None
-        self.shared = shared    # lengths of leading runs shared with other prompts of the call (shortest
-                                # first), worth caching
-        self.prefix = None      # the cached Prefix it copied (n_cached > 0) or waits for (n_cached == 0)
-        self.n_cached = 0       # prompt tokens its sequence got from the prefix cache
+        self.shared = shared    # lengths of starts shared with other prompts (shortest first), worth caching
+        self.prefix = None      # the cached run it copied (n_copied > 0) or waits for (n_copied == 0)
+        self.n_copied = 0       # prompt tokens its sequence got from a cached run or a running prompt
+        self.n_cached = 0       # of those, the ones no step decoded on its behalf
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling
         self.grammar = grammar if grammar is not None else ffi.NULL  # C text of its GBNF grammar
 
@@ -68,7 +68,7 @@ class Request:
 
     @property
     def score(self):
-        """C scoring fields for the prompt's last token (choices), else None."""
+        """The scoring of the prompt's last row (choices), else None."""
         return self.choice.first if self.choice is not None else None
 
     @property
@@ -78,11 +78,35 @@ class Request:
 
     @property
     def awaiting_prefix(self) -> bool:
-        return self.prefix is not None and self.n_cached == 0
+        return self.prefix is not None and self.n_copied == 0
 
     @property
     def n_gen(self) -> int:
         return self.n_tokens - self.n_prompt
+
+    # ---- as the holder of a step slot (see scheduler.py) ----
+
+    @property
+    def gone(self) -> bool:
+        return self.seq < 0
+
+    def calls(self, active) -> List["Call"]:
+        return [self.call]
+
+    def after_step(self, scheduler, slot) -> bool:
+        if slot.sampler != ffi.NULL:
+            scheduler.on_token(self, slot.token, slot.is_eog)
+            return True
+        if slot.n_score_rows > 0:
+            scheduler.first_label_tokens_scored(self)
+            return True
+        return False
+
+    def restart(self, scheduler) -> None:
+        scheduler.let_go_of_prefix(self)
+
+    def fail(self, scheduler, why: str) -> None:
+        scheduler.retire(self, "error", f"{why} for this prompt")
 
     def accept(self, token: int, is_eog: bool) -> Optional[FinishReason]:
         """Takes the token sampled for this request; returns why it is finished, or None."""

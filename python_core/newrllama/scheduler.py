@@ -7,26 +7,58 @@ request, then prefill chunks in the room left in n_batch), and runs it with one 
 call (newrllama_step: decode, then sample every request that wants a token). The
 policy lives here: admission, stop strings, max_tokens, cancellation, the fallback
 to decoding requests one at a time when a batched step fails, the prefix cache
-(prefix_cache.py: a prompt starting with a cached prefix copies it at admission,
-or waits in its sequence while the prefix is decoded as part of the steps),
+(prefix_cache.py: at admission a prompt copies the longest start that a cached run
+or a running prompt holds, or waits in its sequence while a start it shares with
+other prompts is decoded as part of the steps; a finished prompt's run is kept),
 statistics. Its Python cost is per event (an admitted prompt, a sampled token),
-not per vocabulary entry; EngineStats.python_us_per_step measures it."""
+not per vocabulary entry; EngineStats.python_us_per_step measures it.
+
+A step's slots are filled for holders of three kinds (a Request, a cached run being
+decoded, a label being scored), which the scheduler drives through one interface:
+SlotHolder."""
 from __future__ import annotations
 
 import collections
 import threading
 import time
 from dataclasses import dataclass
-from typing import Deque, List, Optional, Union
+from typing import Deque, Iterable, List, Optional, Protocol, Tuple
 
 from . import _lib
 from ._lib import ffi, lib
 from .errors import ClosedError
-from .choices import LabelJob
-from .prefix_cache import Prefix, PrefixCache
+from .choices import LabelJob, ScoreRows
+from .prefix_cache import (MIN_SHARED_TOKENS, Prefix, PrefixCache, common_prefix_length, shared_start_lengths,
+                           worth_caching)
 from .request import Call, Request, free_sampler
 
-Holder = Union[Request, Prefix, LabelJob]  # what a slot of a step decodes for
+
+class SlotHolder(Protocol):
+    """What a step's slot decodes for: tokens[n_past:n_tokens] at position n_past in sequence seq, then a
+    token sampled (sampler) or label rows scored (score), or neither."""
+
+    seq: int
+    tokens: object
+    n_past: int
+    n_tokens: int
+    sampler: object
+    score: Optional[ScoreRows]
+
+    @property
+    def gone(self) -> bool:
+        """Its request ended while a step it was part of ran."""
+
+    def calls(self, active: List[Optional[Request]]) -> Iterable[Call]:
+        """The calls it works for (their statistics count its steps)."""
+
+    def after_step(self, scheduler: "Scheduler", slot) -> bool:
+        """Its tokens of a step are decoded (n_past counts them): True once it reached its next stop."""
+
+    def restart(self, scheduler: "Scheduler") -> None:
+        """A failed step left its sequence empty: it starts again from its beginning."""
+
+    def fail(self, scheduler: "Scheduler", why: str) -> None:
+        """It cannot be decoded even alone."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +83,7 @@ class Scheduler:
                  scratch_seqs: List[int]) -> None:
         self._ctx = ctx_handle
         self._n_batch = n_batch
-        self._cache = cache
+        self.cache = cache
         self._scratch_seqs = tuple(scratch_seqs)
         self._scratch = list(scratch_seqs)  # free sequences for LabelJobs (choices with multi-token labels)
         self._cv = threading.Condition()
@@ -61,7 +93,7 @@ class Scheduler:
         self._waiting: Deque[Request] = collections.deque()
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
         self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
-        self._slot_holders: List[Holder] = []
+        self._slot_holders: List[SlotHolder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
         self._n_steps = 0
@@ -91,7 +123,7 @@ class Scheduler:
             self._cv.notify()
 
     def stats(self) -> EngineStats:
-        cache = self._cache
+        cache = self.cache
         with self._cv:
             n_waiting = len(self._incoming) + len(self._waiting)
         return EngineStats(self._n_steps, self._t_step, self._t_python, len(cache.entries) if cache else 0,
@@ -140,66 +172,98 @@ class Scheduler:
             r.finish("cancelled", "cancelled")
         for r in self._active:
             if r is not None and r.cancelled:
-                self._retire(r, "cancelled", "cancelled")
+                self.retire(r, "cancelled", "cancelled")
 
     def _admit(self) -> None:
+        admitted = []
         for seq, occupant in enumerate(self._active):
             if occupant is not None:
                 continue
             while self._waiting:
                 r = self._waiting.popleft()
-                if r.cancelled:
-                    r.finish("cancelled", "cancelled")
-                    continue
-                if r.choice is not None and r.choice.waiting and (
-                        not self._scratch_seqs or r.choice.longest > self._n_batch):
-                    r.finish("error", "scoring labels needs a scratch sequence (a label and its end are decoded "
-                                      f"after the prompt) and labels of fewer than n_batch = {self._n_batch} tokens "
-                                      "(make n_batch larger than n_seq_max)")
-                    continue
-                out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
-                if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,
-                                                                        self._err) != lib.NEWRLLAMA_OK:
-                    r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
-                    continue
-                r.start(seq, out[0])
-                self._active[seq] = r
-                if self._cache is not None:
-                    self._attach_prefix(r)
-                break
+                if self._start(r, seq):
+                    admitted.append(r)
+                    break
+        if self.cache is None:
+            return
+        if len(admitted) > 1:  # prompts admitted together, from any callers, share their common starts
+            for r, lengths in zip(admitted, shared_start_lengths([r.prompt for r in admitted])):
+                if lengths:
+                    r.shared = worth_caching(r.shared + lengths, r.n_prompt - 1)
+        for r in admitted:
+            self._attach_prefix(r)
+
+    def _start(self, r: Request, seq: int) -> bool:
+        """Gives a waiting request sequence seq; False if it ended instead (cancelled, or it cannot run)."""
+        if r.cancelled:
+            r.finish("cancelled", "cancelled")
+            return False
+        if r.choice is not None and r.choice.waiting and (not self._scratch_seqs or r.choice.longest > self._n_batch):
+            r.finish("error", "scoring labels needs a scratch sequence (a label and its end are decoded "
+                              f"after the prompt) and labels of fewer than n_batch = {self._n_batch} tokens "
+                              "(make n_batch larger than n_seq_max)")
+            return False
+        out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
+        if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,
+                                                                self._err) != lib.NEWRLLAMA_OK:
+            r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
+            return False
+        r.start(seq, out[0])
+        self._active[seq] = r
+        return True
 
     def _attach_prefix(self, r: Request) -> None:
-        prefix, n = self._cache.lookup(r.prompt, r.shared)
+        running_seq, n_running = self._running_start(r)
+        prefix, n = self.cache.lookup(r.prompt, r.shared, (running_seq, n_running))
         if prefix is not None:
             r.prefix = prefix
             if prefix.ready:
                 self._copy_prefix(r, n)
+        elif n > 0:  # the running prompt decoded these tokens itself
+            _lib.check(lib.newrllama_seq_copy(self._ctx, running_seq, r.seq, n, self._err), self._err)
+            r.n_past = r.n_copied = r.n_cached = n
+
+    def _running_start(self, r: Request) -> Tuple[int, int]:
+        """The running prompt whose decoded cells give r the longest start (its sequence, how many tokens)."""
+        best_seq, best_n = -1, 0
+        limit = r.n_prompt - 1
+        for d in self._active:
+            if d is None or d is r:
+                continue
+            n = min(d.n_past, d.n_prompt, limit)
+            if n < MIN_SHARED_TOKENS or n <= best_n or not self.cache.can_cut(d.n_past):
+                continue
+            m = common_prefix_length(r.prompt[:n], d.prompt[:n])
+            if m >= MIN_SHARED_TOKENS and m > best_n:
+                best_seq, best_n = d.seq, m
+        return best_seq, best_n
 
     def _copy_prefix(self, r: Request, n: int) -> None:
         _lib.check(lib.newrllama_seq_copy(self._ctx, r.prefix.seq, r.seq, n, self._err), self._err)
-        r.n_past = r.n_cached = n
+        r.n_past = r.n_copied = n
+        r.n_cached = n - PrefixCache.charge(r.prefix, n)
 
-    def _let_go_of_prefix(self, r: Request) -> None:
+    def let_go_of_prefix(self, r: Request) -> None:
         """The request decodes its whole prompt itself from now on (its copy is gone, or never came)."""
         if r.prefix is not None:
             PrefixCache.release(r.prefix)
             r.prefix = None
-        r.n_cached = 0
+        r.n_cached = r.n_copied = 0
         r.n_past = 0
 
-    def _prefix_ready(self, p: Prefix) -> None:
-        self._cache.prefix_ready(p)
+    def prefix_ready(self, p: Prefix) -> None:
+        self.cache.prefix_ready(p)
         for r in self._active:
             if r is not None and r.prefix is p and r.awaiting_prefix:
                 self._copy_prefix(r, p.n_tokens)
 
-    def _prefix_failed(self, p: Prefix) -> None:
+    def prefix_failed(self, p: Prefix) -> None:
         for r in self._active:
             if r is not None and r.prefix is p:
-                self._let_go_of_prefix(r)
-        self._cache.drop(p)
+                self.let_go_of_prefix(r)
+        self.cache.drop(p)
 
-    def _fill(self, i: int, h: Holder, room: int) -> int:
+    def _fill(self, i: int, h: SlotHolder, room: int) -> int:
         left = h.n_tokens - h.n_past
         n = left if left < room else room
         s = self._slots[i]
@@ -212,15 +276,15 @@ class Scheduler:
         if score is None:
             s.n_score_rows = 0
         else:
-            s.n_score_rows, s.n_targets, s.targets, s.target_rows, s.logprobs = score
+            score.write_to(s)
         return n
 
     def _build(self) -> bool:
-        """Fills the slots: generating requests first, then prefixes being cached, then prompts'
-        prefill chunks. True if the step carries prompt tokens."""
+        """Fills the slots: generating requests first, then runs being cached, then prompts' prefill
+        chunks. True if the step carries prompt tokens."""
         holders = self._slot_holders = []
         room = self._n_batch
-        prefilling: List[Holder] = self._cache.decoding() if self._cache is not None else []
+        prefilling: List[SlotHolder] = self.cache.decoding() if self.cache is not None else []
         for r in self._active:
             if r is None or r.awaiting_prefix:
                 continue
@@ -238,12 +302,12 @@ class Scheduler:
             room -= self._fill(len(holders), h, room)
             holders.append(h)
             prefill = True
-        if self._cache is not None:
-            own = sum(r.n_past - r.n_cached for r in self._active if r is not None)
-            self._cache.make_room(own + self._n_batch - room)
+        if self.cache is not None:
+            own = sum(r.n_past - r.n_copied for r in self._active if r is not None)
+            self.cache.make_room(own + self._n_batch - room)
         return prefill
 
-    def _add_label_jobs(self, r: Request, holders: List[Holder], room: int) -> int:
+    def _add_label_jobs(self, r: Request, holders: List[SlotHolder], room: int) -> int:
         """Starts scoring r's waiting label paths, as many as scratch sequences and room allow."""
         choice = r.choice
         while choice.waiting and self._scratch and len(choice.waiting[-1].body) <= room:
@@ -254,50 +318,26 @@ class Scheduler:
             holders.append(job)
         return room
 
-    def _end_job(self, job: LabelJob) -> None:
+    def end_label_job(self, job: LabelJob) -> None:
         lib.newrllama_seq_clear(self._ctx, job.seq, ffi.NULL)
         self._scratch.append(job.seq)
         job.owner.choice.running.remove(job)
 
-    def _calls_of(self, holders: List[Holder]):
-        calls = {}
-        for h in holders:
-            if isinstance(h, Request):
-                calls[id(h.call)] = h.call
-            elif isinstance(h, LabelJob):
-                calls[id(h.owner.call)] = h.owner.call
-            else:  # a prefix works for the calls waiting for it
-                for r in self._active:
-                    if r is not None and r.prefix is h:
-                        calls[id(r.call)] = r.call
-        return calls.values()
+    def _calls_of(self, holders: List[SlotHolder]) -> Iterable[Call]:
+        return {id(c): c for h in holders for c in h.calls(self._active)}.values()
 
-    @staticmethod
-    def _gone(h: Holder) -> bool:
-        """Its request ended while a step it was part of ran (a cancelled prompt's label job, say)."""
-        return isinstance(h, LabelJob) and h not in h.owner.choice.running or isinstance(h, Request) and h.seq < 0
-
-    def _advance(self, h: Holder, n: int, slot) -> bool:
+    def _advance(self, h: SlotHolder, n: int, slot) -> bool:
         """Records a holder's decoded tokens; True once it reached its next stop (a token, scores, a ready
-        prefix) or it is gone (its request ended while this step ran for it)."""
-        if self._gone(h):
+        run) or it is gone (its request ended while this step ran for it)."""
+        if h.gone:
             return True
         h.n_past += n
-        if slot.sampler != ffi.NULL:
-            self._on_token(h, slot.token, slot.is_eog)
-            return True
-        if slot.n_score_rows > 0:
-            self._on_scores(h)
-            return True
-        if isinstance(h, Prefix) and h.ready:
-            self._prefix_ready(h)
-            return True
-        return False
+        return h.after_step(self, slot)
 
     def _step(self) -> float:
         prefill = self._build()
         holders = self._slot_holders
-        if not holders:  # every admitted request waits for a prefix that has no room yet
+        if not holders:  # every admitted request waits for a run that has no room yet
             return 0.0
         t0 = time.perf_counter()
         code = lib.newrllama_step(self._ctx, self._slots, len(holders), self._decode_code, self._err)
@@ -319,29 +359,19 @@ class Scheduler:
             _lib.raise_for(code, self._err)
         for i, h in enumerate(holders):
             if self._slots[i].status == lib.NEWRLLAMA_SLOT_CLEARED:
-                self._restart(h)
-        if self._decode_code[0] == 1 and self._cache is not None and self._cache.evict_idle():
-            return dt  # no free KV cells: idle cached prefixes are gone now, and the next step retries
+                h.restart(self)
+        if self._decode_code[0] == 1 and self.cache is not None and self.cache.evict_idle():
+            return dt  # no free KV cells: idle cached runs are gone now, and the next step retries
         for call in calls:
             call.n_fallbacks += 1
         return dt + self._one_by_one(holders, self._decode_code[0])
 
-    def _restart(self, h: Holder) -> None:
-        """A failed step left its sequence empty: it is decoded again from its start."""
-        if isinstance(h, Request):
-            self._let_go_of_prefix(h)
-        elif isinstance(h, LabelJob):  # scored again from a new copy of its prompt
-            h.owner.choice.waiting.append(h.path)
-            self._end_job(h)
-        else:
-            self._cache.restart(h)
-
-    def _one_by_one(self, holders: List[Holder], batch_code: int) -> float:
+    def _one_by_one(self, holders: List[SlotHolder], batch_code: int) -> float:
         """A batched step failed and was rolled back: decode each of its holders alone up to its
-        next token (a prefix: to its end), so that only one that cannot proceed on its own fails."""
+        next stop (a run: to its end), so that only one that cannot proceed on its own fails."""
         t_total = 0.0
         for h in holders:
-            while not self._gone(h):
+            while not h.gone:
                 n = self._fill(0, h, self._n_batch)
                 t0 = time.perf_counter()
                 code = lib.newrllama_step(self._ctx, self._slots, 1, self._decode_code, self._err)
@@ -351,52 +381,51 @@ class Scheduler:
                 if code != lib.NEWRLLAMA_OK:
                     if code != lib.NEWRLLAMA_ERROR_DECODE:
                         _lib.raise_for(code, self._err)
-                    if isinstance(h, Prefix):
-                        self._prefix_failed(h)
-                    elif isinstance(h, LabelJob):
-                        self._retire(h.owner, "error", f"llama_decode failed scoring a label of this prompt "
-                                                       f"(code {self._decode_code[0]}; batched decode code {batch_code})")
-                    else:
-                        self._retire(h, "error", f"llama_decode failed for this prompt (code {self._decode_code[0]}; "
-                                                 f"batched decode code {batch_code})")
+                    h.fail(self, f"llama_decode failed (code {self._decode_code[0]}; batched decode code {batch_code})")
                     break
                 if self._advance(h, n, self._slots[0]):
                     break
         return t_total
 
-    def _on_scores(self, h: Holder) -> None:
-        if isinstance(h, LabelJob):
-            r = h.owner
-            h.add_scores(r.choice.logprob)
-            self._end_job(h)
-        else:
-            r = h
-            r.choice.record_first()
-        if r.choice.done:
-            self._retire(r, "stop")
-        elif r.cancelled:
-            self._retire(r, "cancelled", "cancelled")
+    def first_label_tokens_scored(self, r: Request) -> None:
+        r.choice.record_first()
+        self._after_scores(r)
 
-    def _on_token(self, r: Request, token: int, is_eog: bool) -> None:
+    def label_scored(self, job: LabelJob) -> None:
+        job.add_scores(job.owner.choice.logprob)
+        self.end_label_job(job)
+        self._after_scores(job.owner)
+
+    def _after_scores(self, r: Request) -> None:
+        if r.choice.done:
+            self.retire(r, "stop")
+        elif r.cancelled:
+            self.retire(r, "cancelled", "cancelled")
+
+    def on_token(self, r: Request, token: int, is_eog: bool) -> None:
         if token < 0:
-            self._retire(r, "error", "the grammar allows no token here (it cannot be completed)")
+            self.retire(r, "error", "the grammar allows no token here (it cannot be completed)")
             return
         reason = r.accept(token, is_eog)
         if reason is not None:
-            self._retire(r, reason)
+            self.retire(r, reason)
         elif r.cancelled:
-            self._retire(r, "cancelled", "cancelled")
+            self.retire(r, "cancelled", "cancelled")
 
-    def _retire(self, r: Request, reason, error: Optional[str] = None) -> None:
-        """Ends an admitted request: frees its sampler and its sequence, then reports the result."""
+    def retire(self, r: Request, reason, error: Optional[str] = None) -> None:
+        """Ends an admitted request: frees its sampler and its sequence (what it decoded stays cached),
+        then reports the result."""
         free_sampler(r)
         if r.choice is not None:
             for job in list(r.choice.running):
-                self._end_job(job)
-        if r.prefix is not None:
-            PrefixCache.release(r.prefix)
+                self.end_label_job(job)
+        source = r.prefix
+        if source is not None:
+            PrefixCache.release(source)
             r.prefix = None
         if r.seq >= 0:
+            if self.cache is not None and reason != "error" and r.n_past > 0:
+                self.cache.keep(r.seq, ffi.unpack(r.tokens, r.n_past), source, r.n_copied)
             lib.newrllama_seq_clear(self._ctx, r.seq, ffi.NULL)
             self._active[r.seq] = None
             r.seq = -1
@@ -418,8 +447,8 @@ class Scheduler:
         for seq in self._scratch_seqs:
             lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
         self._scratch = list(self._scratch_seqs)
-        if self._cache is not None:
-            self._cache.clear()
+        if self.cache is not None:
+            self.cache.clear()
         for r in pending:
             if closed:
                 r.call.closed = True

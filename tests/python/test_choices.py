@@ -190,7 +190,7 @@ def test_choices_share_a_cached_instruction(model):
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
         completions = ctx.generate_parallel([instruction + s for s in STORIES], TOPICS)
         check_labels(completions, TOPICS)
-        assert all(c.n_cached_tokens > 50 for c in completions)
+        assert sorted(c.n_cached_tokens > 50 for c in completions) == [False] + [True] * (len(STORIES) - 1)
 
 
 def test_a_failing_label_decode_fails_only_its_prompt(model):

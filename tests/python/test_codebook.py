@@ -111,7 +111,7 @@ def test_several_questions_share_each_texts_tokens(model):
     assert all(a.error == "text is missing or empty" for a in results[4].values())
     # Each text is decoded once for its 3 questions x 2 listing orders: 6 prompts share it.
     shortest = min(len(model.tokenize(t)) for t in TEXTS)
-    assert stats.n_prompts == 4 * 6 and stats.n_cached_tokens >= 4 * 6 * shortest
+    assert stats.n_prompts == 4 * 6 and stats.n_cached_tokens >= 4 * 5 * shortest  # one of the 6 decodes it
     assert [r["topic"].label for r in one] != [] and all(r["topic"].label in QUESTIONS["topic"] for r in one)
     prompt = check_questions(QUESTIONS, "").get("tone").prompt(model, "TEXT HERE")
     assert prompt.index("TEXT HERE") < prompt.index("Question: tone") < prompt.index("- good news: something went well")

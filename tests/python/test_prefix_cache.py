@@ -6,8 +6,7 @@ import threading
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, group_prefix_lengths,
-                                    shared_prefix_lengths)
+from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, worth_caching
 from oracle import assert_expected_or_rounding, assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=6)
@@ -38,40 +37,48 @@ def cached(model):
         yield c
 
 
-def test_shared_prefix_lengths_groups_prompts_by_long_common_prefixes():
+def test_shared_start_lengths_are_where_the_prompts_branch():
     a = list(range(100))
-    groups = shared_prefix_lengths([a + [1, 2], [7] * 50, a + [3], a + [1, 5, 6], [8] * 40, [7] * 50 + [9]])
-    assert groups[0] == groups[2] == groups[3] == 100  # capped one short of the shortest member (a + [3])
-    assert groups[1] == groups[5] == 49                # an identical-but-one pair: the shorter keeps its last token
-    assert groups[4] == 0                              # alone
-    assert shared_prefix_lengths([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [0, 0]
+    starts = shared_start_lengths([a + [1, 2], [7] * 50, a + [3], a + [1, 5, 6], [8] * 40, [7] * 50 + [9]])
+    assert starts[0] == starts[2] == starts[3] == (100,)  # a + [1]: one token more, not worth a run of its own
+    assert starts[1] == (49,) and starts[5] == (50,)      # the shorter keeps its last token to decode
+    assert starts[4] == ()                                # alone
+    assert shared_start_lengths([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [(), ()]
     assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix_length([], [1]) == 0
 
 
-def test_group_prefix_lengths_share_within_a_callers_groups():
+def test_shared_starts_nest_a_system_prompt_then_each_text():
     system, text1, text2 = [5] * 40, [1] * 60, [2] * 60
-    prompts = [system + text1 + [3, 3], system + text1 + [4], system + text2 + [3], system + text2 + [3, 9], [7] * 50]
-    # Sorting would give one prefix for all four (the 40-token system); by text, each text's own.
-    assert shared_prefix_lengths(prompts)[:4] == [40] * 4
-    assert group_prefix_lengths(prompts, ["t1", "t1", "t2", "t2", "lone"]) == [100, 100, 100, 100, 0]
-    assert group_prefix_lengths([[1] * 10, [1] * 11], [0, 0]) == [0, 0]  # shorter than MIN_SHARED_TOKENS
+    prompts = [system + text1 + [3, 3], system + text1 + [4], system + text2 + [3], system + text2 + [3, 9],
+               [7] * 50, system + [9] * 10]
+    starts = shared_start_lengths(prompts)
+    assert starts[:4] == [(40, 100)] * 3 + [(40, 101)]  # the system all share, then each text's own (capped)
+    assert starts[4] == () and starts[5] == (40,)
+    # Two texts that begin alike for fewer than MIN_SHARED_TOKENS tokens more: one run, at the system.
+    near = [system + [1] * 10 + [2] * 40, system + [1] * 10 + [3] * 40, system + [4] * 50]
+    assert shared_start_lengths(near) == [(40,)] * 3
+    assert worth_caching([40, 41, 100, 200], 150) == (40, 100, 150)
 
 
-def test_a_groups_prefix_starts_from_the_calls_prefix(cached, model, reference_llama):
-    """Nested prefixes: the instruction is decoded once for the call, each story once for its two questions."""
+def test_nested_starts_decode_every_token_once(cached, model, reference_llama):
+    """The instruction is decoded once for the call, each story once for its two questions."""
     stories = [s + " " + " ".join(STORIES) for s in STORIES[:3]]  # long enough to be worth caching
     prompts = [f"{INSTRUCTION}Story: {s}\n{q}" for s in stories for q in ("Label:", "Topic:")]
-    completions = cached._generate_grouped(prompts, GREEDY, [i // 2 for i in range(len(prompts))], False)
+    completions = cached.generate_parallel(prompts, GREEDY)
+    tokens = [model.tokenize(p) for p in prompts]
+    starts = shared_start_lengths(tokens)
+    assert all(len(s) == 2 for s in starts)  # the instruction, then the story
+    runs = {tuple(t[:n]) for t, s in zip(tokens, starts) for n in s}
+    assert len(runs) == 1 + len(stories)
+    # Each run decodes only what its parent run does not hold; each prompt only its question.
+    run_tokens = sum(len(run) - max([len(r) for r in runs if len(r) < len(run) and run[:len(r)] == r] or [0])
+                     for run in runs)
+    own_tokens = sum(len(t) - s[-1] for t, s in zip(tokens, starts))
+    decoded = sum(c.n_prompt_tokens - c.n_cached_tokens for c in completions)
+    assert decoded == run_tokens + own_tokens
+    assert cached.last_stats.n_cached_tokens == sum(len(t) for t in tokens) - decoded
     for prompt, c in zip(prompts, completions):
-        story_prefix = len(model.tokenize(prompt[: prompt.rindex("\n") + 1]))
-        assert c.error is None and c.n_cached_tokens >= story_prefix - 2  # only the question is its own
-    # One prefix for the call (the instruction), one per story that copied it and decoded only the story.
-    entries = cached._scheduler._cache.entries
-    call_prefix = [p for p in entries if p.n_inherited == 0]
-    assert len(call_prefix) == 1 and call_prefix[0].n_tokens >= instruction_tokens(model) - 1
-    stories_prefixes = [p for p in entries if p.n_inherited > 0]
-    assert len(stories_prefixes) == 3
-    assert all(p.parent is call_prefix[0] and p.n_inherited == call_prefix[0].n_tokens for p in stories_prefixes)
+        assert c.error is None
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, prefix_cache=False) as plain:
         uncached = plain.generate_parallel(prompts, GREEDY)
     for prompt, c, u in zip(prompts, completions, uncached):
@@ -84,10 +91,11 @@ def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llam
     completions = cached.generate_parallel(prompts, GREEDY)
     n_instr = instruction_tokens(model)
     for prompt, c in zip(prompts, completions):
-        assert c.error is None and c.n_cached_tokens >= n_instr - 1
-        assert c.n_prompt_tokens == len(model.tokenize(prompt))
+        assert c.error is None and c.n_prompt_tokens == len(model.tokenize(prompt))
+    # The first prompt to copy the instruction is charged with its decode; the others get it cached.
+    assert sorted(c.n_cached_tokens >= n_instr - 1 for c in completions) == [False] + [True] * (len(prompts) - 1)
     stats = cached.last_stats
-    assert stats.n_cached_tokens == sum(c.n_cached_tokens for c in completions) >= len(prompts) * (n_instr - 1)
+    assert stats.n_cached_tokens == sum(c.n_cached_tokens for c in completions) >= (len(prompts) - 1) * (n_instr - 1)
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, prefix_cache=False) as plain:
         uncached = plain.generate_parallel(prompts, GREEDY)
         assert plain.last_stats.n_cached_tokens == 0
@@ -114,7 +122,7 @@ def test_unrelated_prompts_in_the_same_call_are_isolated(cached, model, referenc
     prompts = annotation_prompts(STORIES[:5]) + unrelated
     completions = cached.generate_parallel(prompts, GREEDY)
     assert all(c.n_cached_tokens == 0 for c in completions[5:])
-    assert all(c.n_cached_tokens > 0 for c in completions[:5])
+    assert sum(c.n_cached_tokens > 0 for c in completions[:5]) == 4  # one decodes the instruction for all
     for prompt, c in zip(prompts[3:], completions[3:]):
         assert_greedy_alone(reference_llama, model, prompt, c)
 
@@ -134,14 +142,14 @@ def test_prefix_past_the_sliding_window_is_never_cut(model, reference_llama):
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
         prompts = annotation_prompts(STORIES[:2], long_instruction)
         first = ctx.generate_parallel(prompts, GREEDY)
-        assert all(c.n_cached_tokens > 512 for c in first)
+        assert sorted(c.n_cached_tokens > 512 for c in first) == [False, True]  # the first decoded it
         shorter = long_instruction[: len(long_instruction) * 3 // 4]
         c = ctx.generate(shorter, GREEDY)
         assert c.error is None and c.n_cached_tokens == 0  # decoded in full: the cut could miss window cells
         assert_greedy_alone(reference_llama, model, shorter, c)
         again = ctx.generate_parallel(prompts, GREEDY)
         for prompt, a, b in zip(prompts, again, first):
-            assert a.n_cached_tokens == b.n_cached_tokens
+            assert a.n_cached_tokens > 512
             assert_expected_or_rounding(reference_llama, model, prompt, a, b.text)
 
 
@@ -154,18 +162,20 @@ def test_eviction_under_pressure_of_sequences_and_cells(model, reference_llama):
                 prompts = annotation_prompts(STORIES[2 * k:2 * k + 3], instruction)
                 completions = ctx.generate_parallel(prompts, GREEDY)
                 assert ctx.last_stats.n_fallbacks == 0 and ctx.last_stats.n_failed == 0
-                assert all(c.n_cached_tokens > 250 for c in completions)
+                assert sum(c.n_cached_tokens > 250 for c in completions) >= len(completions) - 1
         stats = ctx.engine_stats()
-        assert stats.n_prefix_evictions >= 4 and stats.n_cached_prefixes <= 3
+        assert stats.n_prefix_evictions >= 4 and ctx._scheduler.cache.n_cells_held() <= ctx.n_ctx
         assert_greedy_alone(reference_llama, model, prompts[0], completions[0])
-    # More instruction groups than cache sequences: the least recently used ones go.
+    # More runs than cache sequences (each group leaves its two prompts' runs): the least recently used go.
     with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
-        n_groups = newrllama.Context.PREFIX_CACHE_SEQUENCES + 2
+        n_groups = newrllama.Context.PREFIX_CACHE_SEQUENCES // 2 + 2
         for k in range(n_groups):
             prompts = annotation_prompts(STORIES[:2], f"Group {k}. " + OTHER_INSTRUCTION)
-            assert all(c.n_cached_tokens > 0 for c in ctx.generate_parallel(prompts, GREEDY))
+            assert sum(c.n_cached_tokens > 0 for c in ctx.generate_parallel(prompts, GREEDY)) == 1
         stats = ctx.engine_stats()
-        assert stats.n_cached_prefixes == newrllama.Context.PREFIX_CACHE_SEQUENCES and stats.n_prefix_evictions == 2
+        assert stats.n_cached_prefixes == newrllama.Context.PREFIX_CACHE_SEQUENCES and stats.n_prefix_evictions >= 2
+        again = ctx.generate_parallel(prompts, GREEDY)  # the last group's runs are still there
+        assert all(c.n_cached_tokens >= c.n_prompt_tokens - 1 for c in again)
         assert_greedy_alone(reference_llama, model, prompts[1], ctx.generate_parallel(prompts, GREEDY)[1])
 
 
@@ -177,7 +187,7 @@ def test_budget_error_counts_the_cached_prefix(model):
         assert [c.finish_reason for c in completions[:2]] != ["error", "error"]
         assert completions[2].finish_reason == "error"
         assert "cached shared prefix counts too" in completions[2].error
-        assert all(c.n_cached_tokens > 0 for c in completions[:2])
+        assert sum(c.n_cached_tokens > 0 for c in completions[:2]) == 1
 
 
 def test_concurrent_callers_share_one_cached_prefix(cached, model, reference_llama):

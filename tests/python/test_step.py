@@ -7,6 +7,9 @@ import newrllama
 from newrllama._capi import ffi, lib
 from samples import PROMPTS
 
+# ctx4's 4 prompt sequences, then its prefix-cache and scratch sequences.
+PAST_THE_LAST_SEQUENCE = 4 + newrllama.Context.PREFIX_CACHE_SEQUENCES + newrllama.Context.SCRATCH_SEQUENCES
+
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 
 
@@ -92,7 +95,7 @@ def test_step_decodes_and_samples_every_slot(ctx4, model):
 
 @pytest.mark.parametrize("spans,why", [
     ([(0, 0, [1], None), (0, 5, [1], None)], "used by another slot"),
-    ([(76, 0, [1], None)], "outside"),  # 4 prompt sequences + 8 prefix-cache and 64 scratch sequences
+    ([(PAST_THE_LAST_SEQUENCE, 0, [1], None)], "outside"),
     ([(-1, 0, [1], None)], "outside"),
     ([(0, -1, [1], None)], "pos >= 0"),
     ([(0, 0, [], None)], "n_tokens >= 1"),
@@ -120,11 +123,11 @@ def test_null_arguments_are_refused(ctx4):
     assert lib.newrllama_sampler_create(ffi.NULL, bad, 0, out, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     lib.newrllama_sampler_free(ffi.NULL)
     lo = ffi.new("int32_t *")
-    assert lib.newrllama_seq_pos_range(ctx4.handle, 76, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_seq_pos_range(ctx4.handle, PAST_THE_LAST_SEQUENCE, lo, lo, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_clear(ctx4.handle, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_copy(ctx4.handle, 1, 1, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_seq_copy(ctx4.handle, 0, 76, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_context_n_seq_cache(ctx4.handle) == 72
+    assert lib.newrllama_seq_copy(ctx4.handle, 0, PAST_THE_LAST_SEQUENCE, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert lib.newrllama_context_n_seq_cache(ctx4.handle) == PAST_THE_LAST_SEQUENCE - 4
 
 
 def test_failed_step_is_rolled_back_exactly(ctx4, model):

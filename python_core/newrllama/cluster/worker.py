@@ -40,7 +40,6 @@ class Worker:
                        instruction: str) -> List[Annotation]:
         book = check_codebook(labels, instruction)
         jobs, prompts = annotation_prompts(self.model, texts, book, DEFAULT_DEBIAS)
-        groups = [i for i, _ in jobs]  # a text's prompts share the text
-        done = (await self.context._agenerate_grouped(prompts, SamplingParams(choices=jobs[0][1]), groups)
+        done = (await self.context.agenerate_parallel(prompts, SamplingParams(choices=jobs[0][1]))
                 if prompts else [])
         return annotations(len(texts), book.labels, DEFAULT_DEBIAS, jobs, done, base_order(DEFAULT_DEBIAS, book.labels))
