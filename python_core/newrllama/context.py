@@ -48,9 +48,10 @@ class Context(OwnedHandle):
     decode step (longer prompts are prefilled in chunks). ``n_threads=None`` uses
     every core.
 
-    One engine thread, started at the first call, owns the llama.cpp context and
-    runs a scheduler: prompts from every caller, in any thread, join the running
-    batch at the next step, and each caller gets its own results in its own order.
+    A scheduler runs the context on the process's one engine thread (engine_thread.py:
+    every context's decodes start from it, so that contexts do not slow each other
+    down): prompts from every caller, in any thread, join the running batch at the next
+    step, and each caller gets its own results in its own order.
     ``last_stats`` holds the figures of the call that ended last.
 
     With ``prefix_cache=True`` (the default), the engine keeps runs of tokens it decoded
@@ -106,7 +107,7 @@ class Context(OwnedHandle):
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)))
 
     def close(self) -> None:
-        """Stops the engine thread (calls still running end with ClosedError) and frees the context."""
+        """Takes the context off the engine thread (calls still running end with ClosedError) and frees it."""
         with self._lock:
             if not self.closed:
                 self._scheduler.close()
@@ -198,7 +199,7 @@ class Context(OwnedHandle):
         return stream
 
     def engine_stats(self) -> EngineStats:
-        """Steps run by the engine thread so far, and the time spent in C and in Python around them."""
+        """Steps run for this context so far, and the time spent in C and in Python around them."""
         return self._scheduler.stats()
 
     def _submit(self, call: Call, requests: List[Request]) -> None:

@@ -1,4 +1,5 @@
-"""The scheduler: one engine thread owns a context and runs every caller's prompts in one batch.
+"""The scheduler of a context: it runs every caller's prompts in one batch, on the process's engine thread
+(engine_thread.py), which is the only thread that decodes.
 
 Callers (generate_parallel, generate, stream, from any thread) hand it Requests and
 wait; the engine thread admits waiting requests to free sequences as soon as one
@@ -19,13 +20,13 @@ SlotHolder."""
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from dataclasses import dataclass
 from typing import Deque, Iterable, List, Optional, Protocol, Tuple
 
 from . import _lib
 from ._lib import ffi, lib
+from .engine_thread import engine
 from .errors import ClosedError
 from .choices import LabelJob, ScoreRows
 from .prefix_cache import (MIN_SHARED_TOKENS, Prefix, PrefixCache, common_prefix_length, shared_start_lengths,
@@ -63,7 +64,7 @@ class SlotHolder(Protocol):
 
 @dataclass(frozen=True)
 class EngineStats:
-    """Figures of a context's engine thread since the context was made."""
+    """Figures of a context's scheduler since the context was made."""
 
     n_steps: int
     t_step_s: float     # inside newrllama_step (decode and sampling, in C)
@@ -86,7 +87,8 @@ class Scheduler:
         self.cache = cache
         self._scratch_seqs = tuple(scratch_seqs)
         self._scratch = list(scratch_seqs)  # free sequences for LabelJobs (choices with multi-token labels)
-        self._cv = threading.Condition()
+        self._engine = engine()
+        self._cv = self._engine.cv  # one lock for every context's scheduler: they share the engine thread
         self._incoming: List[Request] = []
         self._cancel_requested = False
         self._closing = False
@@ -99,7 +101,6 @@ class Scheduler:
         self._n_steps = 0
         self._t_step = 0.0
         self._t_python = 0.0
-        self._thread: Optional[threading.Thread] = None
 
     # ---- callers' side (any thread) ----------------------------------------------
 
@@ -108,10 +109,7 @@ class Scheduler:
             if self._closing:
                 raise ClosedError("this context is closed")
             self._incoming.extend(requests)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="newrllama-engine", daemon=True)
-                self._thread.start()
-            self._cv.notify()
+            self._engine.attach(self)
 
     def cancel(self, call: Call) -> None:
         """Cancels a call's unfinished requests; the engine frees them before its next step."""
@@ -120,7 +118,7 @@ class Scheduler:
                 r.cancelled = True
         with self._cv:
             self._cancel_requested = True
-            self._cv.notify()
+            self._cv.notify_all()
 
     def stats(self) -> EngineStats:
         cache = self.cache
@@ -130,38 +128,34 @@ class Scheduler:
                            cache.n_evictions if cache else 0, sum(r is not None for r in self._active), n_waiting)
 
     def close(self) -> None:
-        """Stops the engine thread; requests still running end with an error."""
+        """Takes the scheduler off the engine thread; requests still running end with an error."""
         with self._cv:
             self._closing = True
-            self._cv.notify()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._engine.detach(self)
         self._fail_all("the context was closed", closed=True)
 
     # ---- the engine thread -------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not (self._incoming or self._cancel_requested or self._closing or self._has_work()):
-                    self._cv.wait()
-                if self._closing:
-                    return
-                self._waiting.extend(self._incoming)
-                self._incoming.clear()
-                reap = self._cancel_requested
-                self._cancel_requested = False
-            t0 = time.perf_counter()
-            try:
-                if reap:
-                    self._reap_cancelled()
-                self._admit()
-                t_step = self._step() if any(r is not None for r in self._active) else 0.0
-            except BaseException as exc:  # a bug must not hang every caller: fail what runs, keep serving
-                self._fail_all(f"internal error in the scheduler: {exc!r}")
-                continue
-            self._t_python += time.perf_counter() - t0 - t_step
+    def wants_turn(self) -> bool:
+        return not self._closing and bool(self._incoming or self._cancel_requested or self._has_work())
+
+    def take_incoming(self) -> bool:
+        self._waiting.extend(self._incoming)
+        self._incoming.clear()
+        reap, self._cancel_requested = self._cancel_requested, False
+        return reap
+
+    def turn(self, reap: bool) -> None:
+        t0 = time.perf_counter()
+        try:
+            if reap:
+                self._reap_cancelled()
+            self._admit()
+            t_step = self._step() if any(r is not None for r in self._active) else 0.0
+        except BaseException as exc:  # a bug must not hang every caller: fail what runs, keep serving
+            self._fail_all(f"internal error in the scheduler: {exc!r}")
+            return
+        self._t_python += time.perf_counter() - t0 - t_step
 
     def _has_work(self) -> bool:
         return bool(self._waiting) or any(r is not None for r in self._active)
