@@ -27,7 +27,7 @@ from pathlib import Path
 
 import newrllama
 from newrllama.choices import label_paths
-from llama_tools import batched_bench_binary, run_batched_bench
+from llama_tools import llama_tool_binary, run_batched_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 N_THREADS = 2
@@ -82,7 +82,7 @@ def run_ours(model, prompts, prefix_cache: bool):
 
 def batched_bench_reference():
     """Seconds llama-batched-bench needs for the pieces of the cached workload (unified KV as ours)."""
-    binary = batched_bench_binary()
+    binary = llama_tool_binary()
     common = ["-c", str(N_SEQ * 512), "-b", "512", "-ub", "512", "-kvu", "-npl", str(N_SEQ)]
     shared = run_batched_bench(binary, common + ["-npp", str(INSTRUCTION_TOKENS), "-ntg", str(ANSWER_TOKENS), "-pps"],
                                N_THREADS)[0]

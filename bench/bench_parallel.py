@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import newrllama
-from llama_tools import batched_bench_binary, run_batched_bench
+from llama_tools import llama_tool_binary, run_batched_bench
 from newrllama._capi import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +120,7 @@ def bench_c_driver(model, prompts, repeats):
 def bench_batched_bench(sizes, repeats, unified: bool = False):
     """llama-batched-bench: generated tokens/s with prefill included (B * TG / T), best of repeats per size;
     unified: one KV stream for all sequences (-kvu), the layout our contexts use."""
-    binary = batched_bench_binary()
+    binary = llama_tool_binary()
     best = {n: 0.0 for n in sizes}
     n_ctx = max(sizes) * 128  # 128 cells per sequence, as our contexts
     flags = ["-kvu"] if unified else []

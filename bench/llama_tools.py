@@ -1,4 +1,5 @@
-"""llama.cpp's own llama-batched-bench, built from the vendored llama.cpp of the pinned llama-cpp-python, as a reference."""
+"""llama.cpp's own tools (llama-batched-bench, llama-server), built from the vendored llama.cpp of the pinned
+llama-cpp-python, as references."""
 from __future__ import annotations
 
 import subprocess
@@ -10,11 +11,12 @@ import newrllama
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def batched_bench_binary() -> str:
-    """Builds llama-batched-bench once (bench/build_llama_tools.sh, AMX off) and returns its path."""
-    tool = subprocess.run(["bash", str(ROOT / "bench" / "build_llama_tools.sh")], capture_output=True, text=True)
+def llama_tool_binary(target: str = "llama-batched-bench") -> str:
+    """Builds one of llama.cpp's tools once (bench/build_llama_tools.sh, AMX off) and returns its path."""
+    tool = subprocess.run(["bash", str(ROOT / "bench" / "build_llama_tools.sh"), target], capture_output=True,
+                          text=True)
     if tool.returncode != 0:
-        raise RuntimeError(f"building llama-batched-bench failed: {tool.stderr[-2000:]}")
+        raise RuntimeError(f"building {target} failed: {tool.stderr[-2000:]}")
     return tool.stdout.strip().splitlines()[-1]
 
 

@@ -183,12 +183,18 @@ class PrefixCache:
         limit = len(prompt) - 1
         best, best_n = None, 0
         for p in self._entries.values():
-            if p.n_tokens <= limit and p.n_tokens > best_n and prompt[:p.n_tokens] == p.token_list:
-                best, best_n = p, p.n_tokens
-            elif p.n_tokens > limit and p.ready and self.can_cut(p.n_tokens):
+            if p.n_tokens <= best_n:
+                continue
+            if p.n_tokens <= limit and prompt[:p.n_tokens] == p.token_list:  # whole (ready, or wait for it)
+                n = p.n_tokens
+            elif p.ready and self.can_cut(p.n_tokens):
                 n = common_prefix_length(prompt[:limit], p.token_list)
-                if n >= MIN_SHARED_TOKENS and n > best_n:
-                    best, best_n = p, n
+                if n < MIN_SHARED_TOKENS:
+                    continue
+            else:
+                continue
+            if n > best_n:
+                best, best_n = p, n
         running_seq, running_n = running
         if running_n > best_n:
             best, best_n = None, running_n

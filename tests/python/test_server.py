@@ -273,3 +273,19 @@ def test_health_is_503_until_the_model_is_loaded():
     health, completion = asyncio.run(probe())
     assert health.status_code == 503 and health.json() == {"status": "loading"}
     assert completion.status_code == 503 and completion.headers["retry-after"] == "1"
+
+
+def test_each_turn_of_a_chat_reuses_the_turn_before(client):
+    """The server keeps what a request decoded: the next turn, which repeats it, decodes only what is new."""
+    messages = [{"role": "user", "content": "Here are some notes about rivers, mills, bridges and the towns that "
+                                            "grew around them in the valley. Tell me a story that uses them."}]
+    previous = None
+    for turn in range(5):
+        r = client.chat.completions.create(model="any", messages=messages, max_tokens=12, temperature=0)
+        cached = r.usage.prompt_tokens_details.cached_tokens
+        if previous is not None:
+            assert cached >= previous.prompt_tokens, (turn, cached, previous)
+            assert r.usage.prompt_tokens - cached <= previous.completion_tokens + 20  # the answer, the new question
+        previous = r.usage
+        messages += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": f"Go on ({turn})."}]

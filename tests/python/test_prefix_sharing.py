@@ -1,0 +1,146 @@
+"""The prefix cache across callers: threads, streams and calls share starts; finished prompts' runs serve later
+ones (the next turn of a chat); faults and pressure neither fail a prompt nor leak a sequence."""
+from __future__ import annotations
+
+import threading
+import time
+
+import newrllama
+from newrllama.prefix_cache import MIN_SHARED_TOKENS
+from oracle import MARGIN, assert_greedy_alone, worst_gap
+from test_prefix_cache import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
+
+
+def assert_idle(ctx: newrllama.Context) -> None:
+    """Nothing running, no cached run pinned: every sequence the calls took is back."""
+    assert ctx.n_used_cells() == 0
+    stats = ctx.engine_stats()
+    assert stats.n_running == 0 and stats.n_waiting == 0
+    assert all(p.users == 0 and p.ready for p in ctx._scheduler.cache.entries)
+    assert stats.n_cached_prefixes <= ctx.PREFIX_CACHE_SEQUENCES
+
+
+def busy(ctx: newrllama.Context) -> threading.Thread:
+    """A long generation that keeps the engine stepping, so that prompts submitted now arrive together."""
+    worker = threading.Thread(target=ctx.generate, args=("Once upon a time", newrllama.SamplingParams(max_tokens=60)))
+    worker.start()
+    time.sleep(0.3)
+    return worker
+
+
+def test_sixteen_threads_calling_generate_decode_the_instruction_once(model, reference_llama):
+    prompts = annotation_prompts(STORIES + [s.upper() for s in STORIES[:6]])
+    results = {}
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=16, n_threads=2) as ctx:
+        threads = [threading.Thread(target=lambda p: results.__setitem__(p, ctx.generate(p, GREEDY)), args=(p,))
+                   for p in prompts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        n_instr = instruction_tokens(model)
+        # However the threads arrived (together, or while another ran), at most one or two decode it.
+        assert sum(c.n_cached_tokens >= n_instr - 1 for c in results.values()) >= len(prompts) - 2
+        for p in prompts[:3]:
+            assert_greedy_alone(reference_llama, model, p, results[p])
+        assert_idle(ctx)
+
+
+def test_a_lone_request_reuses_what_a_finished_one_decoded(model, reference_llama):
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        first, later = annotation_prompts(STORIES[:2])
+        ctx.generate(first, GREEDY)
+        c = ctx.generate(later, GREEDY)
+        assert c.n_cached_tokens >= instruction_tokens(model) - 1
+        assert_greedy_alone(reference_llama, model, later, c)
+        # A different instruction shares nothing with it.
+        other = ctx.generate(annotation_prompts(STORIES[:1], OTHER_INSTRUCTION)[0], GREEDY)
+        assert other.n_cached_tokens == 0
+        assert_idle(ctx)
+
+
+def next_turn(model, prompt, answer) -> list:
+    return prompt + answer.token_ids + model.tokenize("\nUser: and what happened next?\nAssistant:", add_special=False)
+
+
+def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_llama):
+    """A turn's run (its prompt and the answer tokens decoded) serves the next turn, also past gemma 3's window,
+    where only a run's whole length may be reused."""
+    short = model.tokenize("User: tell me a story about a river, a mill, a bridge, a miller, his daughter and the "
+                           "town that grew on both banks.\nAssistant:")
+    long = model.tokenize("User: " + INSTRUCTION * 10 + "\nAssistant:")
+    assert len(long) > 512
+    params = newrllama.SamplingParams(max_tokens=8)
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=2, n_threads=2) as ctx:
+        for turn1 in (short, long):
+            prompt = turn1
+            for _ in range(3):
+                answer = ctx.generate(prompt, params)
+                assert answer.finish_reason == "length"  # the last token was sampled, never decoded
+                following = next_turn(model, prompt, answer)
+                c = ctx.generate(following, params)
+                assert c.n_cached_tokens == len(prompt) + len(answer.token_ids) - 1
+                assert worst_gap(reference_llama, following, c.token_ids) <= MARGIN
+                prompt = following
+        assert_idle(ctx)
+
+
+def test_a_prompt_past_the_window_continues_from_a_cached_run(model, reference_llama):
+    long_story = " ".join(STORIES) * 12
+    prompts = [f"{INSTRUCTION}Story: {long_story} ({k})\nLabel:" for k in range(2)]
+    assert all(len(model.tokenize(p)) > 600 for p in prompts)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
+        ctx.generate(annotation_prompts(STORIES[:1])[0], GREEDY)  # the instruction, cached, shorter than 512
+        completions = ctx.generate_parallel(prompts, GREEDY)
+        assert all(c.n_cached_tokens >= instruction_tokens(model) - 1 for c in completions)
+        for p, c in zip(prompts, completions):
+            assert_greedy_alone(reference_llama, model, p, c)
+        assert_idle(ctx)
+
+
+def test_a_prompt_cancelled_while_its_start_is_decoded_for_others(model, reference_llama):
+    prompts = annotation_prompts(STORIES[:4])
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8, n_threads=2) as ctx:
+        worker = busy(ctx)
+        stream = ctx.stream(prompts[0], GREEDY)  # submitted with the others: it waits for the shared start
+        others = []
+        caller = threading.Thread(target=lambda: others.extend(ctx.generate_parallel(prompts[1:], GREEDY)))
+        caller.start()
+        stream.close()
+        caller.join()
+        worker.join()
+        assert stream.completion is None or stream.completion.finish_reason in ("cancelled", "stop", "length")
+        assert [c.error for c in others] == [None] * 3
+        for p, c in zip(prompts[1:], others):
+            assert_greedy_alone(reference_llama, model, p, c)
+        assert_idle(ctx)
+
+
+class TwoRunContext(newrllama.Context):
+    PREFIX_CACHE_SEQUENCES = 2
+
+
+def test_runs_all_pinned_by_waiting_prompts_leave_the_rest_to_decode_in_full(model, reference_llama):
+    instructions = [f"Rule set {k}. " + OTHER_INSTRUCTION for k in range(3)]
+    prompts = [p for instruction in instructions for p in annotation_prompts(STORIES[:2], instruction)]
+    with TwoRunContext(model, n_ctx=8192, n_seq_max=6, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, GREEDY)
+        assert [c.error for c in completions] == [None] * 6 and ctx.last_stats.n_fallbacks == 0
+        # Two instructions got a run; the third one's prompts decoded it themselves.
+        assert sorted(c.n_cached_tokens > 0 for c in completions) == [False] * 4 + [True] * 2
+        for p, c in zip(prompts[::2], completions[::2]):
+            assert_greedy_alone(reference_llama, model, p, c)
+        assert_idle(ctx)
+
+
+def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
+    # Token prompts just long enough to be kept, each different from its second token on.
+    filler = model.tokenize("the notes of the day", add_special=False)
+    prompts = [[2, 1000 + k] + (filler * MIN_SHARED_TOKENS)[:MIN_SHARED_TOKENS - 2] for k in range(1000)]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=16, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
+        assert [c.error for c in completions] == [None] * 1000
+        stats = ctx.engine_stats()
+        assert stats.n_cached_prefixes == ctx.PREFIX_CACHE_SEQUENCES  # full, and no more
+        assert stats.n_prefix_evictions >= 1000 - ctx.PREFIX_CACHE_SEQUENCES
+        assert_idle(ctx)
