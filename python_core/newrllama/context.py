@@ -101,7 +101,8 @@ class Context(OwnedHandle):
         n_seq = lib.newrllama_context_n_seq_max(out[0])
         self.prefix_cache = n_seq_cache > 0
         cache = PrefixCache(out[0], n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
-                            lib.newrllama_context_n_ctx(out[0])) if self.prefix_cache else None
+                            lib.newrllama_context_n_ctx(out[0]), lib.newrllama_context_n_batch(out[0])) \
+            if self.prefix_cache else None
         first_scratch = n_seq + n_seq_cache
         self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache,
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)))

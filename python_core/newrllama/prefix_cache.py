@@ -20,7 +20,15 @@ thread, request or stream they came from:
   that starts the same way is running copies the cells that one has decoded so far.
 
 Runs are evicted least recently used when a cache sequence or KV cells are needed,
-never while a prompt waits for them. Every method runs on the engine thread except the
+never while a prompt waits for them; and an idle run (no prompt holds it) is evicted
+once the steps have fed IDLE_BATCHES x n_batch tokens since it was last used. Idle
+cells are not free: one KV cache holds every sequence, and llama.cpp's attention
+reads the mask of every cell in use for every token of a step, so a cache full of
+runs of distinct long prompts made prefill with nothing shared 45% slower (16 prompts
+of 1,371 tokens). A run's cost grows with the tokens fed while it waits, not with
+time or with steps of generation, so runs survive pauses and the gaps between a
+chat's turns, and with this rule the idle runs of distinct prompts hold at most
+about IDLE_BATCHES x n_batch cells. Every method runs on the engine thread except the
 pure functions that find shared starts, which callers run in their own thread.
 
 Token accounting: a run made for waiting prompts is decoded on their behalf, so the
@@ -37,6 +45,8 @@ from ._lib import ffi, lib
 # Shorter shared starts are decoded with each prompt: caching them would cost a
 # cache sequence and a step of waiting for less than it saves.
 MIN_SHARED_TOKENS = 32
+# How long an idle run stays, in batches of tokens fed by the steps since its last use.
+IDLE_BATCHES = 4
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -91,7 +101,7 @@ class Prefix:
     ``n_inherited`` tokens when the parent is ready, and decodes only the rest."""
 
     __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "score", "users", "last_used",
-                 "parent", "n_inherited", "awaiting_parent", "uncharged")
+                 "parent", "n_inherited", "awaiting_parent", "uncharged", "fed_mark")
 
     def __init__(self, token_list: List[int], seq: int) -> None:
         self.token_list = token_list
@@ -103,6 +113,7 @@ class Prefix:
         self.score = None
         self.users = 0      # admitted prompts (and runs) that copied it or wait for it
         self.last_used = 0
+        self.fed_mark = 0   # tokens fed by the steps when it was last used
         self.parent: Optional["Prefix"] = None
         self.n_inherited = 0
         self.awaiting_parent = False
@@ -136,7 +147,7 @@ class Prefix:
 
 
 class PrefixCache:
-    def __init__(self, ctx_handle, first_seq: int, n_seqs: int, n_swa: int, n_cells: int) -> None:
+    def __init__(self, ctx_handle, first_seq: int, n_seqs: int, n_swa: int, n_cells: int, n_batch: int) -> None:
         self._ctx = ctx_handle
         self._err = _lib.new_error_slot()
         self._free_seqs = list(range(first_seq + n_seqs - 1, first_seq - 1, -1))
@@ -144,6 +155,8 @@ class PrefixCache:
         self.n_cells = n_cells
         self._entries: Dict[Tuple[int, ...], Prefix] = {}  # by tokens
         self._clock = 0
+        self._fed = 0
+        self._idle_tokens = IDLE_BATCHES * n_batch
         self.n_evictions = 0
 
     @property
@@ -170,6 +183,7 @@ class PrefixCache:
     def _touch(self, p: Prefix) -> None:
         self._clock += 1
         p.last_used = self._clock
+        p.fed_mark = self._fed
 
     def lookup(self, prompt: List[int], shared: Sequence[int] = (),
                running: Tuple[int, int] = (-1, 0)) -> Tuple[Optional[Prefix], int]:
@@ -233,7 +247,7 @@ class PrefixCache:
 
     def _inherit(self, p: Prefix) -> None:
         _lib.check(lib.newrllama_seq_copy(self._ctx, p.parent.seq, p.seq, p.n_inherited, self._err), self._err)
-        p.parent.users -= 1
+        self.release(p.parent)
         p.awaiting_parent = False
         p.n_past = p.n_inherited
         p.uncharged += self.charge(p.parent, p.n_inherited)
@@ -280,9 +294,10 @@ class PrefixCache:
         p.parent, p.n_inherited, p.awaiting_parent, p.n_past = None, 0, False, 0
         p.uncharged = p.n_tokens
 
-    @staticmethod
-    def release(p: Prefix) -> None:
+    def release(self, p: Prefix) -> None:
         p.users -= 1
+        if p.users == 0:
+            p.fed_mark = self._fed
 
     def drop(self, p: Prefix) -> None:
         """Removes a run at once (its decode failed); whoever waits for it decodes without it."""
@@ -292,8 +307,14 @@ class PrefixCache:
             if child.parent is p and child.awaiting_parent:
                 self.restart(child)
 
-    def make_room(self, n_cells_elsewhere: int) -> None:
-        """Evicts idle runs, least recently used first, until they and n_cells_elsewhere fit the cache."""
+    def make_room(self, n_cells_elsewhere: int, n_fed: int) -> None:
+        """Before a step that feeds n_fed tokens: evicts the idle runs that have waited too long, then idle
+        runs least recently used first until they and n_cells_elsewhere fit the cache."""
+        self._fed += n_fed
+        for p in [p for p in self._entries.values()
+                  if p.users == 0 and p.ready and self._fed - p.fed_mark > self._idle_tokens]:
+            self._drop(p)
+            self.n_evictions += 1
         while self.n_cells_held() + n_cells_elsewhere > self.n_cells and self._evict_one():
             pass
 

@@ -240,7 +240,7 @@ class Scheduler:
     def let_go_of_prefix(self, r: Request) -> None:
         """The request decodes its whole prompt itself from now on (its copy is gone, or never came)."""
         if r.prefix is not None:
-            PrefixCache.release(r.prefix)
+            self.cache.release(r.prefix)
             r.prefix = None
         r.n_cached = r.n_copied = 0
         r.n_past = 0
@@ -298,7 +298,7 @@ class Scheduler:
             prefill = True
         if self.cache is not None:
             own = sum(r.n_past - r.n_copied for r in self._active if r is not None)
-            self.cache.make_room(own + self._n_batch - room)
+            self.cache.make_room(own + self._n_batch - room, self._n_batch - room)
         return prefill
 
     def _add_label_jobs(self, r: Request, holders: List[SlotHolder], room: int) -> int:
@@ -415,7 +415,7 @@ class Scheduler:
                 self.end_label_job(job)
         source = r.prefix
         if source is not None:
-            PrefixCache.release(source)
+            self.cache.release(source)
             r.prefix = None
         if r.seq >= 0:
             if self.cache is not None and reason != "error" and r.n_past > 0:

@@ -6,7 +6,7 @@ import threading
 import time
 
 import newrllama
-from newrllama.prefix_cache import MIN_SHARED_TOKENS
+from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS
 from oracle import MARGIN, assert_greedy_alone, worst_gap
 from test_prefix_cache import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
@@ -61,6 +61,24 @@ def test_a_lone_request_reuses_what_a_finished_one_decoded(model, reference_llam
 
 def next_turn(model, prompt, answer) -> list:
     return prompt + answer.token_ids + model.tokenize("\nUser: and what happened next?\nAssistant:", add_special=False)
+
+
+def test_an_idle_run_survives_pauses_and_goes_after_enough_prefill(model):
+    # Idle cells slow every step's attention, so an idle run lasts IDLE_BATCHES x n_batch tokens fed.
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, n_batch=64) as ctx:
+        first, later, last = annotation_prompts(STORIES[:3])
+        ctx.generate(first, GREEDY)
+        time.sleep(1.0)
+        assert ctx.generate(later, GREEDY).n_cached_tokens >= instruction_tokens(model) - 1
+        fed = 0
+        for k in range(IDLE_BATCHES * 64 // instruction_tokens(model, OTHER_INSTRUCTION) + 1):
+            other = f"{k} {OTHER_INSTRUCTION}"
+            ctx.generate(other, GREEDY)
+            fed += len(model.tokenize(other))
+        assert fed > IDLE_BATCHES * 64
+        assert ctx.generate(last, GREEDY).n_cached_tokens == 0
+        assert ctx.engine_stats().n_prefix_evictions >= 1
+        assert_idle(ctx)
 
 
 def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_llama):
