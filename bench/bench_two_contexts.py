@@ -3,10 +3,10 @@
 In one process, on the embedded model, 2 threads: tokens per second of one
 generate_parallel call (16 short prompts, 64 greedy tokens) on context A, (1) with A
 alone, (2) with a second context B alive but never used, (3) with B used once (one
-decode) and idle since. The cases run in turn, `--repeats` times (B made anew for each
-run); the ratios are medians of the ratios within a repeat.
+decode) and idle since. The cases run in turn, their order rotating, `--repeats` times
+(B made anew for each run); the ratios are medians of the ratios within a repeat.
 
-    .venv/bin/python bench/bench_two_contexts.py [--repeats 3]
+    .venv/bin/python bench/bench_two_contexts.py [--repeats 6]
 Writes bench/results/two-contexts-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ def tokens_per_s(ctx: newrllama.Context) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
     cases = ["alone", "second context alive, never used", "second context used once, then idle"]
     rates = {c: [] for c in cases}
@@ -46,13 +46,22 @@ def main() -> None:
             return newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ, n_threads=N_THREADS)
         with context() as a:
             tokens_per_s(a)  # warm-up at full width
-            for _ in range(args.repeats):
-                rates[cases[0]].append(tokens_per_s(a))
-                with context() as b:
-                    rates[cases[1]].append(tokens_per_s(a))
+            def alone() -> float:
+                return tokens_per_s(a)
+
+            def beside_unused() -> float:
+                with context():
+                    return tokens_per_s(a)
+
+            def beside_used_once() -> float:
                 with context() as b:
                     b.generate("Hello", newrllama.SamplingParams(max_tokens=1))
-                    rates[cases[2]].append(tokens_per_s(a))
+                    return tokens_per_s(a)
+            runs = [alone, beside_unused, beside_used_once]
+            for repeat in range(args.repeats):
+                for k in range(len(runs)):  # the order rotates between repeats
+                    case = (k + repeat) % len(runs)
+                    rates[cases[case]].append(runs[case]())
     report = {"repeats": args.repeats, "n_seq": N_SEQ, "threads": N_THREADS, "max_tokens": PARAMS.max_tokens,
               "tokens_per_s": rates, "cases": {}}
     print(f"16 prompts x {PARAMS.max_tokens} greedy tokens on context A, {N_THREADS} threads, embedded model")
