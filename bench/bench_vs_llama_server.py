@@ -4,7 +4,7 @@ Both servers are started as users start them (llama-server built from the vendor
 llama.cpp by bench/build_llama_tools.sh; `python -m newrllama serve`), with 16
 sequences (slots), 2,048 KV cells each and 2 threads, on the embedded model, and are
 driven by the same 16 concurrent clients (the openai package's AsyncOpenAI), greedy:
-- annotation: one ~450-token instruction no engine has seen, 64 short documents, 4
+- annotation: one ~430-token instruction no engine has seen, 64 short documents, 4
   tokens each (round 1); then 64 new documents under the same instruction (round 2);
 - nothing shared: 64 such prompts, each starting with its own document (no common start);
 - free generation: 64 short prompts, 128 tokens each;
@@ -60,8 +60,9 @@ FOLLOW_UPS = ["Tell me more.", "Why is that?", "Give an example.", "Sum it up in
 
 
 def instruction(task: int) -> str:
-    rules = "".join(CODEBOOK.format(k=k + 1, topic=t) for k, t in enumerate(TOPICS))
-    return f"Coding task {task}. You are a careful news coder. " + rules * 2
+    """About 430 tokens: the issue's workload has a ~450-token instruction with the document after it."""
+    rules = "".join(CODEBOOK.format(k=k + 1, topic=t) for k, t in enumerate(TOPICS[:10]))
+    return f"Coding task {task}. You are a careful news coder. " + rules
 
 
 def documents(n: int, seed: int) -> List[str]:
