@@ -21,14 +21,18 @@ thread, request or stream they came from:
 
 Runs are evicted least recently used when a cache sequence or KV cells are needed,
 never while a prompt waits for them; and an idle run (no prompt holds it) is evicted
-once the steps have fed IDLE_BATCHES x n_batch tokens since it was last used. Idle
-cells are not free: one KV cache holds every sequence, and llama.cpp's attention
-reads the mask of every cell in use for every token of a step, so a cache full of
-runs of distinct long prompts made prefill with nothing shared 45% slower (16 prompts
-of 1,371 tokens). A run's cost grows with the tokens fed while it waits, not with
-time or with steps of generation, so runs survive pauses and the gaps between a
-chat's turns, and with this rule the idle runs of distinct prompts hold at most
-about IDLE_BATCHES x n_batch cells. Every method runs on the engine thread except the
+once the steps have fed a number of tokens since it was last used. Idle cells are not
+free: one KV cache holds every sequence, and llama.cpp's attention reads the mask of
+every cell in use for every token of a step, so a cache full of runs of distinct long
+prompts made prefill with nothing shared 45% slower (16 prompts of 1,371 tokens). A
+run's cost grows with the tokens fed while it waits, not with time or with steps of
+generation, so runs survive pauses and the gaps between a chat's turns. Runs made for
+shared starts stay IDLE_BATCHES x n_batch tokens. For runs kept from finished prompts,
+which only some workloads reuse, the limit adapts: it falls by a quarter whenever one
+goes unused, and doubles whenever a prompt arrives that a run evicted unused would have
+served (the cache remembers the last GHOSTS of them), between n_batch / 8 and 64 x
+n_batch. Growing faster than it falls, it learns to hold runs in a workload that comes
+back to each prompt after a few others, where each miss follows an unused eviction. Every method runs on the engine thread except the
 pure functions that find shared starts, which callers run in their own thread.
 
 Token accounting: a run made for waiting prompts is decoded on their behalf, so the
@@ -37,7 +41,8 @@ it); every later prompt gets them as cached tokens.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from collections import deque
+from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _lib
 from ._lib import ffi, lib
@@ -47,6 +52,8 @@ from ._lib import ffi, lib
 MIN_SHARED_TOKENS = 32
 # How long an idle run stays, in batches of tokens fed by the steps since its last use.
 IDLE_BATCHES = 4
+# How many kept runs evicted unused the cache remembers (their tokens only).
+GHOSTS = 32
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -101,7 +108,7 @@ class Prefix:
     ``n_inherited`` tokens when the parent is ready, and decodes only the rest."""
 
     __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "score", "users", "last_used",
-                 "parent", "n_inherited", "awaiting_parent", "uncharged", "fed_mark")
+                 "parent", "n_inherited", "awaiting_parent", "uncharged", "fed_mark", "kept", "reused")
 
     def __init__(self, token_list: List[int], seq: int) -> None:
         self.token_list = token_list
@@ -118,6 +125,8 @@ class Prefix:
         self.n_inherited = 0
         self.awaiting_parent = False
         self.uncharged = 0  # tokens decoded for it that no prompt has been charged with yet
+        self.kept = False   # kept from a finished prompt (not made for waiting ones)
+        self.reused = False  # a prompt copied it since it was kept
 
     @property
     def ready(self) -> bool:
@@ -157,6 +166,9 @@ class PrefixCache:
         self._clock = 0
         self._fed = 0
         self._idle_tokens = IDLE_BATCHES * n_batch
+        self._kept_idle_bounds = (max(1, n_batch // 8), 64 * n_batch)
+        self.kept_idle_tokens = self._idle_tokens
+        self._ghosts: Deque[List[int]] = deque(maxlen=GHOSTS)
         self.n_evictions = 0
 
     @property
@@ -209,6 +221,7 @@ class PrefixCache:
                 continue
             if n > best_n:
                 best, best_n = p, n
+        self._learn_from_ghosts(prompt[:limit], best_n)
         running_seq, running_n = running
         if running_n > best_n:
             best, best_n = None, running_n
@@ -222,7 +235,16 @@ class PrefixCache:
         if best is not None:
             self._touch(best)
             best.users += 1
+            best.reused = True
         return best, best_n
+
+    def _learn_from_ghosts(self, start: List[int], n_served: int) -> None:
+        """A kept run evicted unused would have served this prompt better: kept runs stay longer."""
+        for ghost in self._ghosts:
+            if common_prefix_length(start, ghost) >= max(MIN_SHARED_TOKENS, n_served + 1):
+                self._ghosts.remove(ghost)
+                self.kept_idle_tokens = min(self._kept_idle_bounds[1], 2 * self.kept_idle_tokens)
+                return
 
     def _make(self, token_list: List[int], parent: Optional[Prefix], n_parent: int,
               running_seq: int) -> Optional[Prefix]:
@@ -276,6 +298,7 @@ class PrefixCache:
         p = Prefix(token_list, self._free_seqs.pop())
         _lib.check(lib.newrllama_seq_copy(self._ctx, seq, p.seq, -1, self._err), self._err)
         p.n_past = n
+        p.kept = True
         if source is not None and self._holds(source):
             p.parent, p.n_inherited = source, n_source
         self._entries[tuple(token_list)] = p
@@ -312,11 +335,17 @@ class PrefixCache:
         runs least recently used first until they and n_cells_elsewhere fit the cache."""
         self._fed += n_fed
         for p in [p for p in self._entries.values()
-                  if p.users == 0 and p.ready and self._fed - p.fed_mark > self._idle_tokens]:
+                  if p.users == 0 and p.ready and self._fed - p.fed_mark > self._idle_limit(p)]:
+            if p.kept and not p.reused:
+                self.kept_idle_tokens = max(self._kept_idle_bounds[0], self.kept_idle_tokens * 3 // 4)
+                self._ghosts.append(p.token_list)
             self._drop(p)
             self.n_evictions += 1
         while self.n_cells_held() + n_cells_elsewhere > self.n_cells and self._evict_one():
             pass
+
+    def _idle_limit(self, p: Prefix) -> int:
+        return self.kept_idle_tokens if p.kept else self._idle_tokens
 
     def _evict_one(self, keep: Optional[Prefix] = None) -> bool:
         idle = [p for p in self._entries.values() if p.users == 0 and p.ready and p is not keep]

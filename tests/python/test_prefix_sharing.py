@@ -81,6 +81,23 @@ def test_an_idle_run_survives_pauses_and_goes_after_enough_prefill(model):
         assert_idle(ctx)
 
 
+def test_kept_runs_go_sooner_when_unused_and_stay_longer_when_missed(model):
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, n_batch=64) as ctx:
+        cache = ctx._scheduler.cache
+        start = cache.kept_idle_tokens
+        distinct = [f"{k} {OTHER_INSTRUCTION}" for k in range(6)]
+        for prompt in distinct:
+            ctx.generate(prompt, GREEDY)
+        lowered = cache.kept_idle_tokens
+        assert lowered < start
+        assert cache.n_cells_held() <= 2 * len(model.tokenize(distinct[0])) + 2 * GREEDY.max_tokens
+        # Their runs went unused; prompts they would have served make kept runs stay longer.
+        for prompt in distinct[:3]:
+            assert ctx.generate(prompt + " Once more.", GREEDY).n_cached_tokens == 0
+        assert cache.kept_idle_tokens > lowered
+        assert_idle(ctx)
+
+
 def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_llama):
     """A turn's run (its prompt and the answer tokens decoded) serves the next turn, also past gemma 3's window,
     where only a run's whole length may be reused."""
