@@ -241,6 +241,8 @@ class PrefixCache:
     def _learn_from_ghosts(self, start: List[int], n_served: int) -> None:
         """A kept run evicted unused would have served this prompt better: kept runs stay longer."""
         for ghost in self._ghosts:
+            if start[:MIN_SHARED_TOKENS] != ghost[:MIN_SHARED_TOKENS]:  # most ghosts part at once
+                continue
             if common_prefix_length(start, ghost) >= max(MIN_SHARED_TOKENS, n_served + 1):
                 self._ghosts.remove(ghost)
                 self.kept_idle_tokens = min(self._kept_idle_bounds[1], 2 * self.kept_idle_tokens)
