@@ -10,17 +10,27 @@
    driver's own time (checking, sharding, sending, collecting) and the file's time
    (writing and fsync) as the cluster reports them.
 3. A sizing line: prompts per hour per worker at this prompt and answer length.
+4. A shared instruction across chunks: --shared-docs prompts under one ~450-token
+   instruction (4 greedy tokens each), in one local call and on a 1-worker cluster
+   (chunks of n_seq_max prompts, several in flight on the worker); the prompt tokens
+   each decoded (prompt minus cached tokens), and from them how many times the
+   instruction was decoded: once per worker if the chunks share it, once per chunk
+   if they do not. Written to bench/results/cluster-shared-instruction-<date>-<cpu>.json.
 
     .venv/bin/python bench/bench_cluster.py [--prompts 128] [--max-tokens 48] [--small 1000]
+                                            [--shared-docs 64] [--only-shared]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import tempfile
 import time
 
 import newrllama
+from bench_annotate import CODEBOOK, OBJECTS, SUBJECTS, TOPICS, VERBS
+from bench_results import write_results
 from newrllama.context import usable_cores
 from short_prompts import short_prompts
 
@@ -49,12 +59,51 @@ def cluster_runs(workers: int, runs):
         return startup, figures
 
 
+def shared_instruction(n_docs: int) -> None:
+    rules = "".join(CODEBOOK.format(k=k + 1, topic=t) for k, t in enumerate(TOPICS))
+    instruction = "You are a careful news coder. " + rules * 2
+    rng = random.Random(11)
+    prompts = [f"{instruction}\nStory {i}: {rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}.\nLabel:"
+               for i in range(n_docs)]
+    params = newrllama.SamplingParams(max_tokens=4)
+    with newrllama.Model() as model:
+        n_instruction = len(model.tokenize(instruction))
+        with newrllama.Context(model, n_ctx=1024 * N_SEQ, n_seq_max=N_SEQ) as ctx:
+            t0 = time.perf_counter()
+            local = ctx.generate_parallel(prompts, params)
+            t_local = time.perf_counter() - t0
+    with newrllama.Cluster(num_workers=1, n_seq_max=N_SEQ) as cluster:
+        spread = cluster.generate_parallel(prompts, params)
+        t_cluster, n_chunks = cluster.last_stats.t_total_s, cluster.last_stats.n_chunks
+
+    def decoded(done) -> dict:
+        n = sum(c.n_prompt_tokens - c.n_cached_tokens for c in done)
+        own = sum(c.n_prompt_tokens - n_instruction for c in done)
+        return {"prompt_tokens_decoded": n, "instruction_decodes": (n - own) / n_instruction}
+    report = {"docs": n_docs, "instruction_tokens": n_instruction, "n_seq_max": N_SEQ, "chunks": n_chunks,
+              "local_one_call": {"seconds": t_local, **decoded(local)},
+              "cluster_1_worker": {"seconds": t_cluster, **decoded(spread)}}
+    print(f"\n{n_docs} prompts under one {n_instruction}-token instruction, 4 tokens each; cluster: 1 worker, "
+          f"{n_chunks} chunks of {N_SEQ}")
+    for name in ("local_one_call", "cluster_1_worker"):
+        r = report[name]
+        print(f"  {name:<18}{r['seconds']:8.2f} s   prompt tokens decoded {r['prompt_tokens_decoded']:6d}   "
+              f"instruction decoded {r['instruction_decodes']:.2f} times")
+    write_results("cluster-shared-instruction", report)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=128)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--small", type=int, default=1000, help="prompts of one token for the overhead figure")
+    parser.add_argument("--shared-docs", type=int, default=64, help="prompts under one instruction (0: skip)")
+    parser.add_argument("--only-shared", action="store_true", help="only the shared-instruction measurement")
     args = parser.parse_args()
+    if args.shared_docs:
+        shared_instruction(args.shared_docs)
+    if args.only_shared:
+        return
     todo = short_prompts(args.prompts)
     params = newrllama.SamplingParams(max_tokens=args.max_tokens)
     small = short_prompts(args.small)

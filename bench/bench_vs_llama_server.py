@@ -18,8 +18,9 @@ Context.generate() on one document against one call of those 16; the chat's 16
 conversations from 16 threads with the prefix cache on and off (each turn decoded in
 full).
 
-    .venv/bin/python bench/bench_vs_llama_server.py [--repeats 2] [--docs 64]
-Writes bench/results/vs-llama-server-<date>-<cpu>.json.
+    .venv/bin/python bench/bench_vs_llama_server.py [--repeats 2] [--docs 64] [--workloads "nothing shared" ...]
+Writes bench/results/vs-llama-server-<date>-<cpu>.json (with --workloads:
+vs-llama-server-<workloads>-<date>-<cpu>.json).
 """
 from __future__ import annotations
 
@@ -215,7 +216,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--docs", type=int, default=64)
+    ap.add_argument("--workloads", nargs="+", choices=list(server_workloads(1, 1)),
+                    help="only these server workloads (default: all)")
     args = ap.parse_args()
+    chosen = args.workloads or list(server_workloads(1, 1))
     binary = llama_tool_binary("llama-server")
     raw: List[Dict] = []
     with LlamaServer(binary) as theirs, ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads",
@@ -228,6 +232,8 @@ def main() -> None:
             order = list(engines) if repeat % 2 == 0 else list(engines)[::-1]
             row: Dict[str, Dict] = {}
             for name, (jobs, run_one) in server_workloads(repeat + 1, args.docs).items():
+                if name not in chosen:
+                    continue
                 for engine in order:
                     row[f"{name} | {engine}"] = asyncio.run(drive(engines[engine], jobs, run_one))
                     print(f"repeat {repeat + 1} {name:>20} {engine:>16}: {row[f'{name} | {engine}']['seconds']:7.1f} s",
@@ -247,7 +253,7 @@ def main() -> None:
     print(f"\n{args.docs} documents per workload, {CLIENTS} concurrent clients, {N_SEQ} sequences, {N_THREADS} threads, "
           f"embedded model; median over {args.repeats} repeats of ratios within a repeat")
     print(f"{'workload':>22} {'llama-server /s':>16} {'newrllama /s':>13} {'ratio':>6}")
-    for workload in server_workloads(1, args.docs):
+    for workload in chosen:
         unit = "tokens" if workload in ("free generation", "chat, 5 turns") else "docs"
 
         def rate(r: Dict, engine: str) -> float:
@@ -259,15 +265,18 @@ def main() -> None:
         summary[workload] = {"unit": f"{unit}/s", "llama-server": theirs_rate, "newrllama serve": ours_rate,
                              "ratio": ratio}
         print(f"{workload:>22} {theirs_rate:13.2f} {unit[0]}/s {ours_rate:10.2f} {unit[0]}/s {ratio:6.2f}")
-    summary["annotation round 1 over HTTP / one in-process call"] = median_ratio(
-        lambda r: r["in_process_s"]["annotation, one call"] / server_s(r, "annotation round 1", "newrllama serve"))
+    if "annotation round 1" in chosen:
+        summary["annotation round 1 over HTTP / one in-process call"] = median_ratio(
+            lambda r: r["in_process_s"]["annotation, one call"] / server_s(r, "annotation round 1", "newrllama serve"))
     summary["16 threads calling generate() / one 16-prompt call"] = median_ratio(
         lambda r: r["in_process_s"]["16 prompts, one call"] / r["in_process_s"]["16 prompts, 16 threads calling generate()"])
     summary["chat in process: cache on / cache off (speed)"] = median_ratio(
         lambda r: r["in_process_s"]["chat, 5 turns, prefix cache off"] / r["in_process_s"]["chat, 5 turns, prefix cache on"])
-    for name in list(summary)[-3:]:
-        print(f"{name}: {summary[name]:.2f}x")
-    write_results("vs-llama-server", {"repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
+    for name, value in summary.items():
+        if not isinstance(value, dict):
+            print(f"{name}: {value:.2f}x")
+    name = "vs-llama-server" + ("-" + "-".join(w.split(",")[0].replace(" ", "-") for w in chosen) if args.workloads else "")
+    write_results(name, {"repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
                                       "threads": N_THREADS, "n_ctx": N_CTX, "llama_server": binary,
                                       "summary": summary, "raw": raw})
 

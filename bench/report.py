@@ -53,21 +53,66 @@ def validity(r: dict) -> List[str]:
     return out
 
 
+def table(intro: str, header: List[str], rows: List[List[str]]) -> List[str]:
+    """An introducing line, then a markdown table."""
+    return [intro, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(row) + " |" for row in rows]
+
+
 def questions(r: dict) -> List[str]:
-    out = [f"{r['docs']} Reuters stories, embedded model, {r['machine']['cpu']}, median of {r['repeats']} runs in turn:",
-           "", "| run | seconds | ratio to one question |", "|---|---|---|"]
-    for name, run in r["runs"].items():
-        out.append(f"| {name} | {run['median_s']:.1f} | {run['over_one']:.2f} |")
-    return out
+    return table(f"{r['docs']} Reuters stories, embedded model, {r['machine']['cpu']}, median of {r['repeats']} runs in "
+                 "turn:", ["run", "seconds", "ratio to one question"],
+                 [[name, f"{run['median_s']:.1f}", f"{run['over_one']:.2f}"] for name, run in r["runs"].items()])
 
 
-REPORTS: Dict[str, Callable[[dict], List[str]]] = {"validity": validity, "questions": questions}
+def vs_llama_server(r: dict) -> List[str]:
+    summary = r["summary"]
+    rates = {name: row for name, row in summary.items() if isinstance(row, dict)}
+    return table(
+        f"{r['docs']} prompts per workload, {r['clients']} concurrent clients, {r['n_seq']} sequences (slots) of "
+        f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, embedded model, {r['machine']['cpu']}; medians over "
+        f"{r['repeats']} repeats (ratio: median of the ratios within a repeat):",
+        ["workload", "llama-server", "`newrllama serve`", "ratio"],
+        [[name, f"{row['llama-server']:.2f} {row['unit']}", f"{row['newrllama serve']:.2f} {row['unit']}",
+          f"{row['ratio']:.2f}"] for name, row in rates.items()]) + [""] + table(
+        "In process, beside the servers:", ["comparison", "ratio"],
+        [[name, f"{value:.2f}"] for name, value in summary.items() if name not in rates])
+
+
+def two_contexts(r: dict) -> List[str]:
+    return table(f"{r['n_seq']} prompts x {r['max_tokens']} greedy tokens on context A, {r['threads']} threads, embedded "
+                 f"model, {r['machine']['cpu']}; medians of {r['repeats']} runs, cases in rotating order:",
+                 ["case", "tokens/s", "ratio to alone"],
+                 [[name, f"{case['median_tokens_per_s']:.1f}", f"{case['over_alone']:.2f}"]
+                  for name, case in r["cases"].items()])
+
+
+def cluster_shared_instruction(r: dict) -> List[str]:
+    return table(f"{r['docs']} prompts under one {r['instruction_tokens']}-token instruction, 4 greedy tokens each, "
+                 f"{r['machine']['cpu']}; the cluster has 1 worker and sends {r['chunks']} chunks of {r['n_seq_max']}:",
+                 ["run", "seconds", "prompt tokens decoded", "instruction decoded (times)"],
+                 [[name.replace("_", " "), f"{r[name]['seconds']:.2f}", str(r[name]["prompt_tokens_decoded"]),
+                   f"{r[name]['instruction_decodes']:.2f}"] for name in ("local_one_call", "cluster_1_worker")])
+
+
+def long_prompts(r: dict) -> List[str]:
+    return table(f"{r['n_seq']} distinct prompts, prefill and one token, {r['threads']} threads, embedded model, "
+                 f"{r['machine']['cpu']}; prompt tokens/s (median of {r['repeats']}) and the speed ratio to "
+                 "llama-batched-bench with a KV stream per sequence (median of the ratios within a repeat):",
+                 ["prompt tokens", "run", "tokens/s", "ratio"],
+                 [[n, name, f"{run['prompt_tokens_per_s']:.1f}", f"{run['over_streams']:.2f}"]
+                  for n, runs in r["summary"].items() for name, run in runs.items()])
+
+
+REPORTS: Dict[str, Callable[[dict], List[str]]] = {
+    "validity": validity, "questions": questions, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
+    "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts}
 
 
 def main(paths: List[str]) -> int:
     for path in paths:
-        kind = Path(path).name.split("-", 1)[0]
-        if kind not in REPORTS:
+        kind = next((k for k in REPORTS if Path(path).name.startswith(k + "-")), None)
+        if kind is None:
             print(f"no report for {path} (known: {', '.join(REPORTS)})", file=sys.stderr)
             return 1
         print(f"<!-- from {Path(path).as_posix()} by bench/report.py -->")
