@@ -79,9 +79,14 @@ hub_server <- function(files, delay = 0) {
   args <- c("-u", script, paste0(names(files), "=", files), "--delay", delay)
   server <- processx::process$new(reticulate::py_config()$python, args, stdout = "|", stderr = "|",
                                   env = c("current", LD_LIBRARY_PATH = ""))
-  server$poll_io(20000)
-  url <- server$read_output_lines()[1]
-  expect_match(url, "^http://127")
+  # It hashes its files before it prints its URL: on a loaded machine that takes a while.
+  url <- character()
+  deadline <- Sys.time() + 120
+  while (!length(url) && server$is_alive() && Sys.time() < deadline) {
+    server$poll_io(1000)
+    url <- server$read_output_lines(n = 1)
+  }
+  expect_match(url, "^http://127", info = server$read_error())
   list(url = url, process = server)
 }
 
