@@ -160,13 +160,18 @@ NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_hand
                                                             newrllama_context_handle *context_out,
                                                             const char **error_message);
 /* As newrllama_context_create, plus n_seq_cache sequences (ids n_seq_max .. n_seq_max +
- * n_seq_cache - 1) that hold cached prompt prefixes for the caller's own policy. The KV
- * cache is unified: a sequence copied from another shares its cells, and sequences with
- * different numbers of tokens share one pass of a step. Each of the n_seq_max sequences
- * has n_ctx_seq = n_ctx / n_seq_max cells of budget, which callers enforce. */
+ * n_seq_cache - 1) that hold cached prompt prefixes or scratch work for the caller's own
+ * policy. Each of the n_seq_max sequences has n_ctx_seq = n_ctx / n_seq_max cells of budget,
+ * which callers enforce. kv_unified = 1 (newrllama_context_create's choice): one KV stream
+ * for all sequences, so a sequence copied from another shares its cells (any first n of
+ * them) and sequences with different numbers of tokens share one pass of a step, but each
+ * token's attention scans every cell in use. kv_unified = 0: a stream of n_ctx_seq cells per
+ * sequence, as llama-server keeps its slots: attention reads the sequence's own cells only
+ * (faster prefill of many distinct prompts), a step is one pass per distinct token count,
+ * and a copy moves a whole stream (at the next decode). */
 NEWRLLAMA_API newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx,
                                                                int n_threads, int n_seq_max, int n_batch,
-                                                               int n_seq_cache,
+                                                               int n_seq_cache, int kv_unified,
                                                                newrllama_context_handle *context_out,
                                                                const char **error_message);
 NEWRLLAMA_API void newrllama_context_free(newrllama_context_handle ctx);
@@ -177,6 +182,8 @@ NEWRLLAMA_API int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx);
 /* The model's sliding-window size (0 if it has none). */
 NEWRLLAMA_API int32_t newrllama_context_n_swa(newrllama_context_handle ctx);
+/* 1 if the KV cache is one stream for all sequences, 0 if a stream per sequence. */
+NEWRLLAMA_API int32_t newrllama_context_kv_unified(newrllama_context_handle ctx);
 /* Cells held by the n_seq_max prompt sequences (not the cache sequences): 0 between calls. */
 NEWRLLAMA_API int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx);
 /* Test hook: the n-th llama_decode from now (1-based) fails as if llama.cpp
@@ -319,8 +326,9 @@ NEWRLLAMA_API newrllama_error_code newrllama_step(newrllama_context_handle ctx, 
 NEWRLLAMA_API newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t seq_id,
                                                        const char **error_message);
 /* dst becomes a copy of positions [0, n_tokens) of src (n_tokens < 0: all of src); dst's
- * own cells are removed first. The copy shares src's cells. With a sliding-window model, a
- * partial copy is only sound while src has never reached past the window (n_swa). */
+ * own cells are removed first. In a unified cache the copy shares src's cells; split, src's
+ * whole stream is copied and trimmed. With a sliding-window model, a partial copy is only
+ * sound while src has never reached past the window (n_swa). */
 NEWRLLAMA_API newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t src, int32_t dst,
                                                       int32_t n_tokens, const char **error_message);
 /* Smallest and largest position held by the sequence; both -1 when it is empty. */

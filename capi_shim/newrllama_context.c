@@ -12,11 +12,11 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
                                               int n_seq_max, int n_batch,
                                               newrllama_context_handle *context_out,
                                               const char **error_message) {
-    return newrllama_context_create_ex(model, n_ctx, n_threads, n_seq_max, n_batch, 0, context_out, error_message);
+    return newrllama_context_create_ex(model, n_ctx, n_threads, n_seq_max, n_batch, 0, 1, context_out, error_message);
 }
 
 newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx, int n_threads,
-                                                 int n_seq_max, int n_batch, int n_seq_cache,
+                                                 int n_seq_max, int n_batch, int n_seq_cache, int kv_unified,
                                                  newrllama_context_handle *context_out,
                                                  const char **error_message) {
     nr_clear_error(error_message);
@@ -57,22 +57,29 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
         n_threads = cores > 0 ? (int)cores : 1;
     }
 
+    if (kv_unified != 0 && kv_unified != 1) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "kv_unified must be 0 or 1, got %d", kv_unified);
+    }
+
     /* The budget per sequence is what a non-unified cache would give (llama.cpp pads it to
-     * 256 cells); the unified cache holds all of them, and cached prefixes live in the room
-     * that sequences sharing them do not use. */
+     * 256 cells). The unified cache holds the budgets of the n_seq_max sequences, and cached
+     * prefixes live in the room that sequences sharing them do not use; split, every
+     * sequence (the extra ones too) has a stream of that budget. */
     int32_t n_ctx_seq = (n_ctx / n_seq_max + 255) / 256 * 256;
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)n_ctx_seq * (uint32_t)n_seq_max;
+    cp.n_ctx = (uint32_t)n_ctx_seq * (uint32_t)(kv_unified ? n_seq_max : n_seq_max + n_seq_cache);
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_batch;
     cp.n_seq_max = (uint32_t)(n_seq_max + n_seq_cache);
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
-    /* One stream for every sequence: a step whose sequences carry different numbers of
-     * tokens is one pass (a split cache runs one pass per distinct count), and a copied
-     * sequence shares cells instead of copying a stream. */
-    cp.kv_unified = true;
+    /* Unified: one stream for every sequence, so a step whose sequences carry different numbers
+     * of tokens is one pass and a copied sequence shares cells, any range of them. But each
+     * token's attention then scans the mask of every cell in use, every sequence's: prefill of
+     * many distinct long prompts runs ~25% slower than over a stream per sequence (llama-server's
+     * layout), where a step is one pass per distinct token count and a copy moves a whole stream. */
+    cp.kv_unified = kv_unified == 1;
 
     struct newrllama_context *c = calloc(1, sizeof *c);
     if (!c) return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -101,7 +108,8 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     }
     atomic_fetch_add(&model->refs, 1);
     c->model = model;
-    c->n_ctx = (int32_t)llama_n_ctx(c->ctx);
+    c->n_ctx = n_ctx_seq * n_seq_max;
+    c->kv_unified = kv_unified == 1;
     c->n_ctx_seq = n_ctx_seq;
     c->n_seq_max = n_seq_max;
     c->n_seq_total = n_seq_max + n_seq_cache;
@@ -131,6 +139,7 @@ int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx) {
     return ctx ? ctx->n_seq_total - ctx->n_seq_max : -1;
 }
 int32_t newrllama_context_n_swa(newrllama_context_handle ctx) { return ctx ? ctx->n_swa : -1; }
+int32_t newrllama_context_kv_unified(newrllama_context_handle ctx) { return ctx ? ctx->kv_unified : -1; }
 
 int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx) {
     if (!ctx) return -1;

@@ -28,8 +28,9 @@ struct newrllama_context {
     struct llama_context *ctx;
     struct newrllama_model *model;
     mtx_t lock;
-    int32_t n_ctx;
-    int32_t n_ctx_seq;        /* budget of each prompt sequence, enforced by callers (the KV cache is unified) */
+    int32_t n_ctx;            /* n_ctx_seq * n_seq_max */
+    int32_t n_ctx_seq;        /* budget of each prompt sequence, enforced by callers */
+    bool kv_unified;          /* one KV stream for all sequences, else a stream per sequence */
     int32_t n_batch;
     int32_t n_seq_max;        /* prompt sequences: ids [0, n_seq_max) */
     int32_t n_seq_total;      /* plus the cache sequences: ids [n_seq_max, n_seq_total) */

@@ -334,7 +334,13 @@ newrllama_error_code newrllama_seq_copy(newrllama_context_handle ctx, int32_t sr
     mtx_lock(&ctx->lock);
     llama_memory_t mem = llama_get_memory(ctx->ctx);
     llama_memory_seq_rm(mem, dst, -1, -1);
-    llama_memory_seq_cp(mem, src, dst, n_tokens < 0 ? -1 : 0, n_tokens < 0 ? -1 : n_tokens);
+    if (ctx->kv_unified) {
+        llama_memory_seq_cp(mem, src, dst, n_tokens < 0 ? -1 : 0, n_tokens < 0 ? -1 : n_tokens);
+    } else {
+        /* Across streams llama.cpp copies whole buffers only (a range is an assertion). */
+        llama_memory_seq_cp(mem, src, dst, -1, -1);
+        if (n_tokens >= 0) llama_memory_seq_rm(mem, dst, n_tokens, -1);
+    }
     mtx_unlock(&ctx->lock);
     return NEWRLLAMA_OK;
 }

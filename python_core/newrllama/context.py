@@ -66,6 +66,12 @@ class Context(OwnedHandle):
     (a start decoded for a group of prompts is charged to the first of them). Answers
     equal those without the cache up to rounding: llama.cpp's kernels round differently
     for different batch shapes and cache layouts.
+
+    The cache needs one KV stream that every sequence's cells share, and there each
+    token's attention scans every cell in use. ``prefix_cache=False`` gives each sequence
+    a stream of its own, as llama-server does with its slots: prompts that share nothing
+    prefill about a quarter faster (bench/bench_long_prompts.py), while a step whose
+    prompts carry different numbers of tokens runs one pass per distinct count.
     """
 
     PREFIX_CACHE_SEQUENCES = 32
@@ -87,13 +93,14 @@ class Context(OwnedHandle):
         room = max(0, min(256, n_batch) - n_seq_max)
         n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, room) if prefix_cache else 0
         # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each).
-        n_seq_scratch = min(self.SCRATCH_SEQUENCES, room - n_seq_cache)
+        # Without the cache, the KV cache has a stream per sequence, each of n_ctx_seq cells: fewer.
+        n_seq_scratch = min(self.SCRATCH_SEQUENCES if prefix_cache else n_seq_max, room - n_seq_cache)
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
-                                                      n_seq_cache + n_seq_scratch, out, err), err)
+                                                      n_seq_cache + n_seq_scratch, int(prefix_cache), out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self._vocab = model.vocab
