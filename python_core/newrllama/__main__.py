@@ -33,6 +33,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     serve.add_argument("--api-key", default=os.environ.get("NEWRLLAMA_API_KEY"),
                        help="require 'Authorization: Bearer KEY' (default: $NEWRLLAMA_API_KEY, else none)")
     serve.add_argument("--max-queue", type=int, default=256, help="requests waiting beyond the running ones")
+    serve.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
+                       help="share no prompt starts; each sequence gets a KV stream of its own, as llama-server's "
+                            "slots (faster prefill when requests share nothing)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -72,7 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"newrllama: error: no model file at {args.model}", file=sys.stderr)
         return 1
     config = ServerConfig(model_path=args.model, n_seq_max=args.n_seq_max, n_ctx=args.n_ctx, n_threads=args.threads,
-                          api_key=args.api_key, max_queue=args.max_queue, model_name=args.model_name)
+                          api_key=args.api_key, max_queue=args.max_queue, model_name=args.model_name,
+                          prefix_cache=args.prefix_cache)
     uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
 

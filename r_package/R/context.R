@@ -17,7 +17,9 @@
 #' @param n_threads Number of CPU threads; `NULL` uses all cores.
 #' @param n_seq_max Number of prompts decoded together.
 #' @param prefix_cache Decode a shared prompt prefix once (`TRUE`, the
-#'   default) or every prompt in full (`FALSE`).
+#'   default) or every prompt in full (`FALSE`). Without the cache each
+#'   sequence has KV cells of its own, as llama-server's slots: prompts that
+#'   share nothing are prefilled faster.
 #' @return An object of class `newrllama_context`, which keeps its model alive.
 #' @seealso [generate()], [generate_parallel()].
 #' @examplesIf newrllama::newrllama_available()

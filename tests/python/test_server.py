@@ -7,10 +7,12 @@ import json
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from oracle import MARGIN, worst_gap
 from server_process import ServerProcess
 
 openai = pytest.importorskip("openai")
@@ -289,3 +291,23 @@ def test_each_turn_of_a_chat_reuses_the_turn_before(client):
         previous = r.usage
         messages += [{"role": "assistant", "content": r.choices[0].message.content},
                      {"role": "user", "content": f"Go on ({turn})."}]
+
+
+def test_without_the_prefix_cache_every_request_decodes_in_full(client, model, reference_llama):
+    """--no-prefix-cache: concurrent requests that share a long start each decode it (a KV stream per
+    sequence), and answer as the prompt decoded alone does (up to rounding)."""
+    start = "Notes on rivers, mills, bridges and the towns that grew around them in the valley. " * 4
+    prompts = [start + f"Question {k}: which town came first?" for k in range(4)]
+    with ServerProcess("--n-seq-max", "4", "--n-ctx", "2048", "--threads", "2", "--no-prefix-cache") as s:
+        with openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0) as plain:
+            def ask(c, prompt):
+                return c.completions.create(model="any", prompt=prompt, max_tokens=6, temperature=0)
+            with ThreadPoolExecutor(4) as pool:
+                alone = list(pool.map(lambda p: ask(plain, p), prompts))
+    assert all(r.usage.prompt_tokens_details.cached_tokens == 0 for r in alone)
+    shared = [ask(client, p) for p in prompts]
+    assert sum(r.usage.prompt_tokens_details.cached_tokens for r in shared) > 0
+    for prompt, r in zip(prompts, alone):
+        answer = model.tokenize(r.choices[0].text, add_special=False)
+        assert len(answer) == r.usage.completion_tokens == 6
+        assert worst_gap(reference_llama, model.tokenize(prompt), answer) <= MARGIN, (prompt, r.choices[0].text)

@@ -43,6 +43,7 @@ class ServerConfig:
     max_queue: int = 256              # requests waiting beyond the n_seq_max running ones
     max_body_bytes: int = 8 * 1024 * 1024
     model_name: Optional[str] = None
+    prefix_cache: bool = True         # False: a KV stream per sequence, nothing shared (see Context)
 
 
 class Engine:
@@ -65,7 +66,7 @@ class Engine:
         try:
             model = Model(c.model_path)
             self.ctx = Context(model, n_ctx=c.n_ctx or 2048 * c.n_seq_max, n_seq_max=c.n_seq_max,
-                               n_threads=c.n_threads)
+                               n_threads=c.n_threads, prefix_cache=c.prefix_cache)
             self.model = model
         except NewrllamaError as exc:
             self.error = str(exc)

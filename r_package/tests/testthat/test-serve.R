@@ -28,6 +28,7 @@ test_that("newrllama_serve() checks its arguments and reports a model that canno
                class = "newrllama_invalid_argument")
   expect_error(newrllama_serve(port = 70000), "port", class = "newrllama_invalid_argument")
   expect_error(newrllama_serve(n_seq_max = 0), "n_seq_max", class = "newrllama_invalid_argument")
+  expect_error(newrllama_serve(prefix_cache = NA), "prefix_cache", class = "newrllama_invalid_argument")
   bad <- tempfile(fileext = ".gguf")
   writeLines("not a model", bad)
   expect_error(newrllama_serve(model = bad, timeout = 60), "not a GGUF model file", class = "newrllama_error")
