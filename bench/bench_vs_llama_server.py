@@ -212,6 +212,16 @@ def in_process(model: newrllama.Model, task: int, n_docs: int) -> Dict[str, floa
     return out
 
 
+# Our server without the prefix cache (a KV stream per sequence, as llama-server's slots) runs the
+# workloads where nothing is shared.
+PLAIN = "newrllama serve --no-prefix-cache"
+PLAIN_WORKLOADS = ("nothing shared", "free generation")
+
+
+def engines_of(workload: str) -> List[str]:
+    return ["llama-server", "newrllama serve"] + ([PLAIN] if workload in PLAIN_WORKLOADS else [])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=2)
@@ -222,22 +232,24 @@ def main() -> None:
     chosen = args.workloads or list(server_workloads(1, 1))
     binary = llama_tool_binary("llama-server")
     raw: List[Dict] = []
-    with LlamaServer(binary) as theirs, ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads",
-                                                      str(N_THREADS)) as ours, newrllama.Model() as model:
-        engines = {"llama-server": theirs.url, "newrllama serve": ours.url}
+    ours_args = ["--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads", str(N_THREADS)]
+    with LlamaServer(binary) as theirs, ServerProcess(*ours_args) as ours, \
+            ServerProcess(*ours_args, "--no-prefix-cache") as plain, newrllama.Model() as model:
+        engines = {"llama-server": theirs.url, "newrllama serve": ours.url, PLAIN: plain.url}
         warm = short_prompts(N_SEQ)
         for url in engines.values():
             asyncio.run(drive(url, warm, completion(8)))
         for repeat in range(args.repeats):
-            order = list(engines) if repeat % 2 == 0 else list(engines)[::-1]
             row: Dict[str, Dict] = {}
             for name, (jobs, run_one) in server_workloads(repeat + 1, args.docs).items():
                 if name not in chosen:
                     continue
+                order = engines_of(name)
+                order = order[repeat % len(order):] + order[:repeat % len(order)]
                 for engine in order:
                     row[f"{name} | {engine}"] = asyncio.run(drive(engines[engine], jobs, run_one))
-                    print(f"repeat {repeat + 1} {name:>20} {engine:>16}: {row[f'{name} | {engine}']['seconds']:7.1f} s",
-                          flush=True)
+                    print(f"repeat {repeat + 1} {name:>20} {engine:>34}: "
+                          f"{row[f'{name} | {engine}']['seconds']:7.1f} s", flush=True)
             local = in_process(model, 100 + repeat, args.docs)
             for name, seconds in local.items():
                 print(f"repeat {repeat + 1} {name:>44}: {seconds:7.1f} s", flush=True)
@@ -249,36 +261,37 @@ def main() -> None:
     def server_s(r: Dict, workload: str, engine: str) -> float:
         return r["servers"][f"{workload} | {engine}"]["seconds"]
 
-    summary = {}
+    workloads: Dict[str, Dict] = {}
     print(f"\n{args.docs} documents per workload, {CLIENTS} concurrent clients, {N_SEQ} sequences, {N_THREADS} threads, "
-          f"embedded model; median over {args.repeats} repeats of ratios within a repeat")
-    print(f"{'workload':>22} {'llama-server /s':>16} {'newrllama /s':>13} {'ratio':>6}")
+          f"embedded model; median over {args.repeats} repeats of ratios to llama-server within a repeat")
     for workload in chosen:
         unit = "tokens" if workload in ("free generation", "chat, 5 turns") else "docs"
 
         def rate(r: Dict, engine: str) -> float:
             result = r["servers"][f"{workload} | {engine}"]
             return (result["tokens"] if unit == "tokens" else result["jobs"]) / result["seconds"]
-        theirs_rate = statistics.median(rate(r, "llama-server") for r in raw)
-        ours_rate = statistics.median(rate(r, "newrllama serve") for r in raw)
-        ratio = median_ratio(lambda r: rate(r, "newrllama serve") / rate(r, "llama-server"))
-        summary[workload] = {"unit": f"{unit}/s", "llama-server": theirs_rate, "newrllama serve": ours_rate,
-                             "ratio": ratio}
-        print(f"{workload:>22} {theirs_rate:13.2f} {unit[0]}/s {ours_rate:10.2f} {unit[0]}/s {ratio:6.2f}")
+        engines_here = engines_of(workload)
+        workloads[workload] = {
+            "unit": f"{unit}/s", "rates": {e: statistics.median(rate(r, e) for r in raw) for e in engines_here},
+            "ratios": {e: median_ratio(lambda r: rate(r, e) / rate(r, "llama-server")) for e in engines_here[1:]}}
+        for e in engines_here:
+            ratio = workloads[workload]["ratios"].get(e)
+            print(f"{workload:>22} {e:>34} {workloads[workload]['rates'][e]:9.2f} {unit}/s"
+                  + (f" {ratio:6.2f}" if ratio else ""))
+    in_proc = {}
     if "annotation round 1" in chosen:
-        summary["annotation round 1 over HTTP / one in-process call"] = median_ratio(
+        in_proc["annotation round 1 over HTTP / one in-process call"] = median_ratio(
             lambda r: r["in_process_s"]["annotation, one call"] / server_s(r, "annotation round 1", "newrllama serve"))
-    summary["16 threads calling generate() / one 16-prompt call"] = median_ratio(
+    in_proc["16 threads calling generate() / one 16-prompt call"] = median_ratio(
         lambda r: r["in_process_s"]["16 prompts, one call"] / r["in_process_s"]["16 prompts, 16 threads calling generate()"])
-    summary["chat in process: cache on / cache off (speed)"] = median_ratio(
+    in_proc["chat in process: cache on / cache off (speed)"] = median_ratio(
         lambda r: r["in_process_s"]["chat, 5 turns, prefix cache off"] / r["in_process_s"]["chat, 5 turns, prefix cache on"])
-    for name, value in summary.items():
-        if not isinstance(value, dict):
-            print(f"{name}: {value:.2f}x")
+    for name, value in in_proc.items():
+        print(f"{name}: {value:.2f}x")
     name = "vs-llama-server" + ("-" + "-".join(w.split(",")[0].replace(" ", "-") for w in chosen) if args.workloads else "")
     write_results(name, {"repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
-                                      "threads": N_THREADS, "n_ctx": N_CTX, "llama_server": binary,
-                                      "summary": summary, "raw": raw})
+                         "threads": N_THREADS, "n_ctx": N_CTX, "llama_server": binary,
+                         "workloads": workloads, "in_process": in_proc, "raw": raw})
 
 
 if __name__ == "__main__":

@@ -66,17 +66,18 @@ def questions(r: dict) -> List[str]:
 
 
 def vs_llama_server(r: dict) -> List[str]:
-    summary = r["summary"]
-    rates = {name: row for name, row in summary.items() if isinstance(row, dict)}
+    rows = []
+    for name, w in r["workloads"].items():
+        for engine, rate in w["rates"].items():
+            ratio = w["ratios"].get(engine)
+            rows.append([name, f"`{engine}`", f"{rate:.2f} {w['unit']}", f"{ratio:.2f}" if ratio else "1"])
     return table(
         f"{r['docs']} prompts per workload, {r['clients']} concurrent clients, {r['n_seq']} sequences (slots) of "
         f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, embedded model, {r['machine']['cpu']}; medians over "
-        f"{r['repeats']} repeats (ratio: median of the ratios within a repeat):",
-        ["workload", "llama-server", "`newrllama serve`", "ratio"],
-        [[name, f"{row['llama-server']:.2f} {row['unit']}", f"{row['newrllama serve']:.2f} {row['unit']}",
-          f"{row['ratio']:.2f}"] for name, row in rates.items()]) + [""] + table(
+        f"{r['repeats']} repeats (ratio to llama-server: median of the ratios within a repeat):",
+        ["workload", "engine", "rate", "ratio"], rows) + [""] + table(
         "In process, beside the servers:", ["comparison", "ratio"],
-        [[name, f"{value:.2f}"] for name, value in summary.items() if name not in rates])
+        [[name, f"{value:.2f}"] for name, value in r["in_process"].items()])
 
 
 def two_contexts(r: dict) -> List[str]:
