@@ -10,6 +10,7 @@ from .errors import InvalidArgumentError
 
 MAX_SEED = 2**32 - 1
 MAX_CHOICES = 1024
+MAX_STOP = 64  # every stop string is searched for after every token
 _INT32_MAX = 2**31 - 1
 
 
@@ -91,6 +92,8 @@ class SamplingParams:
         if self.stop is not None and not isinstance(self.stop, (str, Sequence)):
             raise InvalidArgumentError(f"stop must be a str or a list of str, got {type(self.stop).__name__}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        if len(stop) > MAX_STOP:
+            raise InvalidArgumentError(f"stop must hold at most {MAX_STOP} strings, got {len(stop)}")
         for s in stop:
             if not isinstance(s, str) or not s:
                 raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")

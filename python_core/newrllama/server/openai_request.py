@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from ..errors import InvalidArgumentError
-from ..params import SamplingParams
+from ..params import MAX_STOP, SamplingParams
 
 MAX_PROMPTS = 256   # prompts (times n) in one request
 MAX_N = 16
-MAX_STOP = 16
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "logit_bias", "tools", "functions")
 
