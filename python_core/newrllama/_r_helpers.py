@@ -11,6 +11,51 @@ import urllib.request
 import newrllama
 
 
+def sampling_fields():
+    """The SamplingParams fields a caller sets, by name."""
+    return [f.name for f in dataclasses.fields(newrllama.SamplingParams) if f.init]
+
+
+def per_prompt_params(base, columns=None, rows=None):
+    """One SamplingParams per prompt: the call's settings (base) under each prompt's own (None: the call's).
+
+    The prompts' settings come as columns (from a data frame) or as rows (from a list of lists);
+    equal rows share one SamplingParams, so a grammar is checked once, not once per prompt."""
+    if columns is not None:
+        rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
+    fields = set(sampling_fields())
+    made = {}
+    out = []
+    for i, row in enumerate(rows, start=1):
+        if row is None:
+            row = {}
+        if not isinstance(row, dict):
+            raise newrllama.InvalidArgumentError(f"params[[{i}]] must be a named list of settings")
+        own = {name: value for name, value in row.items() if value is not None}
+        unknown = sorted(set(own) - fields)
+        if unknown:
+            raise newrllama.InvalidArgumentError(
+                f"params sets {unknown[0]!r}, which is not a sampling setting (those are: {', '.join(sorted(fields))})")
+        key = repr(sorted(own.items()))
+        if key not in made:
+            try:
+                made[key] = newrllama.SamplingParams(**{**base, **own})
+            except newrllama.InvalidArgumentError as exc:
+                raise newrllama.InvalidArgumentError(f"params, prompt {i}: {exc}") from None
+        out.append(made[key])
+    return out
+
+
+def chat_prompts(model, conversations):
+    """Each conversation as a prompt in the model's chat template, ready for the assistant's answer."""
+    return [model.apply_chat_template(messages) for messages in conversations]
+
+
+def engine_stats(ctx):
+    stats = ctx.engine_stats()
+    return {**dataclasses.asdict(stats), "python_us_per_step": stats.python_us_per_step}
+
+
 def run(ctx, prompts, params, progress):
     completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
     return unpack(completions, ctx.last_stats)
@@ -23,11 +68,12 @@ def run_cluster(cluster, prompts, params, ids, output, resume, progress):
 
 
 def unpack(completions, stats):
-    return ([c.text for c in completions],
-            [c.finish_reason for c in completions],
-            [(c.error or "unknown error") if c.finish_reason == "error" else "" for c in completions],
-            dataclasses.asdict(stats) if stats is not None else None,
-            [list(c.choice_probs.values()) if c.choice_probs else None for c in completions])
+    """The completions as columns, by name."""
+    return {"text": [c.text for c in completions],
+            "finish_reason": [c.finish_reason for c in completions],
+            "error": [(c.error or "unknown error") if c.finish_reason == "error" else "" for c in completions],
+            "stats": dataclasses.asdict(stats) if stats is not None else None,
+            "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 
 def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,

@@ -82,7 +82,7 @@ print.newrllama_cluster <- function(x, ...) {
 #' @param context For `generate_parallel()`, a cluster from `cluster_create()`.
 #' @param prompts A character vector of prompts; their names, if any, identify
 #'   them in `output` (they must then be unique and not empty).
-#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema
+#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema,min_p,stop,params
 #'   As for a context: see [generate_parallel()].
 #' @param output `NULL`, or the path of a JSON Lines file to which every result
 #'   is appended as soon as its chunk finishes.
@@ -93,11 +93,10 @@ generate_parallel.newrllama_cluster <- function(context, prompts, max_tokens = 1
                                                 temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
                                                 seed = 1234L, progress = interactive(), choices = NULL,
                                                 grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
-                                                ...) {
+                                                min_p = 0.0, stop = NULL, params = NULL, ...) {
   check_dots_empty(...)
   check_cluster(context)
-  args <- generation_args(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
-                          progress, choices, grammar, json_schema)
+  args <- generation_args(prompts, progress, environment())
   target <- check_output(output, resume, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {
     return(args$prompts)

@@ -20,6 +20,8 @@
 #'   default) or every prompt in full (`FALSE`). Without the cache each
 #'   sequence has KV cells of its own, as llama-server's slots: prompts that
 #'   share nothing are prefilled faster.
+#' @param n_batch Most prompt tokens decoded in one step (prefill is done in
+#'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
 #' @seealso [generate()], [generate_parallel()].
 #' @examplesIf newrllama::newrllama_available()
@@ -27,17 +29,12 @@
 #' ctx <- context_create(model, n_ctx = 1024, n_seq_max = 4)
 #' ctx
 #' @export
-context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8L, prefix_cache = TRUE) {
+context_create <- function(model, n_ctx = 4096L, n_threads = NULL, n_seq_max = 8L, prefix_cache = TRUE,
+                           n_batch = 512L) {
   check_model(model)
-  n_ctx <- check_count(n_ctx, "n_ctx", min = 1)
-  n_seq_max <- check_count(n_seq_max, "n_seq_max", min = 1)
-  prefix_cache <- check_flag(prefix_cache, "prefix_cache")
-  if (!is.null(n_threads)) {
-    n_threads <- check_count(n_threads, "n_threads", min = 1)
-  }
-  nl <- py_newrllama()
-  py <- with_python(nl$Context(model$py, n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads,
-                                      prefix_cache = prefix_cache))
+  args <- python_args(list(n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads,
+                           prefix_cache = prefix_cache, n_batch = n_batch))
+  py <- with_python(do.call(py_newrllama()$Context, c(list(model$py), args)))
   structure(
     list(
       py = py,
@@ -46,7 +43,7 @@ context_create <- function(model, n_ctx = 2048L, n_threads = NULL, n_seq_max = 8
       n_seq_max = with_python(py$n_seq_max),
       n_ctx_seq = with_python(py$n_ctx_seq),
       n_threads = with_python(py$n_threads),
-      prefix_cache = prefix_cache
+      prefix_cache = with_python(py$prefix_cache)
     ),
     class = "newrllama_context"
   )
@@ -62,4 +59,25 @@ print.newrllama_context <- function(x, ...) {
   cat("  prefix cache: ", if (isTRUE(x$prefix_cache)) "on" else "off", "\n", sep = "")
   cat("  state:     ", object_state(x$py), "\n", sep = "")
   invisible(x)
+}
+
+#' The engine's figures for a context
+#'
+#' What the context's scheduler has done since the context was made: the steps
+#' it ran (each one batched decode of every running prompt), the time spent in
+#' them (in C) and around them (the scheduler, in Python), the prefix cache,
+#' and the prompts running and waiting now.
+#'
+#' @param context A context from [context_create()].
+#' @return A named list: `n_steps`, `t_step_s`, `t_python_s`,
+#'   `python_us_per_step`, `n_cached_prefixes`, `n_prefix_evictions`,
+#'   `n_running`, `n_waiting`.
+#' @examplesIf newrllama::newrllama_available()
+#' ctx <- context_create(model_load(), n_ctx = 1024, n_seq_max = 2)
+#' invisible(generate(ctx, "Once upon a time", max_tokens = 4))
+#' engine_stats(ctx)$n_steps
+#' @export
+engine_stats <- function(context) {
+  check_context(context)
+  with_python(python_helpers()$engine_stats(context$py))
 }

@@ -5,7 +5,7 @@
 #'
 #' @param context A context from [context_create()].
 #' @param prompt A single string, or an integer vector of token ids (see
-#'   [tokenize()]).
+#'   [tokenize()]); or `NULL` with `messages`.
 #' @param max_tokens Maximum number of tokens to generate.
 #' @param top_k Sample from the `top_k` most likely tokens (0 = all).
 #' @param top_p Sample from the smallest set of tokens whose probability
@@ -23,29 +23,90 @@
 #' @param json_schema `NULL`, or a JSON schema (a JSON string, or a named list)
 #'   that every answer follows, converted to a grammar by llama-cpp-python's
 #'   converter. At most one of `grammar` and `json_schema`.
-#' @return The generated text, a single string. A prompt that cannot run (for
-#'   example one too long for its share of the context) signals an error of
-#'   class `newrllama_error`.
+#' @param min_p Drop tokens less probable than `min_p` times the most probable
+#'   one (0 = none).
+#' @param stop `NULL`, or a character vector of strings that end the answer
+#'   where they first appear; they are left out of the text.
+#' @param messages Instead of `prompt`, a conversation: a list of
+#'   `list(role = , content = )` or a data frame with columns `role` and
+#'   `content`, put in the model's chat template (see [apply_chat_template()])
+#'   so that the model answers as the assistant.
+#' @param stream `NULL`, or a function called with each piece of the answer as
+#'   soon as it is generated (for example `function(piece) cat(piece)`). It
+#'   returns `TRUE` or `NULL` to go on, `FALSE` to end the answer there. An error
+#'   in it, any other value, or Ctrl-C ends the answer, frees its sequence and
+#'   signals a classed error.
+#' @return The generated text, a single string (with `stream`, what was
+#'   generated until the answer ended or the callback returned `FALSE`). A prompt
+#'   that cannot run (for example one too long for its share of the context)
+#'   signals an error of class `newrllama_error`.
 #' @seealso [generate_parallel()] for many prompts at once.
 #' @examplesIf newrllama::newrllama_available()
 #' model <- model_load()
 #' ctx <- context_create(model)
 #' generate(ctx, "The capital of Germany is Berlin. The capital of France is",
 #'          max_tokens = 4)
+#' generate(ctx, "Once upon a time", max_tokens = 8, stream = function(piece) cat(piece))
 #' @export
-generate <- function(context, prompt, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+generate <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                      temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0, seed = 1234L,
-                     grammar = NULL, json_schema = NULL) {
+                     grammar = NULL, json_schema = NULL, min_p = 0.0, stop = NULL, messages = NULL,
+                     stream = NULL) {
   check_context(context)
-  prompt <- check_prompt(prompt)
-  params <- sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
-                            grammar = grammar, json_schema = json_schema)
+  if (is.null(messages)) {
+    prompt <- check_prompt(prompt)
+  } else if (is.null(prompt)) {
+    prompt <- chat_prompts(context, list(messages))
+  } else {
+    abort_invalid("give `prompt` or `messages`, not both")
+  }
+  params <- sampling_params(environment())
+  if (!is.null(stream)) {
+    return(stream_answer(context, prompt, params, stream))
+  }
   result <- run_prompts(context, list(prompt), params, progress = FALSE)
   if (result$failed[1]) {
     abort(sprintf("the prompt could not be run: %s", result$errors[1]), "newrllama_prompt_error",
           call = sys.call())
   }
   result$text[1]
+}
+
+# The answer to one prompt, its pieces handed to `callback` as they come. Leaving early (the
+# callback returns FALSE or fails, or Ctrl-C) closes the stream, which frees the prompt's sequence.
+stream_answer <- function(context, prompt, params, callback, call = sys.call(-1)) {
+  if (!is.function(callback)) {
+    abort_invalid(sprintf("`stream` must be a function of one argument (a piece of text), not %s",
+                          describe(callback)), call = call)
+  }
+  pieces <- with_python(context$py$stream(prompt, params), call = call)
+  on.exit(pieces$close())
+  text <- character()
+  repeat {
+    piece <- with_python(reticulate::iter_next(pieces, completed = NULL), call = call)
+    if (is.null(piece)) {
+      break
+    }
+    text <- c(text, piece)
+    go_on <- tryCatch(callback(piece), error = function(e) {
+      abort(sprintf("`stream` failed: %s", conditionMessage(e)), "newrllama_callback_error", call = call,
+            parent = e)
+    })
+    if (isFALSE(go_on)) {
+      break
+    }
+    if (!is.null(go_on) && !isTRUE(go_on)) {
+      abort_invalid(sprintf("`stream` must return TRUE or NULL (go on) or FALSE (stop), not %s", describe(go_on)),
+                    call = call)
+    }
+  }
+  paste(text, collapse = "")
+}
+
+# Conversations (each a list of messages or a data frame) as prompts in the context's model's chat template.
+chat_prompts <- function(context, conversations, call = sys.call(-1)) {
+  checked <- lapply(conversations, check_messages, call = call)
+  with_python(as.character(unlist(python_helpers()$chat_prompts(context$model$py, unname(checked)))), call = call)
 }
 
 # A prompt is a single string or a vector of token ids; tokens go to Python as

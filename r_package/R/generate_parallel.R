@@ -8,7 +8,7 @@
 #' candidate tokens are nearly tied.
 #'
 #' @inheritParams generate
-#' @param prompts A character vector of prompts.
+#' @param prompts A character vector of prompts; or `NULL` with `messages`.
 #' @param progress Show a progress bar.
 #' @param choices `NULL`, or a character vector of labels: each answer is then
 #'   the most probable label, scored by the log-probability of all its tokens
@@ -29,6 +29,15 @@
 #'   `n_gen_tokens`, `n_cached_tokens` (prompt tokens served by the prefix
 #'   cache, see [context_create()]), `t_prompt_s`, `t_gen_s`, `t_total_s`,
 #'   `tokens_per_second`, `n_decode_calls`, `n_fallbacks`, `n_failed`).
+#' @param params `NULL`, or each prompt's own sampling settings, over the
+#'   call's: a data frame with one row per prompt and a column per setting
+#'   (named as the arguments above, `NA` for the call's value; `stop` as a list
+#'   column), or an unnamed list with one named list (or `NULL`) per prompt.
+#'   `choices` are the call's alone.
+#' @param messages Instead of `prompts`, a list of conversations (each a list
+#'   of `list(role = , content = )` or a data frame with columns `role` and
+#'   `content`), each put in the model's chat template; their names name the
+#'   answers.
 #' @param ... Not used by the context method; an unknown argument is an error.
 #' @seealso [generate()] for a single prompt; [cluster_create()] to run the
 #'   prompts on several worker processes or machines.
@@ -56,14 +65,23 @@ generate_parallel.default <- function(context, prompts, ...) {
 
 #' @rdname generate_parallel
 #' @export
-generate_parallel.newrllama_context <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                                                temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
-                                                seed = 1234L, progress = interactive(), choices = NULL,
-                                                grammar = NULL, json_schema = NULL, ...) {
+generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L,
+                                                top_p = 1.0, temperature = 0.0, repeat_last_n = 0L,
+                                                penalty_repeat = 1.0, seed = 1234L, progress = interactive(),
+                                                choices = NULL, grammar = NULL, json_schema = NULL, min_p = 0.0,
+                                                stop = NULL, params = NULL, messages = NULL, ...) {
   check_dots_empty(...)
   check_context(context)
-  args <- generation_args(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
-                          progress, choices, grammar, json_schema)
+  if (!is.null(messages)) {
+    if (!is.null(prompts)) {
+      abort_invalid("give `prompts` or `messages`, not both")
+    }
+    if (!is.list(messages) || is.data.frame(messages)) {
+      abort_invalid(sprintf("`messages` must be a list of conversations, not %s", describe(messages)))
+    }
+    prompts <- stats::setNames(chat_prompts(context, messages), names(messages))
+  }
+  args <- generation_args(prompts, progress, environment())
   if (length(args$prompts) == 0) {
     return(args$prompts) # keeps the (empty) names, if any
   }
@@ -71,12 +89,11 @@ generate_parallel.newrllama_context <- function(context, prompts, max_tokens = 1
                  args$prompts, choices)
 }
 
-# The checked prompts, sampling parameters and progress flag of a generate_parallel() method.
-generation_args <- function(prompts, max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed,
-                            progress, choices, grammar, json_schema, call = sys.call(-1)) {
+# The checked prompts, sampling parameters (the method's arguments named as SamplingParams' fields, in
+# its frame) and progress flag of a generate_parallel() method.
+generation_args <- function(prompts, progress, frame, call = sys.call(-1)) {
   list(prompts = check_prompts(prompts, call = call),
-       params = sampling_params(max_tokens, top_k, top_p, temperature, repeat_last_n, penalty_repeat, seed, choices,
-                                grammar, json_schema, call = call),
+       params = sampling_params(frame, call = call),
        progress = check_flag(progress, "progress", call = call))
 }
 
@@ -115,13 +132,14 @@ run_prompts <- function(context, prompts, params, progress, call = sys.call(-1))
 }
 
 unpack_completions <- function(out) {
+  finish_reason <- as.character(unlist(out$finish_reason))
   list(
-    text = as.character(unlist(out[[1]])),
-    finish_reason = as.character(unlist(out[[2]])),
-    failed = as.character(unlist(out[[2]])) == "error",
-    errors = as.character(unlist(out[[3]])),
-    stats = out[[4]],
-    probs = out[[5]]
+    text = as.character(unlist(out$text)),
+    finish_reason = finish_reason,
+    failed = finish_reason == "error",
+    errors = as.character(unlist(out$error)),
+    stats = out$stats,
+    probs = out$probs
   )
 }
 

@@ -1,45 +1,61 @@
-# Builds the Python SamplingParams from the newrllama4-style arguments, checking
-# each one in R first. SamplingParams insists on Python ints, hence as.integer().
-sampling_params <- function(max_tokens, top_k, top_p, temperature, repeat_last_n,
-                            penalty_repeat, seed, choices = NULL, grammar = NULL, json_schema = NULL,
-                            call = sys.call(-1)) {
-  max_tokens <- check_count(max_tokens, "max_tokens", min = 1, call = call)
-  top_k <- check_count(top_k, "top_k", min = 0, call = call)
-  top_p <- check_number(top_p, "top_p", min = 0, max = 1, call = call)
-  temperature <- check_number(temperature, "temperature", min = 0, call = call)
-  repeat_last_n <- check_count(repeat_last_n, "repeat_last_n", min = -1, call = call)
-  penalty_repeat <- check_number(penalty_repeat, "penalty_repeat", min = 0, min_open = TRUE, call = call)
-  seed <- check_seed(seed, call = call)
-  if (!is.null(choices)) {
-    if (!is.character(choices) || anyNA(choices)) {
-      abort_invalid(sprintf("`choices` must be a character vector of labels without NA, not %s", describe(choices)),
-                    call = call)
-    }
-    choices <- as.list(unname(choices)) # a Python list even for one label, so Python's check names the problem
+# The sampling arguments of generate() and generate_parallel() are the fields of
+# Python's SamplingParams, under the same names. R converts R values (NA,
+# factors, whole doubles, UTF-8, vectors that are lists in Python) and Python
+# checks them: its message names the field, which is the R argument. With a
+# `params` argument in the frame that is not NULL, each prompt gets the call's
+# settings under its own.
+sampling_params <- function(frame, call = sys.call(-1)) {
+  fields <- intersect(sampling_fields(), ls(frame))
+  args <- python_args(mget(fields, envir = frame), call = call)
+  per_prompt <- if (exists("params", envir = frame, inherits = FALSE)) get("params", envir = frame) else NULL
+  if (is.null(per_prompt)) {
+    return(with_python(do.call(py_newrllama()$SamplingParams, args), call = call))
   }
-  if (!is.null(grammar)) {
-    grammar <- check_string(grammar, "grammar", call = call)
+  helpers <- python_helpers()
+  if (is.data.frame(per_prompt)) {
+    refuse_choices(names(per_prompt), call)
+    columns <- lapply(names(per_prompt), function(name) column_values(per_prompt[[name]], name, call))
+    names(columns) <- names(per_prompt)
+    return(with_python(helpers$per_prompt_params(args, columns = columns), call = call))
   }
-  if (!is.null(json_schema) && !(is.list(json_schema) && !is.null(names(json_schema)))) {
-    json_schema <- check_string(json_schema, "json_schema", call = call)
-  }
-  nl <- py_newrllama()
-  if (!is.integer(seed)) {
-    seed <- py_int(seed)
-  }
-  with_python(nl$SamplingParams(
-    max_tokens = max_tokens, temperature = temperature, top_k = top_k, top_p = top_p,
-    repeat_last_n = repeat_last_n, penalty_repeat = penalty_repeat, seed = seed, choices = choices,
-    grammar = grammar, json_schema = json_schema
-  ), call = call)
-}
-
-# Seeds go up to 2^32 - 1 (negative = random); values past R's integer range
-# are handed over as Python ints.
-check_seed <- function(seed, call = sys.call(-1)) {
-  if (!is_whole_number(seed) || seed < -2^31 || seed > 2^32 - 1) {
-    abort_invalid(sprintf("`seed` must be a whole number in [-2^31, 2^32 - 1], not %s", describe(seed)),
+  if (!is.list(per_prompt) || !is.null(names(per_prompt))) {
+    abort_invalid(sprintf(paste("`params` must be a data frame (a row per prompt, a column per setting) or an",
+                                "unnamed list of named lists, one per prompt, not %s"), describe(per_prompt)),
                   call = call)
   }
-  if (abs(seed) <= .Machine$integer.max) as.integer(seed) else as.numeric(seed)
+  rows <- lapply(seq_along(per_prompt), function(i) {
+    row <- per_prompt[[i]]
+    if (is.null(row)) {
+      return(NULL)
+    }
+    if (!is.list(row) || is.null(names(row)) || !all(nzchar(names(row)))) {
+      abort_invalid(sprintf("`params[[%d]]` must be a named list of settings, not %s", i, describe(row)), call = call)
+    }
+    refuse_choices(names(row), call)
+    python_args(row, call = call)
+  })
+  with_python(helpers$per_prompt_params(args, rows = rows), call = call)
+}
+
+# The probability matrix of generate_parallel() has one column per label of the call.
+refuse_choices <- function(names, call) {
+  if ("choices" %in% names) {
+    abort_invalid("`params` cannot set `choices`: give them to the call, for every prompt", call = call)
+  }
+}
+
+# A data frame column of per-prompt settings as a list, NA (or NULL, in a list column) for the call's value.
+column_values <- function(column, name, call) {
+  values <- if (is.list(column)) column else as.list(if (is.factor(column)) as.character(column) else column)
+  lapply(values, function(v) {
+    if (is.null(v) || (is.atomic(v) && length(v) == 1 && is.na(v))) NULL else r_to_python(v, name, call = call)
+  })
+}
+
+# The names of SamplingParams' fields, from Python, so that R cannot drift from it.
+sampling_fields <- function() {
+  if (is.null(the$sampling_fields)) {
+    the$sampling_fields <- as.character(unlist(python_helpers()$sampling_fields()))
+  }
+  the$sampling_fields
 }

@@ -44,3 +44,16 @@ test_that("a context from a previous session or a closed one gives a clear error
   expect_error(generate(ctx, "Hi", max_tokens = 1), "closed", class = "newrllama_closed_error")
   expect_error(generate_parallel(ctx, "Hi", max_tokens = 1), "closed", class = "newrllama_error")
 })
+
+test_that("engine_stats() reports the context's steps", {
+  ctx <- test_context(model)
+  before <- engine_stats(ctx)
+  expect_named(before, c("n_steps", "t_step_s", "t_python_s", "n_cached_prefixes", "n_prefix_evictions", "n_running",
+                         "n_waiting", "python_us_per_step"), ignore.order = TRUE)
+  invisible(generate(ctx, capital_prompt(), max_tokens = 3))
+  after <- engine_stats(ctx)
+  expect_gte(after$n_steps, before$n_steps + 3)
+  expect_gt(after$t_step_s, 0)
+  expect_equal(after$n_running, 0)
+  expect_error(engine_stats("x"), "context", class = "newrllama_invalid_argument")
+})

@@ -123,7 +123,7 @@ test_that("choices give one of the labels for every prompt, with a probability m
   expect_equal(unname(rowSums(probs)), c(1, 1), tolerance = 1e-6)
   expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(answers[1:2]))
   expect_error(generate_parallel(ctx, prompts, choices = "Paris"), "2 to 1024", class = "newrllama_invalid_argument")
-  expect_error(generate_parallel(ctx, prompts, choices = c("a", NA)), "without NA", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, prompts, choices = c("a", NA)), "choices.*NA.*position 2", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = c("a", "a")), "more than once",
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = paste("label", 1:10000)), "2 to 1024",
@@ -145,7 +145,7 @@ test_that("grammar and json_schema constrain every answer; bad ones are clear er
                             json_schema = schema, progress = FALSE)
   expect_match(json, '^\\{ ?"label": ?"(acq|crude)" ?\\}')
   expect_error(generate_parallel(ctx, "a", grammar = 'x ::= "a"'), "prompt 0", class = "newrllama_invalid_argument")
-  expect_error(generate_parallel(ctx, "a", grammar = c("a", "b")), "single string", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, "a", grammar = c("a", "b")), "grammar must be", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", json_schema = '{"type": "nonsense"}'), "cannot be converted",
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", choices = c("a", "b"), grammar = "root ::= \"a\""), "at most one",

@@ -55,7 +55,11 @@ test_that("generate() checks the sampling arguments", {
   expect_error(generate(ctx, p, penalty_repeat = 0), "penalty_repeat", class = "newrllama_invalid_argument")
   expect_error(generate(ctx, p, penalty_repeat = Inf), "penalty_repeat", class = "newrllama_invalid_argument")
   expect_error(generate(ctx, p, seed = 2^40), "seed", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, seed = -2^31 - 1), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, seed = -2^64), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, min_p = 1.5), "min_p", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, stop = NA_character_), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, stop = ""), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, stop = list(1)), "stop", class = "newrllama_invalid_argument")
   expect_error(generate(ctx, p, seed = 1.5), "seed", class = "newrllama_invalid_argument")
   expect_error(generate(ctx, p, seed = NA), "seed", class = "newrllama_invalid_argument")
 })
@@ -63,4 +67,28 @@ test_that("generate() checks the sampling arguments", {
 test_that("argument errors name the function the user called", {
   e <- tryCatch(generate(ctx, capital_prompt(), max_tokens = 0), error = function(e) e)
   expect_equal(conditionCall(e)[[1]], quote(generate))
+})
+
+test_that("every field of Python's SamplingParams is an argument of generate() and generate_parallel()", {
+  fields <- newrllama:::sampling_fields()
+  expect_true(all(c("max_tokens", "min_p", "stop", "grammar") %in% fields))
+  for (method in list(newrllama:::generate_parallel.newrllama_context, newrllama:::generate_parallel.newrllama_cluster)) {
+    expect_setequal(setdiff(fields, names(formals(method))), character())
+  }
+  expect_setequal(setdiff(fields, names(formals(generate))), "choices") # one prompt: choices are generate_parallel()'s
+})
+
+test_that("stop strings and min_p reach the sampler, with the same rules as in Python", {
+  p <- capital_prompt()
+  plain <- generate(ctx, p, max_tokens = 8)
+  first <- strsplit(trimws(plain), " ")[[1]][1]
+  cut <- generate(ctx, p, max_tokens = 8, stop = factor(first))
+  expect_false(grepl(first, cut, fixed = TRUE))
+  expect_true(startsWith(plain, cut))
+  expect_equal(generate(ctx, p, max_tokens = 8, stop = c("zzz", "qqq")), plain)
+  # min_p = 1 keeps only the most probable token: sampling at any temperature is then greedy.
+  expect_equal(generate(ctx, p, max_tokens = 8, temperature = 2, min_p = 1, seed = 7), plain)
+  expect_equal(generate(ctx, p, max_tokens = 8, seed = -2^40), plain) # a negative seed: random, as in Python
+  many <- generate_parallel(ctx, c(a = p, b = p), max_tokens = 8, stop = first, progress = FALSE)
+  expect_equal(as.vector(many), rep(cut, 2))
 })

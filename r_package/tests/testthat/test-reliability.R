@@ -307,9 +307,9 @@ test_that("a one-off decode failure is retried and every prompt completes", {
 
 # ---- 4. Interrupt ------------------------------------------------------------
 
-test_that("an interrupt stops a long call; the session and the context keep working", {
-  skip_on_cran()
-  skip_if(.Platform$OS.type != "unix", "sends SIGINT")
+# Runs `long_call` (R code) in another R process, sends it SIGINT 3 s in, and checks that the call stopped
+# and that the session and its context keep working.
+expect_interruptible <- function(long_call) {
   # Needs another R process: the test sends it SIGINT in the middle of a call.
   dir <- tempfile("interrupt")
   dir.create(dir)
@@ -326,7 +326,7 @@ test_that("an interrupt stops a long call; the session and the context keep work
     "say('READY')",
     "start <- Sys.time()",
     "result <- tryCatch({",
-    "  generate_parallel(ctx, paste('Tell a long story about item', 1:64), max_tokens = 200, progress = FALSE)",
+    paste0("  ", long_call),
     "  'COMPLETED'",
     "}, interrupt = function(i) 'INTERRUPTED',",
     "   newrllama_interrupted = function(e) 'INTERRUPTED (newrllama_interrupted)',",
@@ -377,4 +377,16 @@ test_that("an interrupt stops a long call; the session and the context keep work
   expect_true("USED: 0" %in% out, label = info)
   expect_true(any(grepl("^AFTER: .*Paris", out)), label = info)
   expect_true("USED AFTER: 0" %in% out, label = info)
+}
+
+test_that("an interrupt stops a long call; the session and the context keep working", {
+  skip_on_cran()
+  skip_if(.Platform$OS.type != "unix", "sends SIGINT")
+  expect_interruptible("generate_parallel(ctx, paste('Tell a long story about item', 1:64), max_tokens = 200, progress = FALSE)")
+})
+
+test_that("an interrupt stops a streamed answer; the session and the context keep working", {
+  skip_on_cran()
+  skip_if(.Platform$OS.type != "unix", "sends SIGINT")
+  expect_interruptible("generate(ctx, 'Tell a long story:', max_tokens = 2000, stream = function(piece) NULL)")
 })
