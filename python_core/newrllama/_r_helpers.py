@@ -56,15 +56,11 @@ def engine_stats(ctx):
     return {**dataclasses.asdict(stats), "python_us_per_step": stats.python_us_per_step}
 
 
-def run(ctx, prompts, params, progress):
-    completions = ctx.generate_parallel(prompts, params, progress=bool(progress))
-    return unpack(completions, ctx.last_stats)
-
-
-def run_cluster(cluster, prompts, params, ids, output, resume, progress):
-    completions = cluster.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
-                                            progress=bool(progress))
-    return unpack(completions, cluster.last_stats)
+def run(target, prompts, params, progress, ids=None, output=None, resume=False):
+    """generate_parallel on a Context or a Cluster (same arguments), its answers unpacked."""
+    completions = target.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
+                                           progress=bool(progress))
+    return unpack(completions, target.last_stats)
 
 
 def unpack(completions, stats):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import List, Optional, Sequence
+from typing import Callable, Hashable, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._lib import ffi, lib
@@ -152,17 +152,42 @@ class Context(OwnedHandle):
         return self.generate_parallel([prompt], _one_params(params))[0]
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
-                          progress: bool = False) -> List[Completion]:
+                          progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
+                          output: Union[str, os.PathLike, None] = None, resume: bool = False) -> List[Completion]:
         """Answers to many prompts, in input order, decoded together in batches.
 
         ``params`` is one SamplingParams for every prompt or a list with one per
         prompt. A prompt that cannot run gets ``finish_reason='error'`` while the
         others complete. Other threads' calls on this context share the batch.
         Ctrl-C stops this call (and only this call), leaving the context clean.
+
+        ``output``: a JSON Lines file to which every answer is appended (and made
+        durable) as it finishes, so that a run killed half-way loses nothing;
+        ``resume=True`` then runs only the prompts not yet in it. Same file format,
+        rules and refusals as ``Cluster.generate_parallel``: ``ids`` name the prompts
+        in it (else their positions), a prompt run with other text or settings is
+        refused, and a resumed prompt's Completion has empty ``token_ids``.
+        ``last_stats`` covers the prompts run by this call.
         """
+        if output is None and not resume:
+            return self._run_call(prompts, params, progress, None)
+        from .jobs import GenerationJob  # jobs needs annotate, which needs this module
+        from .results_file import run_recorded
+        job = GenerationJob(prompts, params)
+
+        def run(todo: List[int], record) -> List[Completion]:
+            todo_prompts, todo_params = job.payload(todo)
+            return self._run_call(todo_prompts, todo_params, progress,
+                                  lambda done: record([todo[i] for i, _ in done], [c for _, c in done]))
+
+        results, _, _ = run_recorded(job, ids, output, resume, run)
+        return results
+
+    def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: bool,
+                  on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]]) -> List[Completion]:
         call, requests = self._call(prompts, params)
         self._submit(call, requests)
-        call.wait(progress, self._scheduler.cancel)
+        call.wait(progress, self._scheduler.cancel, on_done)
         self.last_stats = call.stats(time.perf_counter())
         return list(call.completions)  # type: ignore[arg-type]
 

@@ -6,7 +6,7 @@ thread: argument types raise InvalidArgumentError; a prompt that cannot run
 error result at once and is never submitted, so it cannot disturb the batch."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 from .errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text

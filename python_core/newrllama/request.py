@@ -162,6 +162,7 @@ class Call:
     def __init__(self, n_prompts: int) -> None:
         self.requests: List[Optional[Request]] = [None] * n_prompts
         self.completions: List[Optional[Completion]] = [None] * n_prompts
+        self.done_order: List[int] = []  # indices of finished prompts, in the order they finished
         self._n_done = 0
         self._done = threading.Event()
         if n_prompts == 0:
@@ -179,14 +180,15 @@ class Call:
         """A prompt that cannot run at all (it is never submitted)."""
         self.completions[index] = Completion(text="", finish_reason="error", error=error,
                                              n_prompt_tokens=n_prompt_tokens)
-        self._count_one()
+        self._count_one(index)
 
     def finished(self, request: Request) -> None:
         self.completions[request.index] = request.completion
-        self._count_one()
+        self._count_one(request.index)
 
-    def _count_one(self) -> None:
+    def _count_one(self, index: int) -> None:
         with self._lock:
+            self.done_order.append(index)
             self._n_done += 1
             if self._n_done < len(self.completions):
                 return
@@ -208,20 +210,29 @@ class Call:
     def n_done(self) -> int:
         return self._n_done
 
-    def wait(self, progress: bool, cancel: Callable[["Call"], None]) -> None:
-        """Blocks until every request is finished. An exception here (Ctrl-C) cancels this call's
-        requests, waits until the engine has freed their sequences, and propagates."""
+    def wait(self, progress: bool, cancel: Callable[["Call"], None],
+             on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]] = None) -> None:
+        """Blocks until every request is finished. An exception here (Ctrl-C, or from on_done) cancels
+        this call's requests, waits until the engine has freed their sequences, and propagates.
+        ``on_done`` receives, in the waiting thread, the prompts finished since its last call (index, answer)."""
         bar = None
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(self.completions), unit="prompt", desc="newrllama")
         shown = 0
+        handed = 0
         try:
             # Short waits keep the caller's thread in Python, where Ctrl-C is raised.
-            while not self._done.wait(0.1):
+            finished = False
+            while not finished:
+                finished = self._done.wait(0.1)
                 if bar is not None and self._n_done > shown:
                     bar.update(self._n_done - shown)
                     shown = self._n_done
+                if on_done is not None and len(self.done_order) > handed:
+                    new = self.done_order[handed:]
+                    handed += len(new)
+                    on_done([(i, self.completions[i]) for i in new])
         except BaseException:
             cancel(self)
             while not self._done.wait(0.1):

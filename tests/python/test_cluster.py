@@ -18,7 +18,7 @@ import time
 import pytest
 
 import newrllama
-from newrllama.cluster.results_file import ResultsFile
+from newrllama.results_file import ResultsFile
 from oracle import assert_expected_or_rounding
 
 ray = pytest.importorskip("ray")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Hashable, List, Optional, Sequence, Union
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Union
 
 from ..annotate import Annotation
 from ..context import usable_cores
@@ -14,9 +14,9 @@ from ..model import Model
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
 from .dispatch import Chunk, run_chunks
-from .jobs import AnnotationJob, GenerationJob, check_ids
+from ..jobs import AnnotationJob, GenerationJob, Job
 from .pool import WorkerPool, WorkerSpec
-from .results_file import keys_of, open_results
+from ..results_file import run_recorded
 
 # Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
 DEFAULT_CELLS_PER_SEQUENCE = 1024
@@ -147,37 +147,23 @@ class Cluster:
         order is taken out of the scores by the default cure, per chunk."""
         return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, progress)
 
-    def _run(self, job: Union[GenerationJob, AnnotationJob], ids: object, output: object, resume: bool,
-             progress: bool) -> list:
+    def _run(self, job: Job, ids: object, output: object, resume: bool, progress: bool) -> list:
         t_start = time.perf_counter()
         pool = self._open_pool()
-        checked_ids = check_ids(ids, len(job))
-        keys = keys_of(len(job), checked_ids)
-        out = open_results(output, resume, dict(zip(keys, job.digests)))
-        results: List[Any] = [None] * len(job)
-        t_write = 0.0
-        try:
-            if out is not None:
-                for i, key in enumerate(keys):
-                    if key in out.done:
-                        results[i] = job.from_record(out.done[key])
-            todo = [i for i, r in enumerate(results) if r is None]
-            n_resumed = len(job) - len(todo)
+        stats = None
+
+        def run(todo: List[int], record) -> List[Any]:
+            nonlocal stats
+            results: Dict[int, Any] = {}
             bar = _progress_bar(len(todo), progress)
 
             def done(chunk: Chunk, chunk_results: List[Any]) -> None:
-                nonlocal t_write
-                for i, r in zip(chunk.indices, chunk_results):
-                    results[i] = r
-                if out is not None:
-                    t0 = time.perf_counter()
-                    out.append(_record(i, checked_ids, job, results[i]) for i in chunk.indices)
-                    t_write += time.perf_counter() - t0
+                results.update(zip(chunk.indices, chunk_results))
+                record(chunk.indices, chunk_results)
                 bar.update(len(chunk.indices))
 
             def failed(chunk: Chunk, reason: str) -> None:
-                for i in chunk.indices:
-                    results[i] = job.failed(f"not run: {reason}")
+                results.update((i, job.failed(f"not run: {reason}")) for i in chunk.indices)
                 bar.update(len(chunk.indices))
 
             chunks = [Chunk(todo[a:a + self.chunk_size]) for a in range(0, len(todo), self.chunk_size)]
@@ -185,15 +171,15 @@ class Cluster:
                 stats = run_chunks(self._ray, pool, job.method, job.payload, chunks, done, failed)
             finally:
                 bar.close()
-        finally:
-            if out is not None:
-                out.close()
+            return [results[i] for i in todo]
+
+        results, n_resumed, t_write = run_recorded(job, ids, output, resume, run)
         t_total = time.perf_counter() - t_start
         self.last_stats = ClusterStats(
             n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(r.error is not None for r in results),
             n_chunks=stats.n_chunks, n_retried_chunks=stats.n_retried_chunks, n_workers_replaced=pool.n_replaced,
             t_total_s=t_total, t_driver_s=t_total - stats.t_wait_s - t_write, t_write_s=t_write,
-            prompts_per_second=len(todo) / t_total if t_total > 0 else 0.0)
+            prompts_per_second=(len(job) - n_resumed) / t_total if t_total > 0 else 0.0)
         return results
 
     def _open_pool(self) -> WorkerPool:
@@ -242,16 +228,6 @@ def _check_room(ray: Any, num_workers: int, threads: int) -> None:
     if free < num_workers * threads:
         raise ClusterError(f"the local Ray runtime has {free:g} free CPUs for {num_workers} workers of {threads} "
                            "threads: close the other Cluster of this process, or ask for fewer workers or threads")
-
-
-def _record(index: int, ids: Optional[Sequence[Hashable]], job: Union[GenerationJob, AnnotationJob],
-            result: Any) -> dict:
-    record: dict = {"index": index}
-    if ids is not None:
-        record["id"] = ids[index]
-    record.update(job.record(result))
-    record["input_sha256"] = job.digests[index]
-    return record
 
 
 def _progress_bar(total: int, show: bool):

@@ -1,5 +1,5 @@
-"""The output file of a cluster run: one JSON line per finished prompt, appended as its chunk
-finishes, and read back when a killed run resumes.
+"""The output file of a long run (on a Context or a Cluster): one JSON line per finished prompt,
+appended as results come, and read back when a killed run resumes.
 
 A run killed while writing can leave a torn last line; resuming cuts it off (that prompt
 runs again), so every prompt ends up in the file exactly once. Every line carries a digest
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, Hashable, Iterable, List, Mapping, Optional
+import time
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
+from .jobs import Job, check_ids
 
 try:
     import fcntl
@@ -116,3 +118,48 @@ def open_results(path: Optional[object], resume: bool, digests: Mapping[Hashable
 
 def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
     return list(ids) if ids is not None else list(range(n))
+
+
+# Runs the prompts at the given indices of a job and returns their results in that order; calls
+# record(indices, results) with results to be written as they come (results not recorded, such as a
+# chunk that lost its worker, are returned but not written, so that a resume runs them again).
+Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], List[Any]]
+
+
+def run_recorded(job: Job, ids: object, output: object, resume: bool, run: Runner) -> Tuple[List[Any], int, float]:
+    """The job's results in input order, those already in ``output`` read back and the others run
+    by ``run`` and appended to it as they come; also how many were read back and the time spent writing."""
+    checked_ids = check_ids(ids, len(job))
+    keys = keys_of(len(job), checked_ids)
+    out = open_results(output, resume, dict(zip(keys, job.digests)))
+    results: List[Any] = [None] * len(job)
+    t_write = 0.0
+
+    def record(indices: Sequence[int], done: Sequence[Any]) -> None:
+        nonlocal t_write
+        if out is not None:
+            t0 = time.perf_counter()
+            out.append(_record(i, checked_ids, job, r) for i, r in zip(indices, done))
+            t_write += time.perf_counter() - t0
+
+    try:
+        if out is not None:
+            for i, key in enumerate(keys):
+                if key in out.done:
+                    results[i] = job.from_record(out.done[key])
+        todo = [i for i, r in enumerate(results) if r is None]
+        for i, r in zip(todo, run(todo, record)):
+            results[i] = r
+    finally:
+        if out is not None:
+            out.close()
+    return results, len(job) - len(todo), t_write
+
+
+def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any) -> dict:
+    record: dict = {"index": index}
+    if ids is not None:
+        record["id"] = ids[index]
+    record.update(job.record(result))
+    record["input_sha256"] = job.digests[index]
+    return record

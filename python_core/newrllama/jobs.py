@@ -1,18 +1,18 @@
-"""What a cluster run does with its prompts: the two kinds of job (generation, annotation),
-each knowing how to send a chunk to a worker, and how its results become lines of the
-output file and come back from them."""
+"""What a recorded run (on a Context or a Cluster) does with its prompts: the two kinds of job
+(generation, annotation), each knowing how to hand a group of its prompts to a worker or a
+context, and how its results become lines of the output file and come back from them."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-from typing import Any, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Hashable, List, Optional, Sequence, Tuple, Union
 
-from ..annotate import Annotation, check_annotate_args
-from ..errors import InvalidArgumentError
-from ..params import SamplingParams
-from ..parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
-from ..results import Completion
+from .annotate import Annotation, check_annotate_args
+from .errors import InvalidArgumentError
+from .params import SamplingParams
+from .parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
+from .results import Completion
 
 MAX_ID_LENGTH = 1024
 
@@ -63,7 +63,7 @@ class GenerationJob:
 
     def payload(self, indices: Sequence[int]) -> Tuple[Any, ...]:
         params = [self.params[i] for i in indices]
-        one = all(p is params[0] for p in params)
+        one = bool(params) and all(p is params[0] for p in params)
         return [self.prompts[i] for i in indices], params[0] if one else params
 
     def record(self, result: Completion) -> dict:
@@ -110,3 +110,6 @@ class AnnotationJob:
 
     def failed(self, message: str) -> Annotation:
         return Annotation(None, error=message)
+
+
+Job = Union[GenerationJob, AnnotationJob]
