@@ -101,10 +101,8 @@ generate_parallel.newrllama_cluster <- function(context, prompts, max_tokens = 1
   if (length(args$prompts) == 0) {
     return(args$prompts)
   }
-  run <- python_helpers()$run_cluster
-  out <- with_python(run(context$py, as.list(unname(args$prompts)), args$params, target$ids, target$output,
-                         target$resume, args$progress))
-  answers_vector(unpack_completions(out), args$prompts, choices)
+  answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, target),
+                 args$prompts, choices)
 }
 
 check_cluster <- function(x, name = "cluster", call = sys.call(-1)) {

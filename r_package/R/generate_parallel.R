@@ -38,6 +38,11 @@
 #'   of `list(role = , content = )` or a data frame with columns `role` and
 #'   `content`), each put in the model's chat template; their names name the
 #'   answers.
+#' @param output,resume `NULL`, or the path of a JSON Lines file to which
+#'   every answer is appended as soon as it is finished, so that a run killed
+#'   half-way loses nothing; `resume = TRUE` then runs only the prompts not yet
+#'   in it. The names of `prompts` (if any) identify them in the file. Same
+#'   format and rules as on a cluster (see [cluster_create()]).
 #' @param ... Not used by the context method; an unknown argument is an error.
 #' @seealso [generate()] for a single prompt; [cluster_create()] to run the
 #'   prompts on several worker processes or machines.
@@ -69,7 +74,8 @@ generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tok
                                                 top_p = 1.0, temperature = 0.0, repeat_last_n = 0L,
                                                 penalty_repeat = 1.0, seed = 1234L, progress = interactive(),
                                                 choices = NULL, grammar = NULL, json_schema = NULL, min_p = 0.0,
-                                                stop = NULL, params = NULL, messages = NULL, ...) {
+                                                stop = NULL, params = NULL, messages = NULL, output = NULL,
+                                                resume = FALSE, ...) {
   check_dots_empty(...)
   check_context(context)
   if (!is.null(messages)) {
@@ -82,10 +88,11 @@ generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tok
     prompts <- stats::setNames(chat_prompts(context, messages), names(messages))
   }
   args <- generation_args(prompts, progress, environment())
+  target <- check_output(output, resume, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {
     return(args$prompts) # keeps the (empty) names, if any
   }
-  answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, progress = args$progress),
+  answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, target),
                  args$prompts, choices)
 }
 
@@ -125,10 +132,13 @@ answers_vector <- function(result, prompts, choices) {
 # Runs prompts (a list of strings or token lists) and returns texts, finish
 # reasons, failure flags, error messages and statistics. The Completion objects are unpacked in
 # Python, in one call, rather than field by field through reticulate.
-run_prompts <- function(context, prompts, params, progress, call = sys.call(-1)) {
+# `target` (output, resume, ids) from check_output(): the file the answers are written to.
+run_prompts <- function(context, prompts, params, progress, target = check_output(NULL, FALSE, NULL, "prompts"),
+                        call = sys.call(-1)) {
   force(call)
-  unpack <- python_helpers()$run
-  unpack_completions(with_python(unpack(context$py, prompts, params, progress), call = call))
+  run <- python_helpers()$run
+  unpack_completions(with_python(run(context$py, prompts, params, progress, target$ids, target$output,
+                                     target$resume), call = call))
 }
 
 unpack_completions <- function(out) {
