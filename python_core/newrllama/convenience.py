@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Sequence, Union
 
-from .context import Context
+from .context import Context, _positive_int
 from .errors import InvalidArgumentError
 from .model import Model
 from .params import SamplingParams
@@ -28,7 +28,8 @@ def sized_context(model: Model, prompts: Sequence[Prompt], answer_tokens: int, n
     """A context on ``model`` whose sequences fit the longest prompt and ``answer_tokens`` more;
     ``settings`` (``n_threads``, ``n_ctx`` ...) override what is derived."""
     longest = max((_n_tokens(model, p, i) for i, p in enumerate(prompts)), default=0)
-    n_seq = n_seq_max or min(_DEFAULT_MAX_SEQ, max(len(prompts), 1))
+    n_seq = (_positive_int("n_seq_max", n_seq_max) if n_seq_max is not None
+             else min(_DEFAULT_MAX_SEQ, max(len(prompts), 1)))
     room = max(min(model.n_ctx_train, _MAX_CELLS // n_seq), longest + 1)
     per_seq = min(longest + answer_tokens + 1, room)
     return Context(model, **{"n_ctx": max(per_seq, 16) * n_seq, "n_seq_max": n_seq, **settings})
