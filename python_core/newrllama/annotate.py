@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .choices import label_tokens
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
@@ -84,7 +84,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
              examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
              debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-             progress: bool = False, **context_kwargs: Any) -> List[Any]:
+             progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
+             output: Union[str, os.PathLike, None] = None, resume: bool = False, **context_kwargs: Any) -> List[Any]:
     """Labels every text with one of ``labels``, in input order.
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
@@ -104,7 +105,18 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the
     embedded model), sized for the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``,
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
-    with ``error`` set; the others are labelled."""
+    with ``error`` set; the others are labelled.
+
+    ``output``: a JSON Lines file to which the labels are appended as groups of texts finish,
+    so that a run killed half-way loses nothing; ``resume=True`` then labels only the texts not
+    yet in it (``ids`` name the texts in it, else their positions). The file format and rules
+    are those of ``Cluster.annotate``; every setting above is part of what a resume must match.
+    One question at a time, with a debias that scores each text on its own (not "prior" or
+    "batch", which estimate over all the texts of a call)."""
+    if output is not None or resume:
+        return _annotate_recorded(texts, labels, instruction, ids, output, resume, progress, context, model,
+                                  context_kwargs, definitions=definitions, examples=examples, codebook=codebook,
+                                  debias=debias, calibration=calibration, examples_in=examples_in)
     texts = check_texts(texts)
     if (labels is None) == (codebook is None):
         raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
@@ -145,6 +157,51 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     if codebook is None:
         return per_question[None]
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
+
+
+RECORDED_GROUP = 64  # texts labelled between two writes of the output file
+
+
+def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object, output: object, resume: bool,
+                       progress: bool, context: Optional[Context], model: Any, context_kwargs: Dict[str, Any],
+                       **options: Any) -> List[Annotation]:
+    from .jobs import AnnotationJob  # jobs needs this module
+    from .results_file import run_recorded
+    if options["codebook"] is not None:
+        raise InvalidArgumentError("output= records the labels of one question: run each question of a codebook "
+                                   "with its own file")
+    if check_debias(options["debias"]) in ("prior", "batch"):
+        raise InvalidArgumentError(f"output= labels the texts in groups, and debias={options['debias']!r} estimates "
+                                   "over all the texts of a call: use 'reverse', 'rotations' or 'none'")
+    job = AnnotationJob(texts, labels, instruction, {**options, "labels": labels})  # labels: with any definitions
+    if context is not None and not isinstance(context, Context):
+        raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
+    own_model = context is None and not isinstance(model, Model)
+    use = context.model if context is not None else (Model(model) if own_model else model)
+
+    def run(todo: List[int], record) -> List[Annotation]:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(todo), disable=not progress, unit="text", desc="newrllama annotate")
+        done: List[Annotation] = []
+        try:
+            for a in range(0, len(todo), RECORDED_GROUP):
+                group = todo[a:a + RECORDED_GROUP]
+                # Without a context, each group gets one sized for it (as a call without output would).
+                results = annotate([job.texts[i] for i in group], labels, instruction, context=context, model=use,
+                                   **options, **context_kwargs)
+                record(group, results)
+                done.extend(results)
+                bar.update(len(group))
+        finally:
+            bar.close()
+        return done
+
+    try:
+        results, _, _ = run_recorded(job, ids, output, resume, run)
+    finally:
+        if own_model:
+            use.close()
+    return results
 
 
 def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) -> Dict[Optional[str], Any]:

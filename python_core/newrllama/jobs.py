@@ -89,10 +89,12 @@ class AnnotationJob:
 
     method = "annotate"
 
-    def __init__(self, texts: object, labels: object, instruction: object) -> None:
+    def __init__(self, texts: object, labels: object, instruction: object, options: Optional[dict] = None) -> None:
         self.texts, self.labels = check_annotate_args(texts, labels, instruction)
         self.instruction = instruction
-        self.digests = [_digest(t, self.labels, instruction) for t in self.texts]
+        # The codebook's other settings (definitions, examples, debias ...), when annotate() runs locally.
+        extra = (options,) if options else ()
+        self.digests = [_digest(t, self.labels, instruction, *extra) for t in self.texts]
 
     def __len__(self) -> int:
         return len(self.texts)

@@ -91,3 +91,36 @@ def test_a_run_killed_half_way_resumes_with_every_prompt_once(model, tmp_path):
         assert done[r["index"]].text == r["text"]
     same = sum(d.text == f.text for d, f in zip(done, fresh))
     assert same >= 22, f"{same} of 24 answers equal a fresh run (batch composition may change a near tie)"
+
+
+STORIES = ["Texaco agreed to buy Getty Oil for 10 billion dollars.", "OPEC cut its crude output again.",
+           "Shell raised its posted crude prices.", "Chevron will acquire Gulf Oil.", None,
+           "The bank bought a stake in the brewer.", "Oil output in the North Sea fell."]
+LABELS = {"acquisition": "a company buys another", "crude oil": "oil prices or production"}
+
+
+def test_annotate_writes_labels_and_resumes_only_what_is_missing(model, tmp_path):
+    out = tmp_path / "labels.jsonl"
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        first = newrllama.annotate(STORIES[:4], LABELS, "Give the topic.", context=ctx, output=out)
+        assert len(lines_of(out)) == 4
+        steps = ctx.engine_stats().n_steps
+        done = newrllama.annotate(STORIES, LABELS, "Give the topic.", context=ctx, output=out, resume=True)
+        assert ctx.engine_stats().n_steps > steps
+        steps = ctx.engine_stats().n_steps
+        again = newrllama.annotate(STORIES, LABELS, "Give the topic.", context=ctx, output=out, resume=True)
+        assert ctx.engine_stats().n_steps == steps, "nothing ran again"
+        plain = newrllama.annotate(STORIES, LABELS, "Give the topic.", context=ctx)
+    records = sorted(lines_of(out), key=lambda r: r["index"])
+    assert [r["index"] for r in records] == list(range(len(STORIES)))
+    assert [a.label for a in done[:4]] == [a.label for a in first]
+    assert [a.label for a in again] == [a.label for a in done] == [r["label"] for r in records]
+    assert done[4].label is None and done[4].error
+    assert [a.label for a in done] == [a.label for a in plain]
+    with pytest.raises(newrllama.InvalidArgumentError, match="other settings"):
+        newrllama.annotate(STORIES, dict(LABELS, **{"crude oil": "other"}), "Give the topic.", model=model,
+                           output=out, resume=True)
+    with pytest.raises(newrllama.InvalidArgumentError, match="groups"):
+        newrllama.annotate(STORIES, LABELS, model=model, debias="batch", output=tmp_path / "b.jsonl")
+    with pytest.raises(newrllama.InvalidArgumentError, match="codebook"):
+        newrllama.annotate(STORIES, codebook={"topic": LABELS}, model=model, output=tmp_path / "c.jsonl")
