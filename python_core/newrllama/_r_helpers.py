@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 
 import newrllama
+from newrllama import download
 
 
 def sampling_fields():
@@ -46,6 +47,10 @@ def per_prompt_params(base, columns=None, rows=None):
     return out
 
 
+def is_remote(spec):
+    return download.is_remote(spec)
+
+
 def chat_prompts(model, conversations):
     """Each conversation as a prompt in the model's chat template, ready for the assistant's answer."""
     return [model.apply_chat_template(messages) for messages in conversations]
@@ -73,12 +78,13 @@ def unpack(completions, stats):
 
 
 def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,
-             examples_in, **settings):
+             examples_in, ids, output, resume, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question."""
     # None: the library's default
     options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
     done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                              calibration=calibration, context=context, progress=bool(progress), **options, **settings)
+                              calibration=calibration, context=context, progress=bool(progress), ids=ids,
+                              output=output, resume=resume, **options, **settings)
     if codebook is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}

@@ -23,10 +23,11 @@
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
 #' @param progress Show a progress bar.
-#' @param output,resume With a cluster as `context` only: the JSON Lines file
-#'   to which every label is appended as it comes, and whether to label only the
-#'   texts not yet in it (see [cluster_create()]); `names(x)` identify the texts
-#'   in the file.
+#' @param output,resume The JSON Lines file to which the labels are appended
+#'   as they come (so that a run killed half-way loses nothing), and whether to
+#'   label only the texts not yet in it (see [cluster_create()]); `names(x)`
+#'   identify the texts in the file. On a context, one question at a time and a
+#'   `debias` that scores each text on its own (not `"prior"` or `"batch"`).
 #' @param definitions A named character vector or list: label = definition
 #'   (added to those given in `labels`).
 #' @param examples Coded examples shown to the model before each text: a data
@@ -211,29 +212,12 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
 # The character vector of labels with its probability matrices, from Python's named columns.
 label_vector <- function(out, labels, names, warn = TRUE) {
   result <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1))
-  matrix_of <- function(rows) {
-    m <- matrix(NA_real_, length(result), length(labels), dimnames = list(names, labels))
-    for (i in seq_along(rows)) {
-      if (!is.null(rows[[i]])) {
-        m[i, ] <- as.numeric(unlist(rows[[i]]))
-      }
-    }
-    m
-  }
   names(result) <- names
-  attr(result, "probs") <- matrix_of(out$probs)
-  attr(result, "raw_probs") <- matrix_of(out$raw_probs)
-  attr(result, "order_free_probs") <- matrix_of(out$order_free_probs)
-  if (anyNA(result)) {
-    failed <- which(is.na(result))
-    errors <- vapply(out$error[failed], function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
-    names(errors) <- failed
-    attr(result, "errors") <- errors
-    if (warn) {
-      warn_failed_prompts(length(failed), length(result))
-    }
-  }
-  result
+  attr(result, "probs") <- probability_matrix(out$probs, labels, names)
+  attr(result, "raw_probs") <- probability_matrix(out$raw_probs, labels, names)
+  attr(result, "order_free_probs") <- probability_matrix(out$order_free_probs, labels, names)
+  errors <- vapply(out$error, function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
+  with_errors(result, is.na(result), errors, warn)
 }
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
@@ -246,17 +230,13 @@ label_texts.default <- function(context, x, spec, instruction, progress, output,
   if (!is.null(context)) {
     check_context(context, call = call)
   }
-  if (!is.null(output) || !isFALSE(resume)) {
-    abort_invalid("`output` and `resume` need a cluster as `context` (see cluster_create())", call = call)
-  }
-  settings <- list(...)
-  for (key in names(settings)) {
-    settings[[key]] <- check_count(settings[[key]], key, min = 1, call = call)
-  }
+  target <- check_output(output, resume, names(x), "x", call = call)
+  settings <- python_args(list(...), call = call)
   with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction,
                                                         if (is.null(context)) NULL else context$py, progress,
                                                         spec$definitions, spec$examples, spec$debias,
-                                                        spec$calibration, spec$codebook, spec$examples_in),
+                                                        spec$calibration, spec$codebook, spec$examples_in,
+                                                        target$ids, target$output, target$resume),
                                                    settings)), call = call)
 }
 

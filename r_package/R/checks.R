@@ -83,6 +83,9 @@ check_tokens <- function(x, name, call = sys.call(-1)) {
 }
 
 check_prompts <- function(x, name = "prompts", call = sys.call(-1)) {
+  if (is.factor(x)) {
+    x <- stats::setNames(as.character(x), names(x))
+  }
   if (!is.character(x)) {
     abort_invalid(sprintf("`%s` must be a character vector, not %s", name, describe(x)), call = call)
   }

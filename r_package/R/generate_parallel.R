@@ -109,24 +109,36 @@ answers_vector <- function(result, prompts, choices) {
   text <- result$text
   text[result$failed] <- NA_character_
   names(text) <- names(prompts)
-  if (any(result$failed)) {
-    errors <- result$errors[result$failed]
-    names(errors) <- which(result$failed)
-    attr(text, "errors") <- errors
-  }
   attr(text, "finish_reason") <- result$finish_reason
   attr(text, "stats") <- result$stats
   if (!is.null(choices)) {
-    probs <- matrix(NA_real_, length(prompts), length(choices), dimnames = list(names(prompts), choices))
-    for (i in which(!result$failed)) {
-      probs[i, ] <- as.numeric(unlist(result$probs[[i]]))
+    attr(text, "probs") <- probability_matrix(result$probs, choices, names(prompts))
+  }
+  with_errors(text, result$failed, result$errors)
+}
+
+# A matrix of one row per item and one column per label, from Python's rows (NULL: a failed item, NA).
+probability_matrix <- function(rows, labels, names) {
+  m <- matrix(NA_real_, length(rows), length(labels), dimnames = list(names, labels))
+  for (i in seq_along(rows)) {
+    if (!is.null(rows[[i]])) {
+      m[i, ] <- as.numeric(unlist(rows[[i]]))
     }
-    attr(text, "probs") <- probs
   }
-  if (any(result$failed)) {
-    warn_failed_prompts(sum(result$failed), length(prompts))
+  m
+}
+
+# `result` with attr(, "errors") (the reasons, named by position) and one warning, when items failed.
+with_errors <- function(result, failed, errors, warn = TRUE) {
+  if (any(failed)) {
+    errors <- errors[failed]
+    names(errors) <- which(failed)
+    attr(result, "errors") <- errors
+    if (warn) {
+      warn_failed_prompts(sum(failed), length(result))
+    }
   }
-  text
+  result
 }
 
 # Runs prompts (a list of strings or token lists) and returns texts, finish

@@ -70,8 +70,9 @@ sync_environ <- function(names) {
   with_python(python_helpers()$sync_environ(as.list(values[set]), as.list(names[!set])))
 }
 
+# Python's rule: a URL or hub address is fetched into the cache, anything else is a path.
 is_model_url <- function(x) {
-  grepl("^(https?|hf)://", x)
+  isTRUE(with_python(python_helpers()$is_remote(x)))
 }
 
 # A model given as a string: a URL or hub address as it is, else a path, which must exist where

@@ -36,6 +36,11 @@ test_that("bad per-prompt settings name the setting and the prompt; the context 
   expect_error(run(data.frame(seed = c(1, NaN), max_tokens = c(NaN, 2))[0, ]), "0 entries",
                class = "newrllama_invalid_argument")
   expect_error(generate(ctx, p, stop = rep("x", 10000)), "stop.*at most", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, stop = list("x")), "stop.*character vector", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, stop = "caf\xe9"), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate(ctx, p, max_tokens = NULL, top_k = list(3)), "top_k", class = "newrllama_invalid_argument")
+  expect_equal(as.vector(generate_parallel(ctx, factor(c(p, p)), max_tokens = 2, progress = FALSE)),
+               rep(generate(ctx, p, max_tokens = 2), 2))
   expect_equal(engine_stats(ctx)$n_running, 0L)
   expect_equal(generate(ctx, p, max_tokens = 2), generate(ctx, p, max_tokens = 2))
 })

@@ -1,0 +1,65 @@
+# annotate() and annotate_vec() in tidyverse pipelines: tibbles, mutate(), grouped data; and
+# annotate() on a context writing its labels to a file it can resume from.
+
+skip_if_no_newrllama()
+skip_if_not_installed("dplyr")
+skip_if_not_installed("tibble")
+model <- model_load()
+ctx <- test_context(model, n_ctx = 2048L)
+labels <- c("sports", "business", "weather")
+instruction <- "You sort short news texts by topic. Decide the topic of the text."
+news <- tibble::tibble(
+  desk = c("a", "b", "a", "b", "b"),
+  text = c("The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+           "Heavy rain and strong winds are expected tomorrow.", "The brewer bought a rival for 2 billion.",
+           "Snow will close the mountain roads tonight.")
+)
+
+test_that("a tibble in gives a tibble out, rows in their order", {
+  out <- annotate(news, text, labels, instruction, context = ctx, progress = FALSE)
+  expect_s3_class(out, "tbl_df")
+  expect_equal(out$text, news$text)
+  expect_equal(out$.label, as.vector(annotate_vec(news$text, labels, instruction, context = ctx, progress = FALSE)))
+})
+
+test_that("annotate_vec() works inside mutate(), also on grouped data, one call per group on one context", {
+  plain <- as.vector(annotate_vec(news$text, labels, instruction, context = ctx, debias = "none", progress = FALSE))
+  flat <- dplyr::mutate(news, topic = annotate_vec(text, labels, instruction, context = ctx, debias = "none",
+                                                    progress = FALSE))
+  expect_equal(as.vector(flat$topic), plain)
+  calls <- 0
+  grouped <- news |>
+    dplyr::group_by(desk) |>
+    dplyr::mutate(topic = {
+      calls <<- calls + 1
+      annotate_vec(text, labels, instruction, context = ctx, debias = "none", progress = FALSE)
+    }) |>
+    dplyr::ungroup()
+  expect_equal(calls, 2)
+  expect_equal(grouped$text, news$text) # row order kept
+  expect_equal(as.vector(grouped$topic), plain)
+  # The last group's texts found the instruction in the cache, decoded by the groups before.
+  instruction_tokens <- length(tokenize(model, instruction))
+  expect_gte(ctx$py$last_stats$n_cached_tokens, instruction_tokens)
+})
+
+test_that("annotate() on a context writes its labels and resumes only the missing texts", {
+  out <- tempfile(fileext = ".jsonl")
+  on.exit(unlink(out))
+  texts <- stats::setNames(news$text, paste0("story-", seq_along(news$text)))
+  first <- annotate_vec(texts[1:2], labels, instruction, context = ctx, output = out, progress = FALSE)
+  expect_length(readLines(out), 2)
+  steps <- engine_stats(ctx)$n_steps
+  all <- annotate_vec(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
+  expect_length(readLines(out), 5)
+  expect_equal(all[1:2], first[1:2], ignore_attr = TRUE)
+  expect_gt(engine_stats(ctx)$n_steps, steps)
+  steps <- engine_stats(ctx)$n_steps
+  again <- annotate_vec(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
+  expect_equal(engine_stats(ctx)$n_steps, steps)
+  expect_equal(as.vector(again), as.vector(all))
+  expect_error(annotate_vec(texts, labels, "Another instruction.", context = ctx, output = out, resume = TRUE,
+                            progress = FALSE), "other settings", class = "newrllama_invalid_argument")
+  expect_error(annotate_vec(texts, labels, instruction, context = ctx, output = tempfile(), debias = "batch",
+                            progress = FALSE), "groups", class = "newrllama_invalid_argument")
+})
