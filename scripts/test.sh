@@ -25,12 +25,14 @@ echo "== testthat (r_package)"
 # Its pip may lack TLS here and fall back to the local indexes: no point retrying PyPI then.
 PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
 
-echo "== R CMD check (r_package; its tests ran just above, so --no-tests)"
+echo "== R CMD build and check (r_package; its tests ran just above, so --no-tests)"
+# The build runs the vignette on the real model; the check runs its code again (not a third time to rebuild it).
 check_dir=$(mktemp -d)
 trap 'rm -rf "$check_dir"' EXIT
-(cd "$check_dir" && R CMD build --no-build-vignettes "$ROOT/r_package" >/dev/null \
-    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests newrllama_*.tar.gz > check.log 2>&1) \
-    || { cat "$check_dir/check.log" 2>/dev/null; echo "R CMD check failed"; exit 1; }
+(cd "$check_dir" && R CMD build "$ROOT/r_package" > build.log 2>&1 \
+    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests --no-build-vignettes newrllama_*.tar.gz \
+        > check.log 2>&1) \
+    || { cat "$check_dir/build.log" "$check_dir/check.log" 2>/dev/null; echo "R CMD build or check failed"; exit 1; }
 grep -E "^Status:" "$check_dir/check.log"
 if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
     cat "$check_dir/check.log"
