@@ -145,16 +145,18 @@ def http_get(url, api_key):
     request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
     try:
         with opener.open(request, timeout=5) as r:
-            return [r.status, json.loads(r.read())]
+            return {"status": r.status, "body": json.loads(r.read())}
     except urllib.error.HTTPError as e:
-        return [e.code, json.loads(e.read() or b"null")]
+        return {"status": e.code, "body": json.loads(e.read() or b"null")}
     except OSError as e:
-        return [0, str(e)]
+        return {"status": 0, "body": str(e)}
 
 
 def label_scores(v):
+    """The per-label scores as named columns."""
     s = [v.per_label[k] for k in v.labels]
-    return (v.labels, [x.precision for x in s], [x.recall for x in s], [x.f1 for x in s], [x.support for x in s])
+    return {"label": list(v.labels), "precision": [x.precision for x in s], "recall": [x.recall for x in s],
+            "f1": [x.f1 for x in s], "support": [x.support for x in s]}
 
 
 def reliability(v):

@@ -61,7 +61,7 @@ newrllama_serve <- function(model = NULL, port = NULL, host = "127.0.0.1", n_seq
                                    env = c("current", LD_LIBRARY_PATH = ""), cleanup = TRUE, cleanup_tree = TRUE)
   url <- sprintf("http://%s:%d", if (host %in% c("0.0.0.0", "::")) "127.0.0.1" else host, as.integer(port))
   wait_until_healthy(process, url, timeout, log)
-  models <- http_get(url, "/v1/models", api_key)[[2]]
+  models <- http_get(url, "/v1/models", api_key)$body
   structure(
     list(url = url, base_url = paste0(url, "/v1"), model = models$data[[1]]$id, process = process,
          stop = function() {
@@ -110,12 +110,12 @@ wait_until_healthy <- function(process, url, timeout, log, call = sys.call(-1)) 
             "newrllama_error", call = call)
     }
     health <- http_get(url, "/health")
-    if (health[[1]] == 200) {
+    if (health$status == 200) {
       return(invisible(TRUE))
     }
-    if (health[[1]] == 500) {
+    if (health$status == 500) {
       process$kill()
-      abort(sprintf("the server could not load the model: %s", health[[2]]$error), "newrllama_error", call = call)
+      abort(sprintf("the server could not load the model: %s", health$body$error), "newrllama_error", call = call)
     }
     Sys.sleep(0.1)
   }

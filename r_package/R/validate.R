@@ -54,11 +54,11 @@ validate <- function(predicted, truth, probs = NULL) {
       n = v$n,
       n_missing = v$n_missing,
       per_label = data.frame(
-        label = unlist(scores[[1]]),
-        precision = as.numeric(unlist(scores[[2]])),
-        recall = as.numeric(unlist(scores[[3]])),
-        f1 = as.numeric(unlist(scores[[4]])),
-        support = as.integer(unlist(scores[[5]])),
+        label = as.character(unlist(scores$label)),
+        precision = as.numeric(unlist(scores$precision)),
+        recall = as.numeric(unlist(scores$recall)),
+        f1 = as.numeric(unlist(scores$f1)),
+        support = as.integer(unlist(scores$support)),
         stringsAsFactors = FALSE
       ),
       confusion = table(truth = truth[known], predicted = predicted[known], useNA = "ifany"),

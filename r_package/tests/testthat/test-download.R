@@ -126,6 +126,6 @@ test_that("a cut download resumes, and two R processes loading one URL both get 
                info = paste(vapply(runs, function(r) r$read_all_error(), ""), collapse = "\n"))
   paths <- vapply(runs, function(r) r$read_all_output(), "")
   expect_equal(paths[1], paths[2])
-  expect_equal(http_get(hub$url, "/control/hits/twice.gguf")[[2]]$hits, 1L) # the second waited for the first
+  expect_equal(http_get(hub$url, "/control/hits/twice.gguf")$body$hits, 1L) # the second waited for the first
   expect_equal(unname(tools::md5sum(paths[1])), unname(tools::md5sum(path)))
 })
