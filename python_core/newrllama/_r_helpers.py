@@ -51,9 +51,11 @@ def is_remote(spec):
     return download.is_remote(spec)
 
 
-def chat_prompts(model, conversations):
-    """Each conversation as a prompt in the model's chat template, ready for the assistant's answer."""
-    return [model.apply_chat_template(messages) for messages in conversations]
+def chat_prompts(target, conversations):
+    """Each conversation as a prompt in the chat template of the model (of a Context or a Cluster's workers)."""
+    if isinstance(target, newrllama.Cluster):
+        return target.apply_chat_template(conversations)
+    return [target.model.apply_chat_template(messages) for messages in conversations]
 
 
 def engine_stats(ctx):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._lib import ffi, lib
@@ -32,6 +32,19 @@ def check_token_list(tokens: object, name: str = "tokens") -> List[int]:
         if isinstance(t, bool) or not isinstance(t, int) or not -(2**31) <= t < 2**31:
             raise InvalidArgumentError(f"{name} must hold 32-bit ints, got {t!r}")
     return out
+
+
+def check_messages(messages: object) -> Tuple[List[str], List[str]]:
+    """The roles and contents of chat messages; raises for anything but a list of {'role', 'content'} dicts."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidArgumentError("messages must be a list of {'role': ..., 'content': ...} dicts")
+    roles, contents = [], []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise InvalidArgumentError(f"messages[{i}] must be a dict with str 'role' and 'content'")
+        roles.append(m["role"])
+        contents.append(m["content"])
+    return roles, contents
 
 
 class Model(OwnedHandle):
@@ -113,14 +126,7 @@ class Model(OwnedHandle):
     def apply_chat_template(self, messages: Sequence[Message], add_assistant: bool = True,
                             template: Optional[str] = None) -> str:
         """Formats chat messages (dicts with 'role' and 'content') with the model's template, or ``template``."""
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-            raise InvalidArgumentError("messages must be a list of {'role': ..., 'content': ...} dicts")
-        roles, contents = [], []
-        for i, m in enumerate(messages):
-            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-                raise InvalidArgumentError(f"messages[{i}] must be a dict with str 'role' and 'content'")
-            roles.append(m["role"])
-            contents.append(m["content"])
+        roles, contents = check_messages(messages)
         self.check_open()
         return self.vocab.apply_chat_template(roles, contents, add_assistant, template)
 

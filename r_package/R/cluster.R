@@ -82,20 +82,21 @@ print.newrllama_cluster <- function(x, ...) {
 #' @param context For `generate_parallel()`, a cluster from `cluster_create()`.
 #' @param prompts A character vector of prompts; their names, if any, identify
 #'   them in `output` (they must then be unique and not empty).
-#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema,min_p,stop,params
+#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema,min_p,stop,params,messages
 #'   As for a context: see [generate_parallel()].
 #' @param output `NULL`, or the path of a JSON Lines file to which every result
 #'   is appended as soon as its chunk finishes.
 #' @param resume With `output`: run only the prompts not yet in the file.
 #' @param ... An unknown argument is an error.
 #' @export
-generate_parallel.newrllama_cluster <- function(context, prompts, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+generate_parallel.newrllama_cluster <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                                                 temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
                                                 seed = 1234L, progress = interactive(), choices = NULL,
                                                 grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
-                                                min_p = 0.0, stop = NULL, params = NULL, ...) {
+                                                min_p = 0.0, stop = NULL, params = NULL, messages = NULL, ...) {
   check_dots_empty(...)
   check_cluster(context)
+  prompts <- prompts_or_messages(context, prompts, messages)
   args <- generation_args(prompts, progress, environment())
   target <- check_output(output, resume, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {

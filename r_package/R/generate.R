@@ -103,10 +103,25 @@ stream_answer <- function(context, prompt, params, callback, call = sys.call(-1)
   paste(text, collapse = "")
 }
 
-# Conversations (each a list of messages or a data frame) as prompts in the context's model's chat template.
+# Conversations (each a list of messages or a data frame) as prompts in the chat template of the model of
+# `context` (a context, or a cluster's workers).
 chat_prompts <- function(context, conversations, call = sys.call(-1)) {
   checked <- lapply(conversations, check_messages, call = call)
-  with_python(as.character(unlist(python_helpers()$chat_prompts(context$model$py, unname(checked)))), call = call)
+  with_python(as.character(unlist(python_helpers()$chat_prompts(context$py, unname(checked)))), call = call)
+}
+
+# `prompts`, or the prompts made from `messages` (a list of conversations, named as the answers will be).
+prompts_or_messages <- function(context, prompts, messages, call = sys.call(-1)) {
+  if (is.null(messages)) {
+    return(prompts)
+  }
+  if (!is.null(prompts)) {
+    abort_invalid("give `prompts` or `messages`, not both", call = call)
+  }
+  if (!is.list(messages) || is.data.frame(messages)) {
+    abort_invalid(sprintf("`messages` must be a list of conversations, not %s", describe(messages)), call = call)
+  }
+  stats::setNames(chat_prompts(context, messages, call = call), names(messages))
 }
 
 # A prompt is a single string or a vector of token ids; tokens go to Python as

@@ -78,15 +78,7 @@ generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tok
                                                 resume = FALSE, ...) {
   check_dots_empty(...)
   check_context(context)
-  if (!is.null(messages)) {
-    if (!is.null(prompts)) {
-      abort_invalid("give `prompts` or `messages`, not both")
-    }
-    if (!is.list(messages) || is.data.frame(messages)) {
-      abort_invalid(sprintf("`messages` must be a list of conversations, not %s", describe(messages)))
-    }
-    prompts <- stats::setNames(chat_prompts(context, messages), names(messages))
-  }
+  prompts <- prompts_or_messages(context, prompts, messages)
   args <- generation_args(prompts, progress, environment())
   target <- check_output(output, resume, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {

@@ -118,6 +118,16 @@ def test_per_prompt_params_and_choices_reach_the_workers_and_the_file(cluster, t
     assert [c.choice_probs for c in again] == [c.choice_probs for c in done]
 
 
+def test_the_workers_format_chat_messages_with_their_models_template(cluster, model):
+    chats = [[{"role": "user", "content": "Name a colour."}],
+             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]]
+    assert cluster.apply_chat_template(chats) == [model.apply_chat_template(c) for c in chats]
+    with pytest.raises(newrllama.InvalidArgumentError):
+        cluster.apply_chat_template("Hi")
+    with pytest.raises(newrllama.InvalidArgumentError):
+        cluster.apply_chat_template([[{"role": "user"}]])
+
+
 def test_output_and_resume_arguments_are_checked(cluster, tmp_path):
     out = tmp_path / "a.jsonl"
     with pytest.raises(newrllama.InvalidArgumentError, match="ids has 1 entries"):

@@ -10,7 +10,7 @@ from ..annotate import Annotation
 from ..context import usable_cores
 from ..download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
-from ..model import Model
+from ..model import Model, check_messages
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
 from .dispatch import Chunk, run_chunks
@@ -131,6 +131,16 @@ class Cluster:
         replaces a dead one is waited for)."""
         pool = self._open_pool()
         return self._ray.get([w.info.remote() for w in pool.workers])
+
+    def apply_chat_template(self, conversations: Sequence[Sequence[dict]]) -> List[str]:
+        """Each conversation (a list of {"role", "content"} messages) as a prompt in the workers' model's
+        chat template, ready for the assistant's answer (formatted by a worker: the driver loads no model)."""
+        if isinstance(conversations, (str, bytes)) or not isinstance(conversations, Sequence):
+            raise InvalidArgumentError("conversations must be a list of conversations (lists of messages)")
+        for messages in conversations:
+            check_messages(messages)
+        pool = self._open_pool()
+        return self._ray.get(pool.workers[0].apply_chat_template.remote(list(conversations)))
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,

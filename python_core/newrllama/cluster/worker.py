@@ -33,6 +33,9 @@ class Worker:
                 "n_threads": self.context.n_threads, "n_seq_max": self.context.n_seq_max,
                 "n_ctx": self.context.n_ctx}
 
+    async def apply_chat_template(self, conversations: Sequence[Sequence[dict]]) -> List[str]:
+        return [self.model.apply_chat_template(messages) for messages in conversations]
+
     async def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg) -> List[Completion]:
         return await self.context.agenerate_parallel(prompts, params)
 

@@ -45,6 +45,14 @@ test_that("a cluster answers like a context, writes its results as they come and
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(cluster, prompts, resume = TRUE), "needs `output`",
                class = "newrllama_invalid_argument")
+  chat <- list(colour = list(list(role = "user", content = "Name a colour.")))
+  expect_equal(generate_parallel(cluster, messages = chat, max_tokens = 4L, progress = FALSE),
+               generate_parallel(test_context(model), messages = chat, max_tokens = 4L, progress = FALSE),
+               ignore_attr = c("stats"))
+  per_prompt <- generate_parallel(cluster, prompts[c("fr", "jp")], max_tokens = 4L, progress = FALSE,
+                                  params = data.frame(max_tokens = c(1L, NA)))
+  expect_equal(per_prompt[["jp"]], remote[["jp"]])
+  expect_true(startsWith(remote[["fr"]], per_prompt[["fr"]]) && nchar(per_prompt[["fr"]]) < nchar(remote[["fr"]]))
 
   texts <- c(a = "Texaco agreed to buy Getty Oil for $10 billion.", b = "OPEC ministers agreed to cut crude output.")
   labels <- c("acquisition", "crude oil")
@@ -59,7 +67,9 @@ test_that("a cluster answers like a context, writes its results as they come and
                     output = out2)
   expect_equal(coded$.label, as.vector(here))
   expect_length(readLines(out2), 2L)
-  expect_error(annotate_vec(texts, labels, context = test_context(model), output = out2), "need a cluster",
+  # A context's file records the whole codebook (definitions, examples, debias ...), a cluster's does not.
+  expect_error(annotate_vec(unname(texts), labels, "Give the topic of the news story.", context = test_context(model),
+                            output = out2, resume = TRUE, progress = FALSE), "other settings",
                class = "newrllama_invalid_argument")
   expect_error(annotate_vec(texts, labels, context = cluster, n_seq_max = 2L), "unknown argument",
                class = "newrllama_invalid_argument")
