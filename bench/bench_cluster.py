@@ -68,13 +68,16 @@ def shared_instruction(n_docs: int) -> None:
     params = newrllama.SamplingParams(max_tokens=4)
     with newrllama.Model() as model:
         n_instruction = len(model.tokenize(instruction))
-        with newrllama.Context(model, n_ctx=1024 * N_SEQ, n_seq_max=N_SEQ) as ctx:
+        with newrllama.Context(model, n_ctx=2048 * N_SEQ, n_seq_max=N_SEQ) as ctx:
             t0 = time.perf_counter()
             local = ctx.generate_parallel(prompts, params)
             t_local = time.perf_counter() - t0
-    with newrllama.Cluster(num_workers=1, n_seq_max=N_SEQ) as cluster:
+    with newrllama.Cluster(num_workers=1, n_seq_max=N_SEQ, n_ctx=2048 * N_SEQ) as cluster:
         spread = cluster.generate_parallel(prompts, params)
         t_cluster, n_chunks = cluster.last_stats.t_total_s, cluster.last_stats.n_chunks
+    failed = [c.error for c in local + spread if c.finish_reason == "error"]
+    if failed:
+        raise SystemExit(f"{len(failed)} prompts failed, for example: {failed[0]}")
 
     def decoded(done) -> dict:
         n = sum(c.n_prompt_tokens - c.n_cached_tokens for c in done)
