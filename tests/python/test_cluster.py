@@ -20,16 +20,12 @@ import pytest
 import newrllama
 from newrllama.results_file import ResultsFile
 from oracle import assert_expected_or_rounding
+from results_lines import lines_of
 
 ray = pytest.importorskip("ray")
 
 PROMPTS = [f"Fact {i}: the river that flows through city number {i} is" for i in range(48)]
 PARAMS = newrllama.SamplingParams(max_tokens=12)
-
-
-def lines_of(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 def test_bad_arguments_fail_before_ray_starts(tmp_path):

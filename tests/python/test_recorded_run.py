@@ -1,6 +1,5 @@
 """A long run on one Context writes its answers as they finish and resumes after a crash,
 with the cluster's file format and rules (one implementation, newrllama.results_file)."""
-import json
 import os
 import signal
 import subprocess
@@ -10,14 +9,10 @@ import time
 import pytest
 
 import newrllama
+from results_lines import lines_of
 
 PROMPTS = [f"Write a short note about the number {i}:" for i in range(24)]
 PARAMS = newrllama.SamplingParams(max_tokens=24)
-
-
-def lines_of(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
 
 
 def test_answers_are_written_as_they_finish_and_a_finished_file_resumes_without_work(ctx, tmp_path):
