@@ -58,7 +58,7 @@ generate <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top
   } else if (is.null(prompt)) {
     prompt <- chat_prompts(context, list(messages))
   } else {
-    abort_invalid("give `prompt` or `messages`, not both")
+    abort_invalid("give `prompt` or `messages`, not both", call = sys.call())
   }
   params <- sampling_params(environment())
   if (!is.null(stream)) {
