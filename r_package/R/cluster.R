@@ -122,23 +122,16 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
   if (local && !is_model_url(path)) normalizePath(path) else path
 }
 
-# `output` and `resume` as Python wants them, with the ids of the items (their names) when they are written.
+# `output`, `resume` and the ids of the items (their names, when written to a file) as Python takes them;
+# Python checks them (an id given twice, an empty one, resume without a file) and its message speaks.
 check_output <- function(output, resume, item_names, what, call = sys.call(-1)) {
-  resume <- check_flag(resume, "resume", call = call)
-  if (is.null(output)) {
-    if (resume) {
-      abort_invalid("`resume = TRUE` needs `output`, the file to resume from", call = call)
-    }
-    return(list(output = NULL, resume = FALSE, ids = NULL))
+  args <- python_args(list(output = output, resume = resume), call = call)
+  if (is.character(args$output) && length(args$output) == 1) {
+    args$output <- path.expand(args$output)
   }
-  output <- path.expand(check_string(output, "output", call = call))
-  ids <- NULL
-  if (!is.null(item_names)) {
-    if (anyNA(item_names) || !all(nzchar(item_names)) || anyDuplicated(item_names)) {
-      abort_invalid(sprintf(paste0("the names of `%s` identify them in `output`, so they must be unique and ",
-                                   "not empty (or give no names)"), what), call = call)
-    }
-    ids <- as.list(check_utf8(item_names, sprintf("names(%s)", what), call = call))
+  if (!is.null(output) && !is.null(item_names)) {
+    ids <- python_args(stats::setNames(list(item_names), sprintf("names(%s)", what)), call = call)[[1]]
+    args$ids <- as.list(unname(ids))
   }
-  list(output = output, resume = resume, ids = ids)
+  args
 }

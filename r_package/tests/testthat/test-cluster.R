@@ -40,10 +40,10 @@ test_that("a cluster answers like a context, writes its results as they come and
   expect_error(generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out),
                "already holds results", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(cluster, c(a = "x", a = "y"), progress = FALSE, output = tempfile()),
-               "unique", class = "newrllama_invalid_argument")
+               "more than once", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(cluster, prompts, max_new_tokens = 4L), "unknown argument: `max_new_tokens`",
                class = "newrllama_invalid_argument")
-  expect_error(generate_parallel(cluster, prompts, resume = TRUE), "needs `output`",
+  expect_error(generate_parallel(cluster, prompts, resume = TRUE), "needs an output file",
                class = "newrllama_invalid_argument")
   chat <- list(colour = list(list(role = "user", content = "Name a colour.")))
   expect_equal(generate_parallel(cluster, messages = chat, max_tokens = 4L, progress = FALSE),

@@ -49,7 +49,11 @@ test_that("a run killed half-way resumes with every prompt once", {
     expect_equal(done[[r$id]], r$text)
   }
   expect_true(all(attr(done, "finish_reason") == "length"))
-  expect_error(generate_parallel(ctx, c(a = "x", a = "y"), output = tempfile(), progress = FALSE), "unique",
+  expect_error(generate_parallel(ctx, c(a = "x", a = "y"), output = tempfile(), progress = FALSE), "more than once",
+               class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, stats::setNames(c("x", "y"), c("a", NA)), output = tempfile(), progress = FALSE),
+               "names\\(prompts\\).*NA", class = "newrllama_invalid_argument")
+  expect_error(generate_parallel(ctx, c(a = "x", "y"), output = tempfile(), progress = FALSE), "non-empty",
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "x", resume = TRUE, progress = FALSE), "output",
                class = "newrllama_invalid_argument")
