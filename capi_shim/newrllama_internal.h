@@ -3,10 +3,10 @@
 #define NEWRLLAMA_INTERNAL_H
 
 #include <stdatomic.h>
-#include <threads.h>
 
 #include "llama.h"
 #include "newrllama_capi.h"
+#include "newrllama_threads.h"
 
 struct newrllama_model {
     struct llama_model *model;

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import shlex
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,16 @@ def test_the_build_asks_the_platform_it_runs_on(monkeypatch):
     monkeypatch.setattr(sys, "platform", "win32")
     with pytest.raises(platform_libs.UnsupportedPlatform, match="Windows is not supported"):
         build.make_ffibuilder()
+
+
+def test_the_shim_compiles_without_c11_threads(tmp_path):
+    # macOS's libc has no <threads.h>: a stand-in that refuses to be included shows the shim does without.
+    (tmp_path / "threads.h").write_text('#error "the shim must not need C11 <threads.h>"\n')
+    settings = build.extension_settings(*build.llama_cpp_location(), platform_libs.shared_libraries())
+    macros = [f"-D{name}" if value is None else f"-D{name}={value}" for name, value in settings["define_macros"]]
+    includes = [f"-I{d}" for d in [tmp_path, *settings["include_dirs"]]]
+    for source in build.SOURCES:
+        run = subprocess.run([*shlex.split(sysconfig.get_config_var("CC")), "-fsyntax-only", *includes, *macros,
+                              *settings["extra_compile_args"], str(build.HERE / source)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, f"{source}: {run.stderr}"
