@@ -112,6 +112,9 @@ def extension_settings(include_dir: Path, lib_dir: Path, libs: platform_libs.Sha
         # (the import checks its folder and digest), and an in-place build sits in the checkout, from
         # where no $ORIGIN- or @loader_path-relative path leads to site-packages.
         extra_link_args=[f"-Wl,-rpath,{lib_dir}"],
+        # setuptools rebuilds only what is older than one of these: the shim's headers and llama.h count
+        # too, and so does libllama, whose digest is compiled in (a reinstalled one would fail the import).
+        depends=[str(p) for p in sorted(HERE.glob("*.h"))] + [str(include_dir / "llama.h"), str(library)],
     )
 
 

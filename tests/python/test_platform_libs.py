@@ -59,6 +59,9 @@ def test_the_shim_links_the_platforms_libraries_and_finds_them_by_rpath(tmp_path
     assert macros["NEWRLLAMA_BUILT_LIBRARY_DIR"] == f'"{lib}"'
     assert macros["NEWRLLAMA_BUILT_LIBRARY_SHA256"] == f'"{hashlib.sha256(f"llama{suffix}".encode()).hexdigest()}"'
     assert ("_DARWIN_C_SOURCE" in macros) == (platform == "darwin")
+    # A changed header, llama.h or libllama rebuilds the shim.
+    assert {str(build.HERE / "newrllama_internal.h"), str(include / "llama.h"),
+            str(lib / f"libllama{suffix}")} <= set(settings["depends"])
 
 
 def test_the_build_names_the_library_this_platform_lacks(tmp_path):
