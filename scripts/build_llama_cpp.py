@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -43,6 +44,19 @@ BACKEND_LIBRARY = {"cuda": "ggml-cuda", "vulkan": "ggml-vulkan", "metal": "ggml-
 # Written into the interpreter's sys.prefix after an install: which wheel directory it came from,
 # and a digest of its CPU library, so that a later reinstall by other means is noticed too.
 BUILD_RECORD = "newrllama-llama-cpp-build.json"
+
+
+def _load_platform_libs():
+    # The shim's build knows which platforms newrllama builds on; a ten-minute llama.cpp build for one
+    # the shim cannot be built on would be wasted.
+    spec = importlib.util.spec_from_file_location(
+        "newrllama_platform_libs", Path(__file__).resolve().parents[1] / "capi_shim" / "platform_libs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+platform_libs = _load_platform_libs()
 
 
 def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platform.system(),
@@ -239,8 +253,9 @@ def main(argv: List[str] = None) -> int:
     parser.add_argument("--print-cmake-args", action="store_true")
     args = parser.parse_args(argv)
     try:
+        platform_libs.shared_libraries()
         flags = cmake_args(args.gpu)
-    except ValueError as exc:
+    except (ValueError, platform_libs.UnsupportedPlatform) as exc:
         print(f"build_llama_cpp: {exc}", file=sys.stderr)
         return 2
     if args.print_cmake_args:

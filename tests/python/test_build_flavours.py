@@ -33,6 +33,13 @@ def test_each_flavour_has_its_backend_and_amx_stays_off_on_x86():
         build.cmake_args("rocm", "x86_64", "Linux", {})
 
 
+@pytest.mark.parametrize("argv", [["--gpu", "none"], ["--gpu", "none", "--check"], ["--print-cmake-args"]])
+def test_windows_is_refused_before_anything_is_built(monkeypatch, capsys, argv):
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert build.main(["--python", sys.executable, *argv]) == 2
+    assert "Linux and macOS only; Windows is not supported" in capsys.readouterr().err
+
+
 def test_cmake_args_reach_cmake_as_separate_arguments():
     # scikit-build-core splits CMAKE_ARGS as a shell does; flags with spaces must stay one argument.
     args = build.cmake_args("cuda", "x86_64", "Linux", {})
