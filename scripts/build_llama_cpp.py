@@ -66,6 +66,8 @@ def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platfo
         raise ValueError(f"gpu must be one of {', '.join(FLAVOURS)}, got {gpu!r}")
     if gpu == "metal" and system != "Darwin":
         raise ValueError("the metal flavour builds only on macOS")
+    if gpu == "cuda" and system != "Linux":
+        raise ValueError("the cuda flavour builds only on Linux")
     args = []
     if machine.lower() in ("x86_64", "amd64"):
         args += [f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"]

@@ -29,6 +29,8 @@ def test_each_flavour_has_its_backend_and_amx_stays_off_on_x86():
     assert build.cmake_args("metal", "arm64", "Darwin", {}) == ["-DGGML_METAL=on"]
     with pytest.raises(ValueError, match="only on macOS"):
         build.cmake_args("metal", "x86_64", "Linux", {})
+    with pytest.raises(ValueError, match="only on Linux"):
+        build.cmake_args("cuda", "arm64", "Darwin", {})
     with pytest.raises(ValueError, match="one of"):
         build.cmake_args("rocm", "x86_64", "Linux", {})
 
