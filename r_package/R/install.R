@@ -13,7 +13,8 @@
 #' `NEWRLLAMA_CUDA_ARCH` says otherwise), `"vulkan"` (needs the Vulkan headers,
 #' `glslc` and SPIR-V headers; on Debian `libvulkan-dev glslc spirv-headers`) or
 #' `"metal"` (macOS). After the install, the build is checked to be the flavour
-#' asked for; [system_info()] then says whether a GPU is found.
+#' asked for; [system_info()] then says whether a GPU is found. newrllama builds
+#' on Linux and macOS (`"cuda"` on Linux only); Windows is refused.
 #'
 #' @param envname Name (or path) of the virtualenv.
 #' @param source Path of the newrllama repository (the directory holding its
@@ -37,6 +38,7 @@
 install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWRLLAMA_SOURCE"),
                               python = NULL, gpu = c("none", "cuda", "vulkan", "metal"),
                               extras = c("server", "cluster"), ...) {
+  check_supported_platform()
   envname <- check_string(envname, "envname")
   if (!is.character(extras) || anyNA(extras) || !all(extras %in% c("server", "cluster"))) {
     abort_invalid(sprintf("`extras` must hold \"server\" and/or \"cluster\", not %s", describe(extras)))
@@ -64,6 +66,15 @@ install_newrllama <- function(envname = "r-newrllama", source = Sys.getenv("NEWR
   pip_install(venv_python, c("--no-build-isolation", target))
   message("newrllama is installed in '", envname, "'. Restart R if Python was already running.")
   invisible(venv_python)
+}
+
+# Refused here rather than by the build script, which R could not even start on Windows (no `env`).
+check_supported_platform <- function(os_type = .Platform$OS.type, call = sys.call(-1)) {
+  if (identical(os_type, "windows")) {
+    abort(paste("newrllama builds on Linux and macOS only; Windows is not supported (its C shim uses POSIX",
+                "dlfcn and pthreads)"), "newrllama_install_error", call = call)
+  }
+  invisible(NULL)
 }
 
 check_newrllama_source <- function(source, call = sys.call(-1)) {

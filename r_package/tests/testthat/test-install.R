@@ -19,6 +19,12 @@ test_that("install_newrllama() checks the GPU flavour before doing anything", {
   expect_error(install_newrllama(source = "", extras = "gpu"), "`extras`", class = "newrllama_invalid_argument")
 })
 
+test_that("install_newrllama() refuses Windows, where the shim cannot be built", {
+  expect_error(newrllama:::check_supported_platform("windows"), "Linux and macOS only; Windows is not supported",
+               class = "newrllama_install_error")
+  expect_null(newrllama:::check_supported_platform("unix"))
+})
+
 test_that("the environment variable helper restores the old value", {
   Sys.unsetenv("NEWRLLAMA_TEST_VAR")
   seen <- newrllama:::with_env_var("NEWRLLAMA_TEST_VAR", "x", Sys.getenv("NEWRLLAMA_TEST_VAR"))
