@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from typing import Dict, Iterator, Optional, Tuple
 
 from .embedded import cache_dir
 from .errors import InvalidArgumentError, ModelLoadError
+from .file_record import discard_record, hash_of_file, known_sha256, read_record, write_record
 
 try:
     import fcntl
@@ -100,32 +100,13 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _meta_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
-def _read_meta(path: Path) -> Dict[str, str]:
-    try:
-        return json.loads(_meta_path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def _check_cached(target: Path, sha256: Optional[str]) -> None:
     if sha256 is None:
         return
-    recorded = _read_meta(target).get("sha256") or _hash_of_file(target).hexdigest()
+    recorded = known_sha256(target)
     if recorded != sha256:
         raise ModelLoadError(f"the cached model {target} has SHA-256 {recorded}, not the {sha256} asked for; "
                              "delete it to download again")
-
-
-def _hash_of_file(path: Path) -> "hashlib._Hash":
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_BLOCK), b""):
-            digest.update(block)
-    return digest
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -173,7 +154,7 @@ def _http_error(spec: str, url: str, exc: urllib.error.HTTPError) -> ModelLoadEr
 
 def _download(spec: str, source: Source, target: Path, sha256: Optional[str], progress: bool) -> None:
     part = target.with_name(target.name + ".part")
-    saved = _read_meta(part)
+    saved = read_record(part)
     offset = part.stat().st_size if part.exists() and saved.get("url") == source.url else 0
     headers = {"User-Agent": "newrllama", "Accept-Encoding": "identity"}
     if offset and saved.get("validator"):
@@ -190,9 +171,9 @@ def _download(spec: str, source: Source, target: Path, sha256: Optional[str], pr
         if length is not None:
             _check_room(part.parent, int(length), spec)
         validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
-        _meta_path(part).write_text(json.dumps({"url": source.url, "validator": validator}))
+        write_record(part, {"url": source.url, "validator": validator})
         # The digest follows the bytes as they are written (the kept part first), so the file is read only once.
-        digest = _hash_of_file(part) if offset else hashlib.sha256()
+        digest = hash_of_file(part) if offset else hashlib.sha256()
         written = _receive(spec, response, part, offset, total, digest, progress and target.name.split("-", 1)[1])
     if total is not None and written < total:
         raise ModelLoadError(f"the download of {spec} was cut at {written} of {total} bytes; "
@@ -250,15 +231,11 @@ def _finish(spec: str, part: Path, target: Path, actual: str, expected: Optional
         whose = "the one asked for" if asked else "the one the hub states"
         raise ModelLoadError(f"the download of {spec} has SHA-256 {actual}, not {expected} ({whose}); "
                              "it was deleted")
-    _meta_path(target).write_text(json.dumps({"url": spec, "sha256": actual}))
+    write_record(target, {"url": spec, "sha256": actual, "size": part.stat().st_size})
     os.replace(part, target)
-    _discard_meta(part)
+    discard_record(part)
 
 
 def _discard(part: Path) -> None:
     part.unlink(missing_ok=True)
-    _discard_meta(part)
-
-
-def _discard_meta(path: Path) -> None:
-    _meta_path(path).unlink(missing_ok=True)
+    discard_record(part)
