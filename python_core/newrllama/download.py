@@ -1,18 +1,25 @@
 """Model files from the web: an http(s) URL or hf://owner/repo/path/file.gguf, fetched once into the cache.
 
-A download goes into ``<name>.part`` and is renamed to its final name only once it is
-complete, starts like a GGUF file and has the expected SHA-256 (the caller's, else the one
-the hub states in ``X-Linked-Etag``), so a final name never holds a broken file. A cut
-download resumes with an HTTP Range request (guarded by If-Range, so a file that changed on
-the server starts over). A lock file serialises processes that fetch the same URL: the
-second one waits and then finds the file in the cache. A cached file is used without any
-request. The hub's token goes only to the hub's own host, never to the host a redirect
-leads to (its storage)."""
+A download goes into ``<name>.part`` and is renamed to its final name only once it is whole,
+so a final name never holds a cut or broken file. Whole means: starts like a GGUF file, is as
+long as the server announced (Content-Length, else the total of Content-Range), and has the
+expected SHA-256 when one is known (the caller's, else the one the hub states in
+``X-Linked-Etag``). Without a checksum it must also be as long as its own GGUF header says (the
+end of its last tensor's data): that is what tells a cut body from a whole one when a server
+announces no length. When not even the header can tell (a tensor type this version does not
+know) and the server announced no length, the part is kept and the error asks for ``sha256=``.
+
+A cut download resumes with an HTTP Range request, guarded by If-Range with the server's ETag
+or Last-Modified, so a file that changed on the server comes whole from the start; when the
+server gives neither, it resumes only with the caller's ``sha256``, which is checked at the end
+(a mismatch deletes the part). A part that is already whole (the server answers 416) is checked
+and renamed. A lock file serialises processes that fetch the same URL: the second one waits and
+then finds the file in the cache. A cached file is used without any request. The hub's token
+goes only to the hub's own host, never to the host a redirect leads to (its storage)."""
 from __future__ import annotations
 
 import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -27,6 +34,8 @@ from typing import Dict, Iterator, Optional, Tuple
 
 from .embedded import cache_dir
 from .errors import InvalidArgumentError, ModelLoadError
+from .file_record import discard_record, hash_of_file, known_sha256, read_record, write_record
+from .gguf_size import required_size
 
 try:
     import fcntl
@@ -100,32 +109,13 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _meta_path(path: Path) -> Path:
-    return path.with_name(path.name + ".json")
-
-
-def _read_meta(path: Path) -> Dict[str, str]:
-    try:
-        return json.loads(_meta_path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def _check_cached(target: Path, sha256: Optional[str]) -> None:
     if sha256 is None:
         return
-    recorded = _read_meta(target).get("sha256") or _hash_of_file(target).hexdigest()
+    recorded = known_sha256(target)
     if recorded != sha256:
         raise ModelLoadError(f"the cached model {target} has SHA-256 {recorded}, not the {sha256} asked for; "
                              "delete it to download again")
-
-
-def _hash_of_file(path: Path) -> "hashlib._Hash":
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_BLOCK), b""):
-            digest.update(block)
-    return digest
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -152,6 +142,8 @@ def _open(spec: str, source: Source, headers: Dict[str, str]) -> Tuple[object, O
             if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):
                 url = urllib.parse.urljoin(url, exc.headers["Location"])
                 continue
+            if exc.code == 416 and "Range" in headers:  # nothing past the kept part: the caller finishes it
+                return exc, stated
             raise _http_error(spec, url, exc) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -171,33 +163,74 @@ def _http_error(spec: str, url: str, exc: urllib.error.HTTPError) -> ModelLoadEr
     return ModelLoadError(f"cannot download {spec}: HTTP {exc.code} {exc.reason}")
 
 
+_RESUME = "load it again to resume where it stopped"
+_RESTART = ("load it again to download it anew (the server gives no ETag or Last-Modified to resume by: "
+            "pass sha256= to resume instead)")
+
+
+@dataclass
+class _Part:
+    """What the ``.part`` file holds after a request."""
+    written: int            # bytes in it
+    total: Optional[int]    # the file's size as the server announced it; None when it did not
+    digest: "hashlib._Hash"
+    advice: str             # what loading again does with it: _RESUME or _RESTART
+
+
 def _download(spec: str, source: Source, target: Path, sha256: Optional[str], progress: bool) -> None:
     part = target.with_name(target.name + ".part")
-    saved = _read_meta(part)
+    got, stated = _fetch_part(spec, source, part, sha256, progress and target.name.split("-", 1)[1])
+    _finish(spec, part, target, got, sha256 or stated, sha256 is not None)
+
+
+def _fetch_part(spec: str, source: Source, part: Path, sha256: Optional[str],
+                progress: Optional[str]) -> Tuple[_Part, Optional[str]]:
+    """Fills ``part`` (resuming it when it can); also returns the SHA-256 the hub stated, or None."""
+    saved = read_record(part)
     offset = part.stat().st_size if part.exists() and saved.get("url") == source.url else 0
     headers = {"User-Agent": "newrllama", "Accept-Encoding": "identity"}
-    if offset and saved.get("validator"):
+    # A kept part is continued only where a splice of two versions of the file would show: If-Range
+    # makes the server send a changed file whole, and without it the caller's checksum is checked at the end.
+    if offset and (saved.get("validator") or sha256):
         headers["Range"] = f"bytes={offset}-"
-        headers["If-Range"] = saved["validator"]
+        if saved.get("validator"):
+            headers["If-Range"] = saved["validator"]
     else:
         offset = 0
     response, stated = _open(spec, source, headers)
+    if response.status == 416:
+        response.close()
+        size = _size_in(response.headers.get("Content-Range"))
+        if size is not None and size != offset:  # the part is longer than the file, so no piece of it
+            _discard(part)
+            return _fetch_part(spec, source, part, sha256, progress)  # no part, no Range: no 416 again
+        return _Part(offset, offset, hash_of_file(part), _RESUME), stated
     with response:
         if response.status != 206 or not (response.headers.get("Content-Range") or "").startswith(f"bytes {offset}-"):
             offset = 0  # a full answer: the server ignored the range, or the file changed
-        length = response.headers.get("Content-Length")
-        total = offset + int(length) if length is not None else None
-        if length is not None:
-            _check_room(part.parent, int(length), spec)
+        total = _announced_size(response.headers, offset)
+        if total is not None:
+            _check_room(part.parent, total - offset, spec)
         validator = response.headers.get("ETag") or response.headers.get("Last-Modified")
-        _meta_path(part).write_text(json.dumps({"url": source.url, "validator": validator}))
+        write_record(part, {"url": source.url, "validator": validator})
+        advice = _RESUME if validator or sha256 else _RESTART
         # The digest follows the bytes as they are written (the kept part first), so the file is read only once.
-        digest = _hash_of_file(part) if offset else hashlib.sha256()
-        written = _receive(spec, response, part, offset, total, digest, progress and target.name.split("-", 1)[1])
-    if total is not None and written < total:
-        raise ModelLoadError(f"the download of {spec} was cut at {written} of {total} bytes; "
-                             "load it again to resume where it stopped")
-    _finish(spec, part, target, digest.hexdigest(), sha256 or stated, sha256 is not None)
+        digest = hash_of_file(part) if offset else hashlib.sha256()
+        written = _receive(spec, response, part, offset, total, digest, progress, advice)
+    return _Part(written, total, digest, advice), stated
+
+
+def _announced_size(headers, offset: int) -> Optional[int]:
+    length = headers.get("Content-Length")
+    if length is not None and length.strip().isdigit():
+        return offset + int(length)
+    return _size_in(headers.get("Content-Range")) if offset else None
+
+
+def _size_in(content_range: Optional[str]) -> Optional[int]:
+    """The file's size in a Content-Range (``bytes 10-99/100``, ``bytes */100``), or None."""
+    size = (content_range or "").rpartition("/")[2].strip()
+    return int(size) if size.isdigit() else None
 
 
 def _check_room(folder: Path, needed: int, spec: str) -> None:
@@ -208,9 +241,9 @@ def _check_room(folder: Path, needed: int, spec: str) -> None:
 
 
 def _receive(spec: str, response, part: Path, offset: int, total: Optional[int], digest: "hashlib._Hash",
-             progress: Optional[str]) -> int:
+             progress: Optional[str], advice: str) -> int:
     """Appends the body to ``part`` from ``offset``, feeding ``digest``; ``progress`` is the bar's label, or
-    empty for no bar."""
+    empty for no bar; ``advice`` ends the error of a broken connection."""
     from tqdm.auto import tqdm
     written = offset
     with open(part, "r+b" if offset else "wb") as out, \
@@ -222,7 +255,7 @@ def _receive(spec: str, response, part: Path, offset: int, total: Optional[int],
                 block = response.read(_BLOCK)
             except (OSError, http.client.HTTPException) as exc:  # the connection broke: what arrived is kept
                 raise ModelLoadError(f"the download of {spec} broke off after {written} bytes ({exc}); "
-                                     "load it again to resume where it stopped") from None
+                                     f"{advice}") from None
             if not block:
                 return written
             if written == 0 and not block.startswith(GGUF_MAGIC[: len(block)]):
@@ -239,26 +272,52 @@ def _receive(spec: str, response, part: Path, offset: int, total: Optional[int],
             bar.update(len(block))
 
 
-def _finish(spec: str, part: Path, target: Path, actual: str, expected: Optional[str], asked: bool) -> None:
+def _finish(spec: str, part: Path, target: Path, got: _Part, expected: Optional[str], asked: bool) -> None:
+    """Renames ``part`` to ``target`` once it is whole (see the module's doc); else keeps it to resume, or
+    deletes it when it can never be right."""
+    if got.total is not None and got.written < got.total:
+        raise _cut(spec, got.written, got.total, got.advice)
     with open(part, "rb") as f:
         head = f.read(len(GGUF_MAGIC))
     if head != GGUF_MAGIC:
         _discard(part)
         raise ModelLoadError(f"{spec} is not a GGUF model file (it starts with {head!r})")
-    if expected is not None and actual != expected:
+    actual = got.digest.hexdigest()
+    if expected is None:
+        _check_gguf_length(spec, part, got)
+    elif actual != expected:
         _discard(part)
         whose = "the one asked for" if asked else "the one the hub states"
         raise ModelLoadError(f"the download of {spec} has SHA-256 {actual}, not {expected} ({whose}); "
                              "it was deleted")
-    _meta_path(target).write_text(json.dumps({"url": spec, "sha256": actual}))
+    write_record(target, {"url": spec, "sha256": actual, "size": got.written})
     os.replace(part, target)
-    _discard_meta(part)
+    discard_record(part)
+
+
+def _check_gguf_length(spec: str, part: Path, got: _Part) -> None:
+    """With no checksum, the GGUF header says how long the file must be; see the module's doc."""
+    needed = required_size(part)
+    if needed is None:
+        if got.total is not None:
+            return  # the announced length was met, and the header cannot tell more
+        raise ModelLoadError(f"cannot tell whether the download of {spec} is whole: the server announced no "
+                             "length, and its GGUF header has a tensor or metadata type this version cannot size; "
+                             f"load it again with sha256= (the file's SHA-256) to check it (the {got.written} "
+                             "bytes received are kept)")
+    if got.written >= needed:
+        return
+    if got.total is None:  # no length announced: the connection may have closed early
+        raise _cut(spec, got.written, needed, got.advice)
+    _discard(part)
+    raise ModelLoadError(f"{spec} is cut short on the server: its GGUF header needs {needed} bytes but the file "
+                         f"has {got.total}; the download was deleted")
+
+
+def _cut(spec: str, written: int, needed: int, advice: str) -> ModelLoadError:
+    return ModelLoadError(f"the download of {spec} was cut at {written} of {needed} bytes; {advice}")
 
 
 def _discard(part: Path) -> None:
     part.unlink(missing_ok=True)
-    _discard_meta(part)
-
-
-def _discard_meta(path: Path) -> None:
-    _meta_path(path).unlink(missing_ok=True)
+    discard_record(part)

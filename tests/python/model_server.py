@@ -10,7 +10,10 @@
 /control/hits/NAME  how many requests /files/NAME had: {"hits": n}
 anything else    404
 ``cut_after`` sends only that many bytes of a body, then drops the connection; ``delay`` waits
-between blocks (so that two downloads overlap). ``requests`` logs (path, headers) of each request."""
+between blocks (so that two downloads overlap). ``send_length`` False leaves out Content-Length (the
+body ends when the connection closes, so a cut body looks whole), ``send_etag`` False the ETag.
+A Range request is served (206) unless its If-Range differs from the file's ETag (200, the whole
+file); ``replace`` changes a file and so its ETag. ``requests`` logs (path, headers) of each request."""
 from __future__ import annotations
 
 import argparse
@@ -35,6 +38,8 @@ class ModelServer:
         self.lie = False
         self.cut_after: Optional[int] = None
         self.delay = 0.0
+        self.send_length = True
+        self.send_etag = True
         self.requests: List[Tuple[str, Dict[str, str]]] = []
         self._lock = threading.Lock()
         self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -47,6 +52,12 @@ class ModelServer:
     def close(self) -> None:
         self._http.shutdown()
         self._http.server_close()
+
+    def replace(self, name: str, path: Path) -> None:
+        """Serves ``path`` as ``name`` from now on (with its own ETag)."""
+        with self._lock:
+            self.files[name] = path
+            self.sha[name] = hashlib.sha256(path.read_bytes()).hexdigest()
 
     def hits(self, path: str) -> int:
         with self._lock:
@@ -96,13 +107,20 @@ class ModelServer:
                 etag = f'"{server.sha[name][:16]}"'
                 start = 0
                 wanted = self.headers.get("Range", "")
-                if wanted.startswith("bytes=") and self.headers.get("If-Range", etag) == etag:
+                if_range = self.headers.get("If-Range")
+                # RFC 9110: without If-Range a Range is unconditional; with one, only the same ETag gets a part.
+                if wanted.startswith("bytes=") and if_range in (None, etag):
                     start = int(wanted[len("bytes="):].split("-")[0])
                 if start >= size and start > 0:
                     return self._reply(416, b"", {"Content-Range": f"bytes */{size}"})
                 self.send_response(206 if start else 200)
-                self.send_header("Content-Length", str(size - start))
-                self.send_header("ETag", etag)
+                if server.send_length:
+                    self.send_header("Content-Length", str(size - start))
+                else:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                if server.send_etag:
+                    self.send_header("ETag", etag)
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
                 self.end_headers()

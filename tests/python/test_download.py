@@ -12,19 +12,25 @@ import pytest
 import newrllama
 from newrllama.download import cached_path, fetch
 from model_server import ModelServer
+from small_gguf import UNKNOWN_TYPE, small_gguf
 
 SMALL = 6 * 1024 * 1024
+MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hub")
     small = folder / "small.gguf"
-    small.write_bytes(b"GGUF" + os.urandom(SMALL - 4))
+    small.write_bytes(small_gguf(SMALL))
     page = folder / "page.gguf"
     page.write_bytes(b"<!doctype html><title>Log in</title>" * 10)
+    short = folder / "short.gguf"
+    short.write_bytes(small.read_bytes()[:-1000])
+    unknown = folder / "unknown.gguf"
+    unknown.write_bytes(small_gguf(SMALL, tensor_type=UNKNOWN_TYPE))
     s = ModelServer({"gemma.gguf": Path(newrllama.default_model_path()), "small.gguf": small, "other.gguf": small,
-                     "page.gguf": page, "gated.gguf": small})
+                     "page.gguf": page, "gated.gguf": small, "short.gguf": short, "unknown.gguf": unknown})
     s.gated.add("gated.gguf")
     yield s
     s.close()
@@ -37,12 +43,29 @@ def cache(tmp_path, monkeypatch, server):
     monkeypatch.delenv("NEWRLLAMA_HF_TOKEN", raising=False)
     monkeypatch.setenv("NEWRLLAMA_HF_ENDPOINT", server.url)
     server.cut_after, server.delay, server.lie = None, 0.0, False
+    server.send_length, server.send_etag = True, True
     return tmp_path / "cache"
 
 
 def leftovers(cache):
     models = cache / "models"
     return sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) if models.exists() else []
+
+
+def part_of(url):
+    return cached_path(url).with_name(cached_path(url).name + ".part")
+
+
+def sha_of(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def served(server, tmp_path, name, content):
+    """Serves ``content`` as ``name`` (a file of this test's own, so it may change)."""
+    path = tmp_path / f"served-{len(server.requests)}-{name}"
+    path.write_bytes(content)
+    server.replace(name, path)
+    return f"{server.url}/files/{name}"
 
 
 def test_a_url_is_downloaded_once_then_loaded_from_the_cache(server):
@@ -79,6 +102,134 @@ def test_a_cut_download_resumes_with_a_range_request(server, cache):
     assert server.requests[-1][1].get("Range") == f"bytes={2 * 1024 * 1024}-"
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == server.sha["small.gguf"]
     assert leftovers(cache) == sorted([cached_path(url).name, cached_path(url).name + ".json"])
+
+
+def test_a_body_cut_without_a_length_is_not_taken_for_whole(server, cache):
+    url = f"{server.url}/files/small.gguf"
+    server.send_length, server.cut_after = False, 2 * MiB  # the connection closes as if the body had ended
+    with pytest.raises(newrllama.ModelLoadError, match=f"cut at {2 * MiB} of {SMALL} bytes; load it again to resume"):
+        fetch(url)
+    assert not cached_path(url).exists() and part_of(url).stat().st_size == 2 * MiB
+    server.cut_after = None
+    assert sha_of(fetch(url)) == server.sha["small.gguf"]
+    assert server.requests[-1][1].get("Range") == f"bytes={2 * MiB}-"
+
+
+def test_a_resumed_body_without_a_length_is_measured_by_its_content_range(server, cache):
+    url = f"{server.url}/files/unknown.gguf"  # its header cannot tell its size: only the server's total can
+    server.cut_after = 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
+        fetch(url)
+    server.send_length, server.cut_after = False, 1 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match=f"cut at {3 * MiB} of {SMALL} bytes; load it again to resume"):
+        fetch(url)
+    assert not cached_path(url).exists() and part_of(url).stat().st_size == 3 * MiB
+
+
+def test_a_file_cut_short_on_the_server_is_refused_by_its_gguf_header(server, cache):
+    url = f"{server.url}/files/short.gguf"
+    with pytest.raises(newrllama.ModelLoadError,
+                       match=f"cut short on the server: its GGUF header needs {SMALL} bytes but the file has "
+                             f"{SMALL - 1000}; the download was deleted"):
+        fetch(url)
+    assert leftovers(cache) == []
+
+
+def test_with_no_length_and_no_checksum_an_unsizable_file_waits_for_a_checksum(server, cache):
+    url = f"{server.url}/files/unknown.gguf"
+    server.send_length = False
+    with pytest.raises(newrllama.ModelLoadError, match=r"cannot tell whether .* is whole: .* again with sha256="):
+        fetch(url)
+    assert not cached_path(url).exists() and part_of(url).stat().st_size == SMALL
+    path = fetch(url, sha256=server.sha["unknown.gguf"])  # the kept part is whole: the server answers 416
+    assert server.requests[-1][1].get("Range") == f"bytes={SMALL}-"
+    assert sha_of(path) == server.sha["unknown.gguf"]
+    assert leftovers(cache) == sorted([cached_path(url).name, cached_path(url).name + ".json"])
+
+
+def cut_then_complete(server, url, tail):
+    """A download cut at 2 MiB, then ``tail`` appended to its part (as by a process that stopped
+    after the last byte, before the rename)."""
+    server.cut_after = 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
+        fetch(url)
+    server.cut_after = None
+    with open(part_of(url), "ab") as part:
+        part.write(tail)
+
+
+def test_a_whole_part_left_before_its_rename_is_checked_and_finished(server, cache):
+    url = f"{server.url}/files/small.gguf"
+    cut_then_complete(server, url, Path(server.files["small.gguf"]).read_bytes()[2 * MiB:])
+    before = server.hits("/files/small.gguf")
+    assert sha_of(fetch(url)) == server.sha["small.gguf"]
+    assert server.hits("/files/small.gguf") == before + 1
+    assert server.requests[-1][1].get("Range") == f"bytes={SMALL}-"
+    assert leftovers(cache) == sorted([cached_path(url).name, cached_path(url).name + ".json"])
+
+
+def test_a_whole_part_with_the_wrong_checksum_is_deleted(server, cache):
+    url = f"{server.url}/files/small.gguf"
+    cut_then_complete(server, url, os.urandom(SMALL - 2 * MiB))
+    with pytest.raises(newrllama.ModelLoadError, match=r"not .* \(the one asked for\); it was deleted"):
+        fetch(url, sha256=server.sha["small.gguf"])
+    assert leftovers(cache) == []
+
+
+def test_a_part_longer_than_the_file_is_dropped_and_the_download_starts_over(server, cache):
+    url = f"{server.url}/files/small.gguf"
+    cut_then_complete(server, url, Path(server.files["small.gguf"]).read_bytes()[2 * MiB:] + b"extra")
+    assert sha_of(fetch(url)) == server.sha["small.gguf"]
+    assert [h.get("Range") for _, h in server.requests[-2:]] == [f"bytes={SMALL + 5}-", None]
+
+
+def test_a_file_that_changed_on_the_server_is_downloaded_from_the_start(server, cache, tmp_path):
+    url = served(server, tmp_path, "changing.gguf", small_gguf(SMALL))
+    server.cut_after = 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
+        fetch(url)
+    old_etag = f'"{server.sha["changing.gguf"][:16]}"'
+    served(server, tmp_path, "changing.gguf", small_gguf(SMALL))
+    server.cut_after = None
+    assert sha_of(fetch(url)) == server.sha["changing.gguf"]  # not the old file's first 2 MiB and the new rest
+    assert server.requests[-1][1].get("If-Range") == old_etag
+
+
+def test_with_a_checksum_a_download_without_validator_resumes_and_is_checked(server, cache, tmp_path):
+    url = served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
+    sha = server.sha["plain.gguf"]
+    server.send_etag, server.cut_after = False, 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
+        fetch(url, sha256=sha)
+    server.cut_after = None
+    assert sha_of(fetch(url, sha256=sha)) == sha
+    assert server.requests[-1][1].get("Range") == f"bytes={2 * MiB}-"
+    assert "If-Range" not in server.requests[-1][1]
+
+
+def test_with_a_checksum_a_resumed_download_of_a_changed_file_is_deleted(server, cache, tmp_path):
+    url = served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
+    sha = server.sha["plain.gguf"]
+    server.send_etag, server.cut_after = False, 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
+        fetch(url, sha256=sha)
+    served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
+    server.cut_after = None
+    with pytest.raises(newrllama.ModelLoadError, match=f"has SHA-256 [0-9a-f]{{64}}, not {sha} "
+                                                       r"\(the one asked for\); it was deleted"):
+        fetch(url, sha256=sha)
+    assert server.requests[-1][1].get("Range") == f"bytes={2 * MiB}-"
+    assert leftovers(cache) == []
+
+
+def test_without_checksum_or_validator_a_cut_download_starts_over(server, cache):
+    url = f"{server.url}/files/small.gguf"
+    server.send_etag, server.cut_after = False, 2 * MiB
+    with pytest.raises(newrllama.ModelLoadError, match="load it again to download it anew .* pass sha256="):
+        fetch(url)
+    server.cut_after = None
+    assert sha_of(fetch(url)) == server.sha["small.gguf"]
+    assert "Range" not in server.requests[-1][1]
 
 
 FETCH = "import sys; from newrllama.download import fetch; print(fetch(sys.argv[1]))"

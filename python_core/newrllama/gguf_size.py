@@ -1,0 +1,124 @@
+"""The size a GGUF file must have, read from its header: where the data of its last tensor ends.
+
+A GGUF file is a header (metadata key-values, then one entry per tensor: name, shape, type and
+offset), padding up to the alignment, then the tensors' data. The header alone says how long
+the file must be, so a shorter file is cut, whatever a server said about its length."""
+from __future__ import annotations
+
+import mmap
+import struct
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+# ggml type -> (values per block, bytes per block), as ggml_blck_size() and ggml_type_size() of
+# the libggml that llama-cpp-python 0.3.36 ships give them.
+_BLOCKS: Dict[int, Tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+    23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18), 42: (64, 18),
+}
+# metadata value type -> bytes, for the fixed-size ones
+_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY, _UINT32 = 8, 9, 4
+_DEFAULT_ALIGNMENT = 32
+_U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
+
+
+class _PastEnd(Exception):
+    """The header goes on past the end of the file: it needs at least ``needed`` bytes."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
+
+
+class _Unknown(Exception):
+    """The header holds something this module cannot size (a version, value type or tensor type)."""
+
+
+class _Header:
+    def __init__(self, data) -> None:
+        self.data, self.at = data, 0
+
+    def skip(self, n: int) -> int:
+        start, self.at = self.at, self.at + n
+        if self.at > len(self.data):
+            raise _PastEnd(self.at)
+        return start
+
+    def u32(self) -> int:
+        return _U32.unpack_from(self.data, self.skip(4))[0]
+
+    def u64(self) -> int:
+        return _U64.unpack_from(self.data, self.skip(8))[0]
+
+    def string(self) -> bytes:
+        n = self.u64()
+        start = self.skip(n)
+        return bytes(self.data[start:start + n])
+
+    def skip_value(self, kind: int) -> None:
+        if kind in _SCALAR_BYTES:
+            self.skip(_SCALAR_BYTES[kind])
+        elif kind == _STRING:
+            self.skip(self.u64())
+        elif kind == _ARRAY:
+            item, count = self.u32(), self.u64()
+            if item in _SCALAR_BYTES:
+                self.skip(count * _SCALAR_BYTES[item])
+            elif item == _STRING:
+                for _ in range(count):  # each string takes 8 bytes or more, so a bogus count soon runs past the end
+                    self.skip(self.u64())
+            else:
+                raise _Unknown(f"metadata arrays of type {item}")
+        else:
+            raise _Unknown(f"metadata type {kind}")
+
+
+def required_size(path: Path) -> Optional[int]:
+    """The least size the GGUF file at ``path`` must have to hold all its tensors' data: more than
+    its actual size when it is cut (in its header too); None when this module cannot tell (a GGUF
+    version, metadata or tensor type it does not know)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    try:
+        return _data_end(_Header(data))
+    except _PastEnd as cut:
+        return cut.needed
+    except _Unknown:
+        return None
+    finally:
+        if isinstance(data, mmap.mmap):
+            data.close()
+
+
+def _data_end(header: _Header) -> int:
+    header.skip(4)  # the magic, checked by the caller
+    if header.u32() not in (2, 3):  # version 1 had 32-bit counts; llama.cpp no longer reads it
+        raise _Unknown("GGUF version")
+    n_tensors, n_values = header.u64(), header.u64()
+    alignment = _DEFAULT_ALIGNMENT
+    for _ in range(n_values):
+        key, kind = header.string(), header.u32()
+        if key == b"general.alignment" and kind == _UINT32:
+            alignment = header.u32() or _DEFAULT_ALIGNMENT
+        else:
+            header.skip_value(kind)
+    ends = []
+    for _ in range(n_tensors):
+        header.skip(header.u64())  # the name
+        shape = [header.u64() for _ in range(header.u32())]
+        kind, offset = header.u32(), header.u64()
+        if kind not in _BLOCKS:
+            raise _Unknown(f"tensor type {kind}")
+        per_block, block_bytes = _BLOCKS[kind]
+        rows = 1
+        for n in shape[1:]:
+            rows *= n
+        ends.append(offset + (shape[0] if shape else 1) // per_block * block_bytes * rows)
+    if not ends:
+        return header.at
+    return -(-header.at // alignment) * alignment + max(ends)

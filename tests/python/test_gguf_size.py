@@ -1,0 +1,40 @@
+"""The size a GGUF header says its file must have: real models, hand-written files, and cut ones."""
+from __future__ import annotations
+
+import os
+import struct
+
+import newrllama
+from newrllama.gguf_size import required_size
+from small_gguf import UNKNOWN_TYPE, small_gguf
+
+
+def test_the_embedded_model_needs_exactly_its_size():
+    path = newrllama.default_model_path()
+    assert required_size(path) == os.path.getsize(path)
+
+
+def test_a_model_cut_in_its_header_needs_more_than_it_has(tmp_path):
+    cut = tmp_path / "cut.gguf"
+    with open(newrllama.default_model_path(), "rb") as f:
+        cut.write_bytes(f.read(1 << 20))  # the header holds a 262,144-token vocabulary: it goes on past 1 MiB
+    assert required_size(cut) > 1 << 20
+
+
+def test_a_file_cut_in_its_data_needs_more_than_it_has(tmp_path):
+    whole = small_gguf(4096)
+    path = tmp_path / "small.gguf"
+    path.write_bytes(whole)
+    assert required_size(path) == 4096
+    path.write_bytes(whole[:-1])
+    assert required_size(path) == 4096
+    path.write_bytes(whole[:20])
+    assert required_size(path) > 20
+
+
+def test_what_it_cannot_size_is_none(tmp_path):
+    path = tmp_path / "unknown.gguf"
+    path.write_bytes(small_gguf(4096, tensor_type=UNKNOWN_TYPE))
+    assert required_size(path) is None
+    path.write_bytes(b"GGUF" + struct.pack("<I", 1) + small_gguf(4096)[8:])  # version 1: other field widths
+    assert required_size(path) is None
