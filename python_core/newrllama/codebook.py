@@ -10,8 +10,9 @@ the orders its labels are scored in (order_bias.py). The definitions are listed 
 labels' sorted order, so that the order the labels were given in reaches only the list.
 Without a template the prompt is plain text ending in "Label:".
 
-Several questions about each text (a codebook of questions) ask each question, with its
-labels and their definitions, after the text: a text is decoded once for all its questions.
+Several questions about each text (a codebook of questions) ask each question after the text, with
+its definitions and then its list of labels: a text is decoded once for all its questions, and a
+question's definitions once for all the orders its labels are listed in.
 """
 from __future__ import annotations
 
@@ -74,10 +75,11 @@ class Codebook:
             return f"{system}\n\n{shots}Text: {ask}\nLabel:"
 
     def _question_prompt(self, model, text: str) -> str:
-        """The text first, then the question and its labels: a text's prompts share its tokens."""
+        """The text first, then the question, its definitions (in sorted order) and last the list of labels:
+        a text's prompts share its tokens, and the listing orders of one question share its definitions."""
         system = self.instruction.strip() or DEFAULT_QUESTIONS_INSTRUCTION
-        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}", self.label_list()]
-                         + self.definition_lines(self.labels))
+        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}"]
+                         + self.definition_lines(sorted_labels(self.labels)) + [self.label_list()])
         try:
             return model.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": ask}])
         except TemplateError:

@@ -113,8 +113,14 @@ def test_several_questions_share_each_texts_tokens(model):
     shortest = min(len(model.tokenize(t)) for t in TEXTS)
     assert stats.n_prompts == 4 * 6 and stats.n_cached_tokens >= 4 * 5 * shortest  # one of the 6 decodes it
     assert [r["topic"].label for r in one] != [] and all(r["topic"].label in QUESTIONS["topic"] for r in one)
-    prompt = check_questions(QUESTIONS, "").get("tone").prompt(model, "TEXT HERE")
-    assert prompt.index("TEXT HERE") < prompt.index("Question: tone") < prompt.index("- good news: something went well")
+    tone = check_questions(QUESTIONS, "").get("tone")
+    prompt = tone.prompt(model, "TEXT HERE")
+    assert (prompt.index("TEXT HERE") < prompt.index("Question: tone") < prompt.index("- good news: something went well")
+            < prompt.index("Answer with exactly one"))
+    # The listing orders of a question differ only from its list of labels on.
+    reversed_prompt = tone.in_order(tone.labels[::-1]).prompt(model, "TEXT HERE")
+    assert reversed_prompt != prompt
+    assert reversed_prompt[:reversed_prompt.index("Answer with")] == prompt[:prompt.index("Answer with")]
 
 
 @pytest.mark.parametrize("kwargs,message", [
