@@ -63,10 +63,10 @@ def engine_stats(ctx):
     return {**dataclasses.asdict(stats), "python_us_per_step": stats.python_us_per_step}
 
 
-def run(target, prompts, params, progress, ids=None, output=None, resume=False):
+def run(target, prompts, params, progress, ids=None, output=None, resume=False, retry_errors=False):
     """generate_parallel on a Context or a Cluster (same arguments), its answers unpacked."""
     completions = target.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
-                                           progress=bool(progress))
+                                           retry_errors=retry_errors, progress=bool(progress))
     return unpack(completions, target.last_stats)
 
 
@@ -80,20 +80,21 @@ def unpack(completions, stats):
 
 
 def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,
-             examples_in, ids, output, resume, **settings):
+             examples_in, ids, output, resume, retry_errors, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question."""
     # None: the library's default
     options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
     done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
                               calibration=calibration, context=context, progress=bool(progress), ids=ids,
-                              output=output, resume=resume, **options, **settings)
+                              output=output, resume=resume, retry_errors=retry_errors, **options, **settings)
     if codebook is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
 
 
-def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, progress):
-    done = cluster.annotate(texts, labels, instruction, ids=ids, output=output, resume=resume, progress=bool(progress))
+def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, retry_errors, progress):
+    done = cluster.annotate(texts, labels, instruction, ids=ids, output=output, resume=resume,
+                            retry_errors=retry_errors, progress=bool(progress))
     return unpack_annotations(done)
 
 

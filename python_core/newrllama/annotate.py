@@ -85,7 +85,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
              debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
              progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
-             output: Union[str, os.PathLike, None] = None, resume: bool = False, **context_kwargs: Any) -> List[Any]:
+             output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
+             **context_kwargs: Any) -> List[Any]:
     """Labels every text with one of ``labels``, in input order.
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
@@ -109,14 +110,15 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
 
     ``output``: a JSON Lines file to which the labels are appended as groups of texts finish,
     so that a run killed half-way loses nothing; ``resume=True`` then labels only the texts not
-    yet in it (``ids`` name the texts in it, else their positions). The file format and rules
-    are those of ``Cluster.annotate``; every setting above is part of what a resume must match.
+    yet in it (``ids`` name the texts in it, else their positions), and with ``retry_errors=True``
+    also the texts whose line holds an error. The file format and rules are those of
+    ``Cluster.annotate``; every setting above, and the model file, is part of what a resume must match.
     One question at a time, with a debias that scores each text on its own (not "prior" or
     "batch", which estimate over all the texts of a call)."""
-    if output is not None or resume:
-        return _annotate_recorded(texts, labels, instruction, ids, output, resume, progress, context, model,
-                                  context_kwargs, definitions=definitions, examples=examples, codebook=codebook,
-                                  debias=debias, calibration=calibration, examples_in=examples_in)
+    if output is not None or resume or retry_errors:
+        return _annotate_recorded(texts, labels, instruction, ids, output, resume, retry_errors, progress, context,
+                                  model, context_kwargs, definitions=definitions, examples=examples,
+                                  codebook=codebook, debias=debias, calibration=calibration, examples_in=examples_in)
     texts = check_texts(texts)
     if (labels is None) == (codebook is None):
         raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
@@ -163,8 +165,8 @@ RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 
 
 def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object, output: object, resume: bool,
-                       progress: bool, context: Optional[Context], model: Any, context_kwargs: Dict[str, Any],
-                       **options: Any) -> List[Annotation]:
+                       retry_errors: bool, progress: bool, context: Optional[Context], model: Any,
+                       context_kwargs: Dict[str, Any], **options: Any) -> List[Annotation]:
     from .jobs import AnnotationJob  # jobs needs this module
     from .results_file import run_recorded
     if options["codebook"] is not None:
@@ -197,7 +199,7 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
         return done
 
     try:
-        results, _, _ = run_recorded(job, ids, output, resume, run)
+        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run)
     finally:
         if own_model:
             use.close()

@@ -153,7 +153,8 @@ class Context(OwnedHandle):
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
-                          output: Union[str, os.PathLike, None] = None, resume: bool = False) -> List[Completion]:
+                          output: Union[str, os.PathLike, None] = None, resume: bool = False,
+                          retry_errors: bool = False) -> List[Completion]:
         """Answers to many prompts, in input order, decoded together in batches.
 
         ``params`` is one SamplingParams for every prompt or a list with one per
@@ -165,11 +166,13 @@ class Context(OwnedHandle):
         durable) as it finishes, so that a run killed half-way loses nothing;
         ``resume=True`` then runs only the prompts not yet in it. Same file format,
         rules and refusals as ``Cluster.generate_parallel``: ``ids`` name the prompts
-        in it (else their positions), a prompt run with other text or settings is
-        refused, and a resumed prompt's Completion has empty ``token_ids``.
+        in it (else their positions), a prompt run with other text or settings, or
+        by another model file (each line records its SHA-256), is refused, and a
+        resumed prompt's Completion has empty ``token_ids``. ``retry_errors=True``
+        (with ``resume=True``) runs again the prompts whose line holds an error.
         ``last_stats`` covers the prompts run by this call.
         """
-        if output is None and not resume:
+        if output is None and not resume and not retry_errors:
             return self._run_call(prompts, params, progress, None)
         from .jobs import GenerationJob  # jobs needs annotate, which needs this module
         from .results_file import run_recorded
@@ -180,7 +183,7 @@ class Context(OwnedHandle):
             return self._run_call(todo_prompts, todo_params, progress,
                                   lambda done: record([todo[i] for i, _ in done], [c for _, c in done]))
 
-        results, _, _ = run_recorded(job, ids, output, resume, run)
+        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, self.model.identity, run)
         return results
 
     def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: bool,

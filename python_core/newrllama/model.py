@@ -10,6 +10,7 @@ from .download import fetch, is_remote
 from .embedded import default_model_path
 from .errors import InvalidArgumentError
 from .handle import OwnedHandle
+from .model_hash import ModelIdentity, identify
 from .vocab import Vocab
 
 Message = Mapping[str, str]
@@ -94,6 +95,11 @@ class Model(OwnedHandle):
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.n_vocab} tokens in vocabulary"
         return f"<newrllama.Model {os.path.basename(self.path)!r} ({state})>"
+
+    def identity(self) -> ModelIdentity:
+        """The model's file and the SHA-256 of its bytes (hashed on first use, then kept in the cache
+        until the file changes), as a results file records it."""
+        return identify(self.path)
 
     @property
     def n_vocab(self) -> int:

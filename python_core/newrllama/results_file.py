@@ -2,9 +2,12 @@
 appended as results come, and read back when a killed run resumes.
 
 A run killed while writing can leave a torn last line; resuming cuts it off (that prompt
-runs again), so every prompt ends up in the file exactly once. Every line carries a digest
-of its prompt and settings: resuming with other prompts or settings is refused instead of
-mixing two runs in one file. The file is locked while a run writes to it."""
+runs again). Every line carries a digest of its prompt and settings and the SHA-256 of the
+model file that answered it: resuming with other prompts, settings or another model is
+refused, before anything runs, instead of mixing two runs in one file. A prompt whose line
+holds an error is run again when resuming with ``retry_errors=True``; its new line goes
+after the old one, and the last line of a prompt is its result. The file is locked while a
+run writes to it."""
 from __future__ import annotations
 
 import json
@@ -14,6 +17,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optio
 
 from .errors import InvalidArgumentError
 from .jobs import Job, check_ids
+from .model_hash import ModelIdentity
 
 try:
     import fcntl
@@ -26,16 +30,21 @@ def record_key(record: Mapping[str, object]) -> Hashable:
     return record["id"] if "id" in record else record["index"]
 
 
-class ResultsFile:
-    """An open JSON Lines file of results. ``done`` maps the key of every result already in
-    the file (when resuming) to its record."""
+def holds_error(record: Mapping[str, object]) -> bool:
+    return record.get("error") is not None
 
-    def __init__(self, path: object, resume: bool, digests: Mapping[Hashable, str]) -> None:
+
+class ResultsFile:
+    """An open JSON Lines file of results written by ``model``. ``done`` maps the key of every
+    result already in the file (when resuming) to its record (the last one, for a prompt run again)."""
+
+    def __init__(self, path: object, resume: bool, digests: Mapping[Hashable, str], model: ModelIdentity) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgumentError(f"output must be a file path, got {type(path).__name__}")
         if not isinstance(resume, bool):
             raise InvalidArgumentError(f"resume must be True or False, got {resume!r}")
         self.path = os.fspath(path)
+        self.model = model
         exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
         if exists and not resume:
             raise InvalidArgumentError(f"{self.path} already holds results; pass resume=True to continue that run, "
@@ -67,6 +76,7 @@ class ResultsFile:
             if not line.strip():
                 continue
             record = self._parse(line, n)
+            self._check_model(record, n)
             key = record_key(record)
             if key not in digests:
                 raise InvalidArgumentError(f"{self.path} line {n} holds a result for {_describe(key)}, which is not "
@@ -74,13 +84,27 @@ class ResultsFile:
             if record.get("input_sha256") != digests[key]:
                 raise InvalidArgumentError(f"{self.path} line {n}: {_describe(key)} was run with another prompt or "
                                            "other settings; use another file to run these")
-            if key in done:
+            if key in done and not holds_error(done[key]):  # only a failed prompt is run again
                 raise InvalidArgumentError(f"{self.path} holds {_describe(key)} twice (line {n})")
             done[key] = record
         if len(complete) < len(data):  # a torn last line: that prompt runs again
             self._file.truncate(len(complete))
         self._file.seek(len(complete))
         return done
+
+    def _check_model(self, record: dict, n: int) -> None:
+        recorded = record.get("model_sha256")
+        if recorded is None:
+            raise InvalidArgumentError(
+                f"{self.path} line {n} does not say which model wrote it (it was written before newrllama recorded "
+                "the model in results files), so resuming could mix two models' answers: use another file, or, if "
+                f"it was written with {self.model.path}, add \"model_sha256\": \"{self.model.sha256}\" to each of "
+                "its lines")
+        if recorded != self.model.sha256:
+            raise InvalidArgumentError(
+                f"{self.path} line {n} was written by a model file of SHA-256 {recorded}, and this run's model "
+                f"{self.model.path} has SHA-256 {self.model.sha256}: resuming would mix two models' answers in one "
+                "file; resume with the model that wrote it, or use another file")
 
     def _parse(self, line: bytes, n: int) -> dict:
         try:
@@ -108,12 +132,20 @@ def _describe(key: Hashable) -> str:
     return f"prompt {key}" if isinstance(key, int) else f"the prompt with id {key!r}"
 
 
-def open_results(path: Optional[object], resume: bool, digests: Mapping[Hashable, str]) -> Optional[ResultsFile]:
+def open_results(path: Optional[object], resume: bool, retry_errors: bool, digests: Mapping[Hashable, str],
+                 model: Callable[[], ModelIdentity]) -> Optional[ResultsFile]:
+    """The output file, or None without one; ``model`` (called only when there is a file) says which
+    model the run uses."""
+    if not isinstance(retry_errors, bool):
+        raise InvalidArgumentError(f"retry_errors must be True or False, got {retry_errors!r}")
+    if retry_errors and not resume:
+        raise InvalidArgumentError("retry_errors=True runs again the failed prompts of a run being resumed: "
+                                   "give it with resume=True and the run's output file")
     if path is None:
         if resume:
             raise InvalidArgumentError("resume=True needs an output file to resume from")
         return None
-    return ResultsFile(path, resume, digests)
+    return ResultsFile(path, resume, digests, model())
 
 
 def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
@@ -126,12 +158,14 @@ def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
 Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], List[Any]]
 
 
-def run_recorded(job: Job, ids: object, output: object, resume: bool, run: Runner) -> Tuple[List[Any], int, float]:
-    """The job's results in input order, those already in ``output`` read back and the others run
-    by ``run`` and appended to it as they come; also how many were read back and the time spent writing."""
+def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_errors: bool,
+                 model: Callable[[], ModelIdentity], run: Runner) -> Tuple[List[Any], int, float]:
+    """The job's results in input order, those already in ``output`` read back (but for failed ones, with
+    ``retry_errors``) and the others run by ``run`` on ``model`` and appended to it as they come; also how
+    many were read back and the time spent writing."""
     checked_ids = check_ids(ids, len(job))
     keys = keys_of(len(job), checked_ids)
-    out = open_results(output, resume, dict(zip(keys, job.digests)))
+    out = open_results(output, resume, retry_errors, dict(zip(keys, job.digests)), model)
     results: List[Any] = [None] * len(job)
     t_write = 0.0
 
@@ -139,14 +173,15 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, run: Runne
         nonlocal t_write
         if out is not None:
             t0 = time.perf_counter()
-            out.append(_record(i, checked_ids, job, r) for i, r in zip(indices, done))
+            out.append(_record(i, checked_ids, job, r, out.model) for i, r in zip(indices, done))
             t_write += time.perf_counter() - t0
 
     try:
         if out is not None:
             for i, key in enumerate(keys):
-                if key in out.done:
-                    results[i] = job.from_record(out.done[key])
+                line = out.done.get(key)
+                if line is not None and not (retry_errors and holds_error(line)):
+                    results[i] = job.from_record(line)
         todo = [i for i, r in enumerate(results) if r is None]
         for i, r in zip(todo, run(todo, record)):
             results[i] = r
@@ -156,10 +191,11 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, run: Runne
     return results, len(job) - len(todo), t_write
 
 
-def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any) -> dict:
+def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any, model: ModelIdentity) -> dict:
     record: dict = {"index": index}
     if ids is not None:
         record["id"] = ids[index]
     record.update(job.record(result))
     record["input_sha256"] = job.digests[index]
+    record["model_sha256"] = model.sha256
     return record

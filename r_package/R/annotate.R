@@ -28,6 +28,8 @@
 #'   label only the texts not yet in it (see [cluster_create()]); `names(x)`
 #'   identify the texts in the file. On a context, one question at a time and a
 #'   `debias` that scores each text on its own (not `"prior"` or `"batch"`).
+#' @param retry_errors With `resume = TRUE`: also label again the texts whose
+#'   line in `output` holds an error.
 #' @param definitions A named character vector or list: label = definition
 #'   (added to those given in `labels`).
 #' @param examples Coded examples shown to the model before each text: a data
@@ -69,7 +71,7 @@
 #' @export
 annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                      progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                     debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL) {
+                     debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -81,7 +83,8 @@ annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL
   pred_name <- check_string(pred_name, "pred_name")
   out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
                       output = output, resume = resume, definitions = definitions, examples = examples,
-                      debias = debias, calibration = calibration, codebook = codebook, examples_in = examples_in)
+                      debias = debias, calibration = calibration, codebook = codebook, examples_in = examples_in,
+                      retry_errors = retry_errors)
   if (is.null(codebook)) {
     .data[[pred_name]] <- as.vector(out)
     .data[[".prob"]] <- chosen_prob(out)
@@ -104,7 +107,7 @@ chosen_prob <- function(out) {
 #' @export
 annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                          output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
-                         calibration = NULL, codebook = NULL, examples_in = NULL) {
+                         calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
@@ -119,7 +122,8 @@ annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ...
                examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in"))
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
-  out <- label_texts(context, x, spec, instruction, progress, output, resume, sys.call(), ...)
+  target <- check_output(output, resume, retry_errors, names(x), "x")
+  out <- label_texts(context, x, spec, instruction, progress, target, sys.call(), ...)
   if (is.null(codebook)) {
     return(label_vector(out, label_names(labels), names(x)))
   }
@@ -221,27 +225,28 @@ label_vector <- function(out, labels, names, warn = TRUE) {
 }
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
-label_texts <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
+# `target` (output, resume, retry_errors, ids) from check_output(): the file the labels are written to.
+label_texts <- function(context, x, spec, instruction, progress, target, call, ...) {
   UseMethod("label_texts")
 }
 
 #' @export
-label_texts.default <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
+label_texts.default <- function(context, x, spec, instruction, progress, target, call, ...) {
   if (!is.null(context)) {
     check_context(context, call = call)
   }
-  target <- check_output(output, resume, names(x), "x", call = call)
   settings <- python_args(list(...), call = call)
   with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction,
                                                         if (is.null(context)) NULL else context$py, progress,
                                                         spec$definitions, spec$examples, spec$debias,
                                                         spec$calibration, spec$codebook, spec$examples_in,
-                                                        target$ids, target$output, target$resume),
+                                                        target$ids, target$output, target$resume,
+                                                        target$retry_errors),
                                                    settings)), call = call)
 }
 
 #' @export
-label_texts.newrllama_cluster <- function(context, x, spec, instruction, progress, output, resume, call, ...) {
+label_texts.newrllama_cluster <- function(context, x, spec, instruction, progress, target, call, ...) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
   if (!is.null(names(spec$labels)) || !is.null(spec$definitions) || !is.null(spec$examples) ||
@@ -249,7 +254,7 @@ label_texts.newrllama_cluster <- function(context, x, spec, instruction, progres
     abort_invalid(paste("a cluster labels with plain labels and an instruction only: definitions, examples,",
                         "debias, calibration and codebook need a context"), call = call)
   }
-  target <- check_output(output, resume, names(x), "x", call = call)
   with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), spec$labels, instruction, target$ids,
-                                                target$output, target$resume, progress), call = call)
+                                                target$output, target$resume, target$retry_errors, progress),
+              call = call)
 }

@@ -10,9 +10,13 @@
 #' With `output`, every result is appended to a JSON Lines file as soon as its
 #' chunk finishes (one line per prompt: `index`, `id` (the prompt's name, when
 #' the prompts have names), `text`, `finish_reason`, `error` and token counts;
-#' `label` and `probs` for [annotate()]). With `resume = TRUE`, the prompts
-#' already in that file are not run again, and the result still holds all of
-#' them; a file written for other prompts or other settings is refused.
+#' `label` and `probs` for [annotate()]; `input_sha256`, a digest of the prompt
+#' and its settings, and `model_sha256`, the SHA-256 of the workers' model
+#' file). With `resume = TRUE`, the prompts already in that file are not run
+#' again, and the result still holds all of them; a file written for other
+#' prompts, other settings or by another model is refused. With
+#' `retry_errors = TRUE` as well, the prompts whose line holds an error are run
+#' again.
 #'
 #' Needs the Python package `ray` (`pip install 'newrllama[cluster]'`).
 #'
@@ -87,18 +91,21 @@ print.newrllama_cluster <- function(x, ...) {
 #' @param output `NULL`, or the path of a JSON Lines file to which every result
 #'   is appended as soon as its chunk finishes.
 #' @param resume With `output`: run only the prompts not yet in the file.
+#' @param retry_errors With `resume = TRUE`: also run again the prompts whose
+#'   line holds an error.
 #' @param ... An unknown argument is an error.
 #' @export
 generate_parallel.newrllama_cluster <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                                                 temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
                                                 seed = 1234L, progress = interactive(), choices = NULL,
                                                 grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
-                                                min_p = 0.0, stop = NULL, params = NULL, messages = NULL, ...) {
+                                                min_p = 0.0, stop = NULL, params = NULL, messages = NULL,
+                                                retry_errors = FALSE, ...) {
   check_dots_empty(...)
   check_cluster(context)
   prompts <- prompts_or_messages(context, prompts, messages)
   args <- generation_args(prompts, progress, environment())
-  target <- check_output(output, resume, names(args$prompts), "prompts")
+  target <- check_output(output, resume, retry_errors, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {
     return(args$prompts)
   }
@@ -122,10 +129,11 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
   if (local && !is_model_url(path)) normalizePath(path) else path
 }
 
-# `output`, `resume` and the ids of the items (their names, when written to a file) as Python takes them;
-# Python checks them (an id given twice, an empty one, resume without a file) and its message speaks.
-check_output <- function(output, resume, item_names, what, call = sys.call(-1)) {
-  args <- python_args(list(output = output, resume = resume), call = call)
+# `output`, `resume`, `retry_errors` and the ids of the items (their names, when written to a file) as Python
+# takes them; Python checks them (an id given twice, an empty one, resume without a file, retry_errors without
+# resume) and its message speaks.
+check_output <- function(output, resume, retry_errors, item_names, what, call = sys.call(-1)) {
+  args <- python_args(list(output = output, resume = resume, retry_errors = retry_errors), call = call)
   if (is.character(args$output) && length(args$output) == 1) {
     args$output <- path.expand(args$output)
   }

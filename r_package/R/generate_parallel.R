@@ -41,8 +41,12 @@
 #' @param output,resume `NULL`, or the path of a JSON Lines file to which
 #'   every answer is appended as soon as it is finished, so that a run killed
 #'   half-way loses nothing; `resume = TRUE` then runs only the prompts not yet
-#'   in it. The names of `prompts` (if any) identify them in the file. Same
-#'   format and rules as on a cluster (see [cluster_create()]).
+#'   in it. The names of `prompts` (if any) identify them in the file. Each
+#'   line records the SHA-256 of the model file: resuming with another model is
+#'   an error. Same format and rules as on a cluster (see [cluster_create()]).
+#' @param retry_errors With `resume = TRUE`: also run again the prompts whose
+#'   line in `output` holds an error (their new line follows the old one, and
+#'   the last line of a prompt is its answer).
 #' @param ... Not used by the context method; an unknown argument is an error.
 #' @seealso [generate()] for a single prompt; [cluster_create()] to run the
 #'   prompts on several worker processes or machines.
@@ -75,12 +79,12 @@ generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tok
                                                 penalty_repeat = 1.0, seed = 1234L, progress = interactive(),
                                                 choices = NULL, grammar = NULL, json_schema = NULL, min_p = 0.0,
                                                 stop = NULL, params = NULL, messages = NULL, output = NULL,
-                                                resume = FALSE, ...) {
+                                                resume = FALSE, retry_errors = FALSE, ...) {
   check_dots_empty(...)
   check_context(context)
   prompts <- prompts_or_messages(context, prompts, messages)
   args <- generation_args(prompts, progress, environment())
-  target <- check_output(output, resume, names(args$prompts), "prompts")
+  target <- check_output(output, resume, retry_errors, names(args$prompts), "prompts")
   if (length(args$prompts) == 0) {
     return(args$prompts) # keeps the (empty) names, if any
   }
@@ -136,13 +140,13 @@ with_errors <- function(result, failed, errors, warn = TRUE) {
 # Runs prompts (a list of strings or token lists) and returns texts, finish
 # reasons, failure flags, error messages and statistics. The Completion objects are unpacked in
 # Python, in one call, rather than field by field through reticulate.
-# `target` (output, resume, ids) from check_output(): the file the answers are written to.
-run_prompts <- function(context, prompts, params, progress, target = check_output(NULL, FALSE, NULL, "prompts"),
-                        call = sys.call(-1)) {
+# `target` (output, resume, retry_errors, ids) from check_output(): the file the answers are written to.
+run_prompts <- function(context, prompts, params, progress,
+                        target = check_output(NULL, FALSE, FALSE, NULL, "prompts"), call = sys.call(-1)) {
   force(call)
   run <- python_helpers()$run
   unpack_completions(with_python(run(context$py, prompts, params, progress, target$ids, target$output,
-                                     target$resume), call = call))
+                                     target$resume, target$retry_errors), call = call))
 }
 
 unpack_completions <- function(out) {

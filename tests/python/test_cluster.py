@@ -5,6 +5,7 @@ exists: one process holds one local Ray runtime, sized for its first cluster."""
 from __future__ import annotations
 
 import _thread
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import time
 import pytest
 
 import newrllama
+from newrllama.model_hash import ModelIdentity
 from newrllama.results_file import ResultsFile
 from oracle import assert_expected_or_rounding
 from results_lines import lines_of
@@ -217,6 +219,35 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
     assert again == remote and cluster.last_stats.n_resumed == 4
 
 
+def test_the_cluster_records_its_workers_model_refuses_another_and_retries_failed_prompts(cluster, model, tmp_path):
+    """The file of a local context (256 cells per sequence, too few for the long prompt) resumed on the cluster
+    (1024): both run the embedded model, so the cluster takes the file on and runs only what failed."""
+    out = tmp_path / "run.jsonl"
+    long_prompt = "Write a long note about rivers, lakes and seas. " * 25  # 277 tokens
+    prompts = [PROMPTS[0], long_prompt, PROMPTS[1]]
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=8, n_threads=2) as ctx:
+        first = ctx.generate_parallel(prompts, PARAMS, output=out)
+    assert [c.finish_reason for c in first] == ["length", "error", "length"]
+    mine = model.identity().sha256
+    good = out.read_bytes()
+    other = hashlib.sha256(b"another model").hexdigest()
+    out.write_bytes(good.replace(mine.encode(), other.encode()))
+    stats = cluster.last_stats
+    with pytest.raises(newrllama.InvalidArgumentError, match=f"{other}.*{mine}"):
+        cluster.generate_parallel(prompts, PARAMS, output=out, resume=True, retry_errors=True)
+    assert cluster.last_stats is stats and out.read_bytes() == good.replace(mine.encode(), other.encode())
+    out.write_bytes(good)
+    with pytest.raises(newrllama.InvalidArgumentError, match="resume=True"):
+        cluster.generate_parallel(prompts, PARAMS, output=out, retry_errors=True)
+    done = cluster.generate_parallel(prompts, PARAMS, output=out, resume=True, retry_errors=True)
+    assert (cluster.last_stats.n_resumed, cluster.last_stats.n_failed) == (2, 0)
+    assert [c.finish_reason for c in done] == ["length"] * 3 and done[0].text == first[0].text
+    records = lines_of(out)
+    assert [r["index"] for r in records][3:] == [1] and all(r["model_sha256"] == mine for r in records)
+    again = cluster.generate_parallel(prompts, PARAMS, output=out, resume=True, retry_errors=True)
+    assert cluster.last_stats.n_resumed == 3 and [c.text for c in again] == [c.text for c in done]
+
+
 def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
     long_answers = newrllama.SamplingParams(max_tokens=400)
     threading.Timer(1.5, _thread.interrupt_main).start()
@@ -250,25 +281,43 @@ def _state(pid: int) -> str:
 
 
 def test_results_file_cuts_a_torn_line_and_refuses_foreign_files(tmp_path):
+    model = ModelIdentity("/models/m.gguf", "ab" * 32)
     path = tmp_path / "r.jsonl"
-    good = [{"index": 0, "text": "a", "input_sha256": "d0"}, {"index": 1, "text": "b", "input_sha256": "d1"}]
+    good = [{"index": 0, "text": "a", "input_sha256": "d0", "model_sha256": model.sha256},
+            {"index": 1, "text": "b", "input_sha256": "d1", "model_sha256": model.sha256}]
     path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in good) + b'{"index": 2, "te')
-    f = ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"})
+    f = ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"}, model)
     try:
         assert set(f.done) == {0, 1}
         with pytest.raises(newrllama.InvalidArgumentError, match="being written by another run"):
-            ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"})
-        f.append([{"index": 2, "text": "c", "input_sha256": "d2"}])
+            ResultsFile(path, True, {0: "d0", 1: "d1", 2: "d2"}, model)
+        f.append([{"index": 2, "text": "c", "input_sha256": "d2", "model_sha256": model.sha256}])
     finally:
         f.close()
     assert [r["index"] for r in lines_of(path)] == [0, 1, 2]
     foreign = tmp_path / "notes.txt"
     foreign.write_text("my notes\n")
     with pytest.raises(newrllama.InvalidArgumentError, match="not a result of newrllama"):
-        ResultsFile(foreign, True, {0: "d0"})
+        ResultsFile(foreign, True, {0: "d0"}, model)
     assert foreign.read_text() == "my notes\n"
     with pytest.raises(newrllama.InvalidArgumentError, match="cannot open"):
-        ResultsFile(tmp_path / "no" / "dir.jsonl", False, {})
+        ResultsFile(tmp_path / "no" / "dir.jsonl", False, {}, model)
+
+
+def test_results_file_takes_the_last_line_of_a_prompt_run_again_after_an_error(tmp_path):
+    model = ModelIdentity("/models/m.gguf", "ab" * 32)
+    path = tmp_path / "r.jsonl"
+    lines = [{"index": 0, "text": "", "error": "too long", "input_sha256": "d0", "model_sha256": model.sha256},
+             {"index": 1, "text": "b", "error": None, "input_sha256": "d1", "model_sha256": model.sha256},
+             {"index": 0, "text": "a", "error": None, "input_sha256": "d0", "model_sha256": model.sha256}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    f = ResultsFile(path, True, {0: "d0", 1: "d1"}, model)
+    f.close()
+    assert f.done == {0: lines[2], 1: lines[1]}
+    with open(path, "a") as out:  # a prompt whose answer was fine is never run again: a second one is foreign
+        out.write(json.dumps(lines[1]) + "\n")
+    with pytest.raises(newrllama.InvalidArgumentError, match="holds prompt 1 twice"):
+        ResultsFile(path, True, {0: "d0", 1: "d1"}, model)
 
 
 JOIN = """

@@ -1,10 +1,13 @@
 """A long run on one Context writes its answers as they finish and resumes after a crash,
 with the cluster's file format and rules (one implementation, newrllama.results_file)."""
+import hashlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from results_lines import lines_of
 
 PROMPTS = [f"Write a short note about the number {i}:" for i in range(24)]
 PARAMS = newrllama.SamplingParams(max_tokens=24)
+FEW = newrllama.SamplingParams(max_tokens=2)  # where the answers only need to exist
 
 
 def test_answers_are_written_as_they_finish_and_a_finished_file_resumes_without_work(ctx, tmp_path):
@@ -119,3 +123,121 @@ def test_annotate_writes_labels_and_resumes_only_what_is_missing(model, tmp_path
         newrllama.annotate(STORIES, LABELS, model=model, debias="batch", output=tmp_path / "b.jsonl")
     with pytest.raises(newrllama.InvalidArgumentError, match="codebook"):
         newrllama.annotate(STORIES, codebook={"topic": LABELS}, model=model, output=tmp_path / "c.jsonl")
+
+
+def _with_model_hash(path, sha256):
+    """The file's lines as another model (of SHA-256 ``sha256``, or none when None) would have written them."""
+    records = lines_of(path)
+    for r in records:
+        r.pop("model_sha256")
+        if sha256 is not None:
+            r["model_sha256"] = sha256
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path.read_bytes()
+
+
+def test_every_line_records_the_model_and_another_models_file_is_refused_before_anything_runs(ctx, tmp_path):
+    out = tmp_path / "run.jsonl"
+    ctx.generate_parallel(PROMPTS[:3], FEW, output=out)
+    mine = ctx.model.identity().sha256
+    assert [r["model_sha256"] for r in lines_of(out)] == [mine] * 3
+    other = hashlib.sha256(b"another model").hexdigest()
+    before = _with_model_hash(out, other)
+    steps = ctx.engine_stats().n_steps
+    with pytest.raises(newrllama.InvalidArgumentError) as refused:
+        ctx.generate_parallel(PROMPTS[:4], FEW, output=out, resume=True)
+    for part in (str(out), other, mine, ctx.model.path):
+        assert part in str(refused.value)
+    assert out.read_bytes() == before and ctx.engine_stats().n_steps == steps
+
+
+def test_lines_that_do_not_record_their_model_are_refused_with_the_way_out(ctx, tmp_path):
+    out = tmp_path / "old.jsonl"
+    ctx.generate_parallel(PROMPTS[:2], FEW, output=out)
+    before = _with_model_hash(out, None)
+    mine = ctx.model.identity().sha256
+    with pytest.raises(newrllama.InvalidArgumentError, match=f'does not say which model.*"model_sha256": "{mine}"'):
+        ctx.generate_parallel(PROMPTS[:2], FEW, output=out, resume=True)
+    assert out.read_bytes() == before
+
+
+def _instruct_model_path():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from fetch_instruct_model import FILE_NAME, cache_dir
+    return cache_dir() / FILE_NAME
+
+
+@pytest.mark.skipif(not _instruct_model_path().exists(), reason="the instruct model is not in the cache "
+                    "(scripts/fetch_instruct_model.py)")
+def test_a_file_written_with_the_embedded_model_is_refused_by_the_instruct_model(ctx, tmp_path):
+    out = tmp_path / "run.jsonl"
+    ctx.generate_parallel(PROMPTS[:2], FEW, output=out)
+    before = out.read_bytes()
+    with newrllama.Model(_instruct_model_path()) as instruct, \
+            newrllama.Context(instruct, n_ctx=512, n_seq_max=2, n_threads=2) as other:
+        with pytest.raises(newrllama.InvalidArgumentError, match="mix two models") as refused:
+            other.generate_parallel(PROMPTS[:2], FEW, output=out, resume=True)
+        assert instruct.identity().sha256 in str(refused.value)
+        assert other.engine_stats().n_steps == 0
+    assert ctx.model.identity().sha256 in str(refused.value) and out.read_bytes() == before
+
+
+LONG = "Write a long note about rivers, lakes and seas. " * 25  # 277 tokens: more than ctx's 256 per sequence
+
+
+def test_retry_errors_runs_again_only_the_failed_prompts(ctx, model, tmp_path):
+    out = tmp_path / "run.jsonl"
+    prompts = [PROMPTS[0], LONG, PROMPTS[1]]
+    first = ctx.generate_parallel(prompts, FEW, ids=["a", "long", "b"], output=out)
+    assert [c.finish_reason for c in first] == ["length", "error", "length"]
+    assert {r["id"]: r["error"] for r in lines_of(out)} == {"a": None, "long": first[1].error, "b": None}
+    # Without retry_errors, a failed prompt's line is its result, as before.
+    again = ctx.generate_parallel(prompts, FEW, ids=["a", "long", "b"], output=out, resume=True)
+    assert ctx.last_stats.n_prompts == 0 and again[1].error == first[1].error
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as roomy:
+        retried = roomy.generate_parallel(prompts, FEW, ids=["a", "long", "b"], output=out, resume=True,
+                                          retry_errors=True)
+        assert roomy.last_stats.n_prompts == 1
+    assert [c.finish_reason for c in retried] == ["length"] * 3 and len(retried) == 3
+    assert [c.text for c in retried[::2]] == [c.text for c in first[::2]]
+    records = lines_of(out)
+    assert [r["id"] for r in records].count("long") == 2 and len(records) == 4
+    assert records[-1]["id"] == "long" and records[-1]["error"] is None and records[-1]["text"] == retried[1].text
+    # The last line of a prompt is its result; nothing failed is left to retry.
+    for retry in (False, True):
+        done = ctx.generate_parallel(prompts, FEW, ids=["a", "long", "b"], output=out, resume=True,
+                                     retry_errors=retry)
+        assert ctx.last_stats.n_prompts == 0 and [c.text for c in done] == [c.text for c in retried]
+    assert len(lines_of(out)) == 4
+
+
+def test_retry_errors_needs_resume(ctx, tmp_path):
+    for kwargs in ({"retry_errors": True}, {"retry_errors": True, "output": tmp_path / "r.jsonl"}):
+        with pytest.raises(newrllama.InvalidArgumentError, match="resume=True"):
+            ctx.generate_parallel(PROMPTS[:1], FEW, **kwargs)
+        with pytest.raises(newrllama.InvalidArgumentError, match="resume=True"):
+            newrllama.annotate(STORIES[:1], LABELS, context=ctx, **kwargs)
+    with pytest.raises(newrllama.InvalidArgumentError, match="retry_errors must be True or False"):
+        ctx.generate_parallel(PROMPTS[:1], FEW, output=tmp_path / "r.jsonl", resume=True, retry_errors="yes")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_annotate_refuses_another_models_file_and_retries_the_texts_that_failed(model, ctx, tmp_path):
+    out = tmp_path / "labels.jsonl"
+    texts = [STORIES[0], LONG, STORIES[1]]
+    first = newrllama.annotate(texts, LABELS, "Give the topic.", context=ctx, output=out, debias="none")
+    assert first[1].label is None and first[1].error and first[0].label and first[2].label
+    good = out.read_bytes()
+    other = hashlib.sha256(b"another model").hexdigest()
+    _with_model_hash(out, other)
+    with pytest.raises(newrllama.InvalidArgumentError, match=other):
+        newrllama.annotate(texts, LABELS, "Give the topic.", context=ctx, output=out, resume=True, retry_errors=True,
+                           debias="none")
+    out.write_bytes(good)
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as roomy:
+        steps = roomy.engine_stats().n_steps
+        done = newrllama.annotate(texts, LABELS, "Give the topic.", context=roomy, output=out, resume=True,
+                                  retry_errors=True, debias="none")
+        assert roomy.engine_stats().n_steps > steps
+    assert [a.label for a in done[::2]] == [a.label for a in first[::2]] and done[1].label in LABELS
+    assert [r["index"] for r in lines_of(out)] == [0, 1, 2, 1]

@@ -11,11 +11,12 @@ from ..context import usable_cores
 from ..download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..model import Model, check_messages
+from ..model_hash import ModelIdentity
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
 from .dispatch import Chunk, run_chunks
 from ..jobs import AnnotationJob, GenerationJob, Job
-from .pool import WorkerPool, WorkerSpec
+from .pool import WorkerPool, WorkerSpec, worker_failure
 from ..results_file import run_recorded
 
 # Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
@@ -67,8 +68,10 @@ class Cluster:
 
     ``generate_parallel`` and ``annotate`` take the arguments of the local versions, plus
     ``ids`` (one str or int per prompt, naming it in the output file), ``output`` (a JSON
-    Lines file to which every result is appended as soon as its chunk finishes) and
-    ``resume`` (run only the prompts not yet in ``output``). Close it with ``close()`` or a
+    Lines file to which every result is appended as soon as its chunk finishes, each line
+    with the SHA-256 of the workers' model file), ``resume`` (run only the prompts not yet in
+    ``output``; a file written by another model is refused) and ``retry_errors`` (with
+    ``resume``: also run again the prompts whose line holds an error). Close it with ``close()`` or a
     ``with`` block: that stops the workers, and the Ray runtime if the cluster started it.
     """
 
@@ -144,20 +147,20 @@ class Cluster:
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                          resume: bool = False, progress: bool = False) -> List[Completion]:
+                          resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Completion]:
         """Answers to ``prompts`` in input order (see Context.generate_parallel), run by the workers
         in chunks of ``n_seq_max`` prompts. A resumed prompt's Completion has its text, finish
         reason and token counts from the file, and empty ``token_ids``."""
-        return self._run(GenerationJob(prompts, params), ids, output, resume, progress)
+        return self._run(GenerationJob(prompts, params), ids, output, resume, retry_errors, progress)
 
     def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, progress: bool = False) -> List[Annotation]:
+                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Annotation]:
         """One label per text, in input order (see newrllama.annotate), run by the workers. The labels' listing
         order is taken out of the scores by the default cure, per chunk."""
-        return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, progress)
+        return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, retry_errors, progress)
 
-    def _run(self, job: Job, ids: object, output: object, resume: bool, progress: bool) -> list:
+    def _run(self, job: Job, ids: object, output: object, resume: bool, retry_errors: bool, progress: bool) -> list:
         t_start = time.perf_counter()
         pool = self._open_pool()
         stats = None
@@ -183,7 +186,8 @@ class Cluster:
                 bar.close()
             return [results[i] for i in todo]
 
-        results, n_resumed, t_write = run_recorded(job, ids, output, resume, run)
+        results, n_resumed, t_write = run_recorded(job, ids, output, resume, retry_errors,
+                                                   lambda: self._model_identity(pool), run)
         t_total = time.perf_counter() - t_start
         self.last_stats = ClusterStats(
             n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(r.error is not None for r in results),
@@ -191,6 +195,14 @@ class Cluster:
             t_total_s=t_total, t_driver_s=t_total - stats.t_wait_s - t_write, t_write_s=t_write,
             prompts_per_second=(len(job) - n_resumed) / t_total if t_total > 0 else 0.0)
         return results
+
+    def _model_identity(self, pool: WorkerPool) -> ModelIdentity:
+        """The workers' model file and its SHA-256, as a worker sees it: the driver may not hold the file
+        (a URL fetched by each machine, a path on a remote cluster, the embedded model)."""
+        try:
+            return self._ray.get(pool.workers[0].model_identity.remote())
+        except self._ray.exceptions.RayError as exc:
+            raise worker_failure(self._ray, exc) from None
 
     def _open_pool(self) -> WorkerPool:
         if self._pool is None:

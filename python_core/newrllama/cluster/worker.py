@@ -5,6 +5,7 @@ batch (the next chunk's prompts join as the previous chunk's finish), and cancel
 chunk's task from the driver cancels its prompts."""
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from typing import List, Optional, Sequence
@@ -14,6 +15,7 @@ from ..codebook import check_codebook
 from ..order_bias import DEFAULT_DEBIAS, base_order
 from ..context import Context
 from ..model import Model
+from ..model_hash import ModelIdentity
 from ..params import SamplingParams
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
@@ -32,6 +34,10 @@ class Worker:
         return {"pid": os.getpid(), "host": socket.gethostname(), "model": self.model.path,
                 "n_threads": self.context.n_threads, "n_seq_max": self.context.n_seq_max,
                 "n_ctx": self.context.n_ctx}
+
+    async def model_identity(self) -> ModelIdentity:
+        # The first time, hashing reads the whole file: off the event loop, so that the actor stays responsive.
+        return await asyncio.to_thread(self.model.identity)
 
     async def apply_chat_template(self, conversations: Sequence[Sequence[dict]]) -> List[str]:
         return [self.model.apply_chat_template(messages) for messages in conversations]

@@ -58,3 +58,57 @@ test_that("a run killed half-way resumes with every prompt once", {
   expect_error(generate_parallel(ctx, "x", resume = TRUE, progress = FALSE), "output",
                class = "newrllama_invalid_argument")
 })
+
+test_that("retry_errors runs again only the prompts whose line holds an error", {
+  model <- model_load()
+  out <- tempfile(fileext = ".jsonl")
+  on.exit(unlink(out), add = TRUE)
+  long <- strrep("Write a long note about rivers, lakes and seas. ", 25) # 277 tokens: more than 256 per sequence
+  prompts <- c(a = notes[[1]], long = long, b = notes[[2]])
+  small <- test_context(model, n_ctx = 1024L, n_seq_max = 4L)
+  expect_warning(first <- generate_parallel(small, prompts, max_tokens = 2, output = out, progress = FALSE),
+                 class = "newrllama_warning")
+  expect_equal(attr(first, "finish_reason"), c("length", "error", "length"))
+  expect_error(generate_parallel(small, prompts, max_tokens = 2, output = out, retry_errors = TRUE, progress = FALSE),
+               "resume=True", class = "newrllama_invalid_argument")
+  roomy <- test_context(model, n_ctx = 1024L, n_seq_max = 1L)
+  done <- generate_parallel(roomy, prompts, max_tokens = 2, output = out, resume = TRUE, retry_errors = TRUE,
+                            progress = FALSE)
+  expect_equal(attr(done, "stats")$n_prompts, 1)
+  expect_equal(attr(done, "finish_reason"), rep("length", 3))
+  expect_equal(done[c("a", "b")], first[c("a", "b")], ignore_attr = TRUE)
+  ids <- vapply(read_records(out), `[[`, "", "id")
+  expect_setequal(ids[1:3], names(prompts))
+  expect_equal(ids[4], "long") # the new line of the prompt run again follows the others
+})
+
+test_that("annotate_vec() passes retry_errors on", {
+  model <- model_load()
+  ctx <- test_context(model)
+  out <- tempfile(fileext = ".jsonl")
+  on.exit(unlink(out), add = TRUE)
+  texts <- c(oil = "OPEC cut its crude output again.", gone = NA)
+  labels <- c("acquisition", "crude oil")
+  expect_warning(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", progress = FALSE),
+                 class = "newrllama_warning")
+  expect_warning(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", resume = TRUE,
+                              retry_errors = TRUE, progress = FALSE), class = "newrllama_warning")
+  # The missing text was labelled again (and failed again): its second line follows the first.
+  expect_equal(vapply(read_records(out), `[[`, "", "id"), c("oil", "gone", "gone"))
+  expect_error(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", retry_errors = TRUE,
+                            progress = FALSE), "resume=True", class = "newrllama_invalid_argument")
+})
+
+test_that("resuming a file written by another model is refused and leaves the file as it was", {
+  ctx <- test_context(model_load())
+  out <- tempfile(fileext = ".jsonl")
+  on.exit(unlink(out), add = TRUE)
+  generate_parallel(ctx, notes[1:2], max_tokens = 2, output = out, progress = FALSE)
+  other <- strrep("ab", 32)
+  writeLines(gsub('"model_sha256": "[0-9a-f]{64}"', sprintf('"model_sha256": "%s"', other),
+                  readLines(out)), out)
+  before <- readLines(out)
+  expect_error(generate_parallel(ctx, notes[1:3], max_tokens = 2, output = out, resume = TRUE, progress = FALSE),
+               paste0(other, ".*mix two models"), class = "newrllama_invalid_argument")
+  expect_equal(readLines(out), before)
+})
