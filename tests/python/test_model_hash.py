@@ -8,7 +8,7 @@ import os
 import pytest
 
 import newrllama
-from newrllama import download
+from newrllama import download, file_record, model_hash
 from newrllama.model_hash import identify
 from model_server import ModelServer
 
@@ -18,13 +18,14 @@ def hashes(tmp_path, monkeypatch):
     """A fresh cache, and the paths of the files hashed since (the real hasher runs)."""
     monkeypatch.setenv("NEWRLLAMA_CACHE_DIR", str(tmp_path / "cache"))
     seen = []
-    real = download._hash_of_file
+    real = file_record.hash_of_file
 
     def counted(path):
         seen.append(str(path))
         return real(path)
 
-    monkeypatch.setattr(download, "_hash_of_file", counted)
+    monkeypatch.setattr(file_record, "hash_of_file", counted)
+    monkeypatch.setattr(model_hash, "hash_of_file", counted)
     return seen
 
 
