@@ -115,6 +115,80 @@ def test_constraints_choices_grammar_and_json_schema(client):
     assert isinstance(json.loads(j.choices[0].message.content)["city"], str)
 
 
+def test_values_that_change_nothing_and_metadata_are_accepted(client):
+    """What clients send by default or when replaying an answer: OpenAI's features at the value that asks
+    for nothing, null for any field, and the metadata fields; the answer is the plain request's."""
+    prompt = capital_prompt("Spain")
+    plain = client.completions.create(model="any", prompt=prompt, max_tokens=3, temperature=0)
+    noops = client.completions.create(
+        model="any", prompt=prompt, max_tokens=3, temperature=0, best_of=1, n=1, echo=False, logprobs=None,
+        suffix="", presence_penalty=0, frequency_penalty=0.0, logit_bias={}, user="someone",
+        stream_options={"include_usage": True}, extra_body={"audio": None, "metadata": {"run": "7"}})
+    assert noops.choices[0].text == plain.choices[0].text
+    messages = [{"role": "user", "content": "Name a city in Spain."}]
+    first = client.chat.completions.create(model="any", messages=messages, max_tokens=6, temperature=0)
+    replayed = messages + [{"role": "assistant", "content": first.choices[0].message.content, "refusal": None,
+                            "tool_calls": [], "annotations": [], "audio": None, "function_call": None},
+                           {"role": "user", "content": [{"type": "text", "text": "Another one?"}]}]
+    plain = client.chat.completions.create(model="any", messages=replayed, max_tokens=6, temperature=0)
+    noops = client.chat.completions.create(
+        model="any", messages=replayed, max_tokens=6, temperature=0, tools=[], tool_choice="none",
+        functions=[], function_call="none", logprobs=False, top_logprobs=0, modalities=["text"], store=False,
+        service_tier="auto", metadata={"run": "7"}, user="someone", safety_identifier="hash",
+        parallel_tool_calls=None, audio=None, prediction=None, reasoning_effort=None,
+        stream_options={"include_usage": True, "include_obfuscation": False})
+    assert noops.choices[0].message.content == plain.choices[0].message.content
+
+
+REFUSED_FIELDS = [  # (route, field or message fields, value, the param the error names)
+    ("/v1/completions", "best_of", 2, "best_of"), ("/v1/completions", "echo", True, "echo"),
+    ("/v1/completions", "logprobs", 0, "logprobs"), ("/v1/completions", "logprobs", 2, "logprobs"),
+    ("/v1/completions", "suffix", " end.", "suffix"), ("/v1/completions", "logit_bias", {"1": 5}, "logit_bias"),
+    ("/v1/completions", "presence_penalty", 0.5, "presence_penalty"),
+    ("/v1/completions", "temprature", 0.5, "temprature"),  # a misspelt name is not ignored either
+    ("/v1/completions", "messages", [{"role": "user", "content": "x"}], "messages"),
+    ("/v1/completions", "max_completion_tokens", 5, "max_completion_tokens"),
+    ("/v1/completions", "user", 42, "user"), ("/v1/completions", "model", 7, "model"),
+    ("/v1/completions", "stream_options", {"include_obfuscation": True}, "stream_options"),
+    ("/v1/completions", "stream_options", {"chunk_size": 4}, "stream_options"),
+    ("/v1/chat/completions", "tool_choice", "auto", "tool_choice"),
+    ("/v1/chat/completions", "tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
+    ("/v1/chat/completions", "function_call", "auto", "function_call"),
+    ("/v1/chat/completions", "functions", [{"name": "f"}], "functions"),
+    ("/v1/chat/completions", "parallel_tool_calls", False, "parallel_tool_calls"),
+    ("/v1/chat/completions", "modalities", ["text", "audio"], "modalities"),
+    ("/v1/chat/completions", "audio", {"voice": "alloy", "format": "wav"}, "audio"),
+    ("/v1/chat/completions", "prediction", {"type": "content", "content": "x"}, "prediction"),
+    ("/v1/chat/completions", "reasoning_effort", "low", "reasoning_effort"),
+    ("/v1/chat/completions", "web_search_options", {}, "web_search_options"),
+    ("/v1/chat/completions", "store", True, "store"), ("/v1/chat/completions", "service_tier", "flex", "service_tier"),
+    ("/v1/chat/completions", "logprobs", True, "logprobs"), ("/v1/chat/completions", "top_logprobs", 2, "top_logprobs"),
+    ("/v1/chat/completions", "metadata", "run 7", "metadata"), ("/v1/chat/completions", "prompt", "x", "prompt"),
+    ("/v1/chat/completions", "best_of", 2, "best_of"),
+    ("/v1/chat/completions", "messages", [{"role": "user", "content": "x", "name": "bob"}], "messages"),
+    ("/v1/chat/completions", "messages", [{"role": "assistant", "content": "x", "tool_calls": [{"id": "1"}]}],
+     "messages"),
+    ("/v1/chat/completions", "messages", [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}],
+     "messages"),
+]
+
+
+def test_every_other_field_is_refused_naming_it(server, client):
+    bodies = {"/v1/completions": {"prompt": "Hi", "max_tokens": 2},
+              "/v1/chat/completions": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for route, field, value, param in REFUSED_FIELDS:
+            r = http.post(route, json={**bodies[route], field: value})
+            assert r.status_code == 400, (route, field, value, r.text)
+            error = r.json()["error"]
+            assert error["param"] == param and error["type"] == "invalid_request_error", (field, error)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
+                                       tools=[{"type": "function", "function": {"name": "now", "parameters": {}}}],
+                                       tool_choice="auto")
+    assert refused.value.param in ("tools", "tool_choice") and "not supported" in refused.value.message
+
+
 def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
     before = server.metrics()["llamacpp:n_decode_total"]
     answers = {}

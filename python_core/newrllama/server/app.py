@@ -245,7 +245,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             prompts = [p for p in job.prompts for _ in range(job.n)]
             done = Answers(await unless_disconnected(request, ctx.agenerate_parallel(prompts, job.params)), job.n)
         except InvalidArgumentError as exc:  # found while preparing the prompts: a grammar that does not parse
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, str(exc), param=job.constraint_field) from None
         finally:
             metrics.in_flight -= 1
         failed = [(i, c.error) for i, c in enumerate(done) if c.finish_reason == "error"]
@@ -260,7 +260,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             stream = ctx.astream(job.prompts[0], job.params)
         except InvalidArgumentError as exc:
             metrics.in_flight -= 1
-            raise ApiError(400, str(exc)) from None
+            raise ApiError(400, str(exc), param=job.constraint_field) from None
         try:
             first: Optional[str] = await unless_disconnected(request, stream.__anext__())
         except StopAsyncIteration:
