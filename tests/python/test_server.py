@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+import newrllama
 from oracle import MARGIN, worst_gap
 from server_process import ServerProcess
 
@@ -349,6 +350,54 @@ def test_health_is_503_until_the_model_is_loaded():
     health, completion = asyncio.run(probe())
     assert health.status_code == 503 and health.json() == {"status": "loading"}
     assert completion.status_code == 503 and completion.headers["retry-after"] == "1"
+
+
+def test_a_prompt_too_long_is_the_callers_400(server):
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "word " * 600, "max_tokens": 2}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+    assert "a sequence holds at most 512" in r.json()["error"]["message"]
+
+
+def test_a_decode_failure_is_the_servers_500():
+    """llama_decode failing (the context's test hook, aimed at the one sequence) through the application in
+    process: a 500 of type server_error, streamed or not, and the next request is served."""
+    from newrllama.server import ServerConfig, create_app
+
+    async def run():
+        app = create_app(ServerConfig(n_seq_max=1, n_ctx=512, n_threads=2))
+        async with app.router.lifespan_context(app):
+            engine = app.state.engine
+            while engine.ctx is None:
+                assert engine.error is None
+                await asyncio.sleep(0.05)
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x",
+                                         timeout=60) as http:
+                answers = []
+                for stream in (False, True):
+                    engine.ctx._inject_decode_failure(after_n_decodes=1, seq_id=0)
+                    answers.append(await http.post("/v1/completions", json={
+                        "prompt": "Once upon a time", "max_tokens": 4, "stream": stream}))
+                answers.append(await http.post("/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 4}))
+                return answers
+
+    whole, streamed, after = asyncio.run(run())
+    for r in (whole, streamed):
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["type"] == "server_error" and "llama_decode failed" in error["message"]
+    assert after.status_code == 200 and after.json()["usage"]["completion_tokens"] == 4
+
+
+def test_library_errors_are_the_callers_only_when_the_request_cannot_run():
+    from newrllama.server.api_errors import library_error, prompt_failure
+    assert library_error(newrllama.InvalidArgumentError("the grammar could not be parsed"), "grammar").status == 400
+    assert library_error(newrllama.ClosedError("closed")).status == 503
+    for ours in (newrllama.GenerationError("x"), newrllama.ContextError("x"), newrllama.TokenizeError("x")):
+        assert library_error(ours).status == 500
+    failed = newrllama.Completion("", finish_reason="error", error="llama_decode failed", engine_error=True)
+    assert prompt_failure(2, failed, "prompt").status == 500
+    refused = newrllama.Completion("", finish_reason="error", error="prompt is empty")
+    assert (prompt_failure(2, refused, "prompt").status, prompt_failure(2, refused, "prompt").param) == (400, "prompt")
 
 
 def test_each_turn_of_a_chat_reuses_the_turn_before(client):
