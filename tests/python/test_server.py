@@ -43,7 +43,7 @@ def wait_for_idle(server, timeout=10.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         m = server.metrics()
-        if (m["llamacpp:requests_processing"] == 0 and m["llamacpp:kv_cache_tokens"] == 0) or \
+        if (m["newrllama:prompts_running"] == 0 and m["newrllama:kv_cells_running"] == 0) or \
                 time.monotonic() > deadline:
             return m
         time.sleep(0.05)
@@ -191,7 +191,7 @@ def test_every_other_field_is_refused_naming_it(server, client):
 
 
 def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
-    before = server.metrics()["llamacpp:n_decode_total"]
+    before = server.metrics()["newrllama:engine_steps_total"]
     answers = {}
 
     def ask(country):
@@ -206,7 +206,7 @@ def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
     for country, capital in CAPITALS.items():
         assert capital in answers[country], answers
     # Four answers of 24 tokens decoded one by one take ~100 steps; together ~30.
-    assert server.metrics()["llamacpp:n_decode_total"] - before < 60
+    assert server.metrics()["newrllama:engine_steps_total"] - before < 60
 
 
 def test_a_client_killed_mid_stream_frees_its_sequence(server):
@@ -218,12 +218,12 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     received = b""
     while received.count(b"data: ") < 3:
         received += sock.recv(4096)
-    assert server.metrics()["llamacpp:requests_processing"] == 1
+    assert server.metrics()["newrllama:prompts_running"] == 1
     sock.close()
     idle = wait_for_idle(server)
-    assert idle["llamacpp:requests_processing"] == 0 and idle["llamacpp:kv_cache_tokens"] == 0
+    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
     # The next N_SEQ requests still run N_SEQ wide.
-    before = idle["llamacpp:n_decode_total"]
+    before = idle["newrllama:engine_steps_total"]
 
     async def burst():
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
@@ -234,7 +234,7 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     answers = asyncio.run(burst())
     assert len(answers) == N_SEQ and all(r.status_code == 200 for r in answers)
     # One by one, 16 answers of 20 tokens take ~336 decode calls; side by side, about 21.
-    assert server.metrics()["llamacpp:n_decode_total"] - before < 40
+    assert server.metrics()["newrllama:engine_steps_total"] - before < 40
 
 
 def hostile_requests():
@@ -282,29 +282,51 @@ def test_hostile_requests_get_4xx_json_and_change_nothing(server, client):
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n{}")
         assert sock.recv(4096).startswith(b"HTTP/1.1 413")
     idle = wait_for_idle(server)
-    assert idle["llamacpp:kv_cache_tokens"] == 0 and idle["llamacpp:requests_processing"] == 0
+    assert idle["newrllama:kv_cells_running"] == 0 and idle["newrllama:prompts_running"] == 0
     assert server.process.poll() is None
     ok = client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3, temperature=0)
     assert "Paris" in ok.choices[0].text
 
 
 def test_metrics_count_what_was_served(server, client):
+    """Every figure of /metrics against what the clients received and what was run: usage summed, the
+    engine's steps (one per generated token, one more where the end of generation came) and its time."""
     before = wait_for_idle(server)
+    before_text = httpx.get(server.url + "/metrics").text
     usages = []
-    for country in CAPITALS:
-        usages.append(client.completions.create(model="any", prompt=capital_prompt(country), max_tokens=5,
-                                                temperature=0).usage)
+    started = time.monotonic()
+    notes = "Notes on rivers, mills, bridges and the towns that grew around them in the valley. " * 4
+    for prompt in [*map(capital_prompt, CAPITALS), notes, notes]:  # the second notes come from the prefix cache
+        usages.append(client.completions.create(model="any", prompt=prompt, max_tokens=5, temperature=0).usage)
     chunks = list(client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hello"}],
                                                  max_tokens=6, stream=True, stream_options={"include_usage": True}))
     usages.append(chunks[-1].usage)
+    elapsed = time.monotonic() - started
     after = server.metrics()
-    assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == \
-        sum(u.prompt_tokens for u in usages)
-    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == \
-        sum(u.completion_tokens for u in usages)
-    assert after["llamacpp:predicted_tokens_seconds"] > 0
     text = httpx.get(server.url + "/metrics").text
-    assert 'newrllama:http_requests_total{route="/v1/completions",status="200"}' in text
+    assert "llamacpp:" not in text  # llama-server's names would promise its meanings
+
+    def grew(name):
+        return after[f"newrllama:{name}"] - before[f"newrllama:{name}"]
+
+    assert grew("prompt_tokens_total") == sum(u.prompt_tokens for u in usages)
+    assert grew("cached_prompt_tokens_total") == sum(u.prompt_tokens_details.cached_tokens for u in usages) > 0
+    generated = sum(u.completion_tokens for u in usages)
+    assert grew("completion_tokens_total") == generated
+    assert generated <= grew("engine_steps_total") <= generated + len(usages)
+    assert 0 < grew("engine_step_seconds_total") < elapsed
+    for name in ("prompts_running", "prompts_waiting", "kv_cells_running", "requests_in_flight"):
+        assert after[f"newrllama:{name}"] == 0, name
+
+    def answered(text, route):
+        line = f'newrllama:http_requests_total{{route="{route}",status="200"}} '
+        return next((int(row[len(line):]) for row in text.splitlines() if row.startswith(line)), 0)
+
+    assert answered(text, "/v1/completions") - answered(before_text, "/v1/completions") == len(CAPITALS) + 2
+    assert answered(text, "/v1/chat/completions") - answered(before_text, "/v1/chat/completions") == 1
+    for row in text.splitlines():
+        if row.startswith("# HELP "):
+            assert len(row.split(" ", 3)[3]) > 20, row  # every figure says what it is
 
 
 def test_api_key_and_a_full_queue():
