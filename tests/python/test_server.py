@@ -190,6 +190,25 @@ def test_every_other_field_is_refused_naming_it(server, client):
     assert refused.value.param in ("tools", "tool_choice") and "not supported" in refused.value.message
 
 
+def test_grammars_over_a_bound_are_a_400_naming_it(server, client):
+    """A grammar that would overflow llama.cpp's parser's stack (it took the server down) and a schema
+    nested too deep are refused before parsing, naming the bound and the field."""
+    deep_grammar = "root ::= " + "(" * 30000 + '"a"' + ")" * 30000
+    schema: dict = {"type": "string"}
+    for _ in range(200):
+        schema = {"type": "array", "items": schema}
+    cases = [({"grammar": deep_grammar}, "grammar", "NEWRLLAMA_GRAMMAR_MAX_NESTING"),
+             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+              "response_format", "MAX_SCHEMA_NESTING")]
+    for extra, param, bound in cases:
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 2, **extra}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text[:300]
+        assert bound in r.json()["error"]["message"]
+    assert server.process.poll() is None
+    assert "Paris" in client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3,
+                                                temperature=0).choices[0].text
+
+
 def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
     before = server.metrics()["newrllama:engine_steps_total"]
     answers = {}
