@@ -3,9 +3,11 @@
  * end-of-generation token before the grammar is complete; applying it to gemma's
  * 262,144-token vocabulary costs tens of milliseconds. So the token is first picked
  * without the grammar and checked alone; only a rejected pick pays for the full
- * pass and is picked again, and only checked tokens are ever accepted. */
+ * pass and is picked again, and only checked tokens are ever accepted. A grammar's text is
+ * measured against NEWRLLAMA_GRAMMAR_MAX_* before llama.cpp parses it. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "newrllama_internal.h"
 
@@ -55,10 +57,117 @@ llama_token nr_sample_with_grammar(struct newrllama_context *c, struct newrllama
     return token;
 }
 
+/* llama.cpp writes a repetition bounded above this as an unbounded one (one rule), and refuses a
+ * larger minimum (its MAX_REPETITION_THRESHOLD). */
+#define LLAMA_REPETITION_THRESHOLD 2000u
+
+static uint64_t capped(uint64_t n) {
+    return n > NEWRLLAMA_GRAMMAR_MAX_REPEATED + 1u ? NEWRLLAMA_GRAMMAR_MAX_REPEATED + 1u : n;
+}
+
+/* Past a literal "..." or a class [...] whose opening character precedes p (escapes skipped). */
+static const char *after_quoted(const char *p, char close) {
+    while (*p && *p != close) p += (p[0] == '\\' && p[1]) ? 2 : 1;
+    return *p ? p + 1 : p;
+}
+
+static const char *after_space(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return p;
+}
+
+static const char *after_count(const char *p, uint64_t *count) {
+    uint64_t n = 0;
+    for (; *p >= '0' && *p <= '9'; p++) n = capped(n * 10 + (uint64_t)(*p - '0'));
+    *count = n;
+    return after_space(p);
+}
+
+/* How many copies of its element the repetition {m}, {m,} or {m,n} at p (past the '{') writes out. */
+static const char *after_repetition(const char *p, uint64_t *times) {
+    uint64_t low, high;
+    p = after_count(after_space(p), &low);
+    *times = low;
+    if (*p == ',') {
+        p = after_space(p + 1);
+        if (*p >= '0' && *p <= '9') {
+            p = after_count(p, &high);
+            *times = high > LLAMA_REPETITION_THRESHOLD ? low + 1 : (high > low ? high : low);
+        } else {
+            *times = low + 1;
+        }
+    }
+    return *p == '}' ? p + 1 : p;
+}
+
+static bool is_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* A scan of the text as llama.cpp's parser reads it, without building anything: `element` is the
+ * size (in symbols, over-counted as bytes) of what a repetition just after it would copy. */
+newrllama_error_code newrllama_grammar_check_bounds(const char *grammar, const char **error_message) {
+    nr_clear_error(error_message);
+    if (!grammar) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "grammar must not be NULL");
+    if (strnlen(grammar, NEWRLLAMA_GRAMMAR_MAX_BYTES + 1) > NEWRLLAMA_GRAMMAR_MAX_BYTES) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                       "the grammar is longer than %d bytes (the bound NEWRLLAMA_GRAMMAR_MAX_BYTES)",
+                       NEWRLLAMA_GRAMMAR_MAX_BYTES);
+    }
+    int depth = 0;
+    uint64_t element = 0, repeated = 0, times;
+    const char *p = grammar;
+    while (*p) {
+        const char *start = p;
+        if (*p == '"' || *p == '[') {
+            p = after_quoted(p + 1, *p == '"' ? '"' : ']');
+            element = capped((uint64_t)(p - start) > 2 ? (uint64_t)(p - start) - 2 : 1);  /* what is inside */
+        } else if (*p == '<') {
+            p = after_quoted(p + 1, '>');
+            element = 1;
+        } else if (*p == '#') {
+            while (*p && *p != '\n' && *p != '\r') p++;
+        } else if (*p == '(') {
+            if (++depth > NEWRLLAMA_GRAMMAR_MAX_NESTING) {
+                return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                               "the grammar nests groups ( ) more than %d deep (the bound NEWRLLAMA_GRAMMAR_MAX_NESTING)",
+                               NEWRLLAMA_GRAMMAR_MAX_NESTING);
+            }
+            element = 0;
+            p++;
+        } else if (*p == ')' || *p == '.') {
+            if (*p == ')' && depth > 0) depth--;
+            element = 1;
+            p++;
+        } else if (*p == '{') {
+            p = after_repetition(p + 1, &times);
+            repeated = capped(repeated + element * times);
+            element = capped(element * times + 1);  /* a repetition of it repeats the copies */
+        } else if (*p == '*' || *p == '+' || *p == '?') {  /* one rule, no copies: costs what its text does */
+            element = capped(element + 1);
+            p++;
+        } else if (is_word_char(*p)) {
+            while (is_word_char(*p)) p++;
+            element = 1;
+        } else {
+            if (*p == '|' || *p == ':' || *p == '=') element = 0;
+            p++;
+        }
+        if (repeated > NEWRLLAMA_GRAMMAR_MAX_REPEATED) {
+            return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
+                           "the grammar's repetitions {m,n} write out more than %d symbols (the bound "
+                           "NEWRLLAMA_GRAMMAR_MAX_REPEATED)", NEWRLLAMA_GRAMMAR_MAX_REPEATED);
+        }
+    }
+    return NEWRLLAMA_OK;
+}
+
 newrllama_error_code newrllama_grammar_check(newrllama_model_handle model, const char *grammar,
                                              const char **error_message) {
     nr_clear_error(error_message);
     if (!model || !grammar) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "model and grammar must not be NULL");
+    newrllama_error_code rc = newrllama_grammar_check_bounds(grammar, error_message);
+    if (rc != NEWRLLAMA_OK) return rc;
     struct llama_sampler *g = llama_sampler_init_grammar(model->vocab, grammar, "root");
     if (!g) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
@@ -75,11 +184,14 @@ newrllama_error_code newrllama_sampler_create_ex(newrllama_context_handle ctx, c
     newrllama_error_code rc = newrllama_sampler_create(ctx, params, seed, sampler_out, error_message);
     if (rc != NEWRLLAMA_OK || !grammar) return rc;
     struct newrllama_sampler *s = *sampler_out;
-    s->grammar = llama_sampler_init_grammar(ctx->model->vocab, grammar, "root");
-    if (!s->grammar) {
+    rc = newrllama_grammar_check_bounds(grammar, error_message);
+    if (rc == NEWRLLAMA_OK) {
+        s->grammar = llama_sampler_init_grammar(ctx->model->vocab, grammar, "root");
+        if (!s->grammar) rc = nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "the grammar could not be parsed");
+    }
+    if (rc != NEWRLLAMA_OK) {
         nr_sampler_release(s);
         *sampler_out = NULL;
-        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "the grammar could not be parsed");
     }
-    return NEWRLLAMA_OK;
+    return rc;
 }

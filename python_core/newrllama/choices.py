@@ -192,4 +192,4 @@ class LabelJob:
         scheduler.end_label_job(self)
 
     def fail(self, scheduler, why: str) -> None:
-        scheduler.retire(self.owner, "error", f"{why} scoring a label of this prompt")
+        scheduler.retire(self.owner, "error", f"{why} scoring a label of this prompt", engine_error=True)

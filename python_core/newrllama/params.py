@@ -6,11 +6,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
+from ._lib import ffi, lib
 from .errors import InvalidArgumentError
 
 MAX_SEED = 2**32 - 1
 MAX_CHOICES = 1024
 MAX_STOP = 64  # every stop string is searched for after every token
+# A json_schema is measured before the converter (which recurses per level) reads it; the grammar it
+# converts to must then keep to the grammar bounds (NEWRLLAMA_GRAMMAR_MAX_* in newrllama_capi.h).
+MAX_SCHEMA_BYTES = 64 * 1024    # of its JSON text
+MAX_SCHEMA_NESTING = 64         # objects and arrays inside one another in its JSON
 _INT32_MAX = 2**31 - 1
 
 
@@ -61,6 +66,12 @@ class SamplingParams:
     its JSON text, converted to GBNF by llama-cpp-python's own converter)
     constrain the answer token by token; ``max_tokens`` may still cut it short
     (``finish_reason='length'``). At most one of choices, grammar, json_schema.
+    A grammar (given, or converted from the schema) of more than 64 KiB, with groups
+    ``( )`` nested more than 1,024 deep, or whose repetitions ``{m,n}`` write out more
+    than 100,000 symbols is refused, as is a schema of more than 64 KiB of JSON or
+    nested more than 64 objects and arrays deep: llama.cpp's parser would take the
+    process down or hold it for long (each maxLength or maxItems n of a schema becomes
+    n nested groups).
     """
 
     max_tokens: int = 100
@@ -102,9 +113,10 @@ class SamplingParams:
         if sum(x is not None for x in (self.choices, self.grammar, self.json_schema)) > 1:
             raise InvalidArgumentError("give at most one of choices, grammar and json_schema")
         if self.grammar is not None:
-            object.__setattr__(self, "gbnf", _check_text("grammar", self.grammar))
+            object.__setattr__(self, "gbnf", _within_bounds("grammar", _check_text("grammar", self.grammar)))
         elif self.json_schema is not None:
-            object.__setattr__(self, "gbnf", _schema_to_gbnf(self.json_schema))
+            object.__setattr__(self, "gbnf", _within_bounds("json_schema (the grammar it converts to)",
+                                                            _schema_to_gbnf(self.json_schema)))
 
 
 def _check_text(name: str, text: object) -> str:
@@ -115,13 +127,56 @@ def _check_text(name: str, text: object) -> str:
     return text
 
 
-def _schema_to_gbnf(schema: object) -> str:
+def _within_bounds(name: str, gbnf: str) -> str:
+    err = ffi.new("const char **")
+    if lib.newrllama_grammar_check_bounds(gbnf.encode("utf-8"), err) != lib.NEWRLLAMA_OK:
+        raise InvalidArgumentError(f"{name}: {ffi.string(err[0]).decode()}")
+    return gbnf
+
+
+def _nesting_over(value: object, bound: int) -> bool:
+    """Whether dicts and lists nest more than bound deep in value (without recursion, and stopping
+    there, so that a deep or cyclic value costs little)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > bound:
+            return True
+        todo.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _schema_text(schema: object) -> str:
+    """The schema's JSON text, within MAX_SCHEMA_BYTES and MAX_SCHEMA_NESTING."""
+    too_deep = f"json_schema nests objects and arrays more than {MAX_SCHEMA_NESTING} deep (MAX_SCHEMA_NESTING)"
     if isinstance(schema, dict):
+        if _nesting_over(schema, MAX_SCHEMA_NESTING):
+            raise InvalidArgumentError(too_deep)
         try:
-            schema = json.dumps(schema)
+            text = json.dumps(schema)
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"json_schema cannot be written as JSON: {exc}") from None
-    text = _check_text("json_schema", schema)
+    else:
+        text = _check_text("json_schema", schema)
+    if len(text.encode("utf-8")) > MAX_SCHEMA_BYTES:
+        raise InvalidArgumentError(f"json_schema is longer than {MAX_SCHEMA_BYTES} bytes of JSON (MAX_SCHEMA_BYTES)")
+    if not isinstance(schema, dict):
+        try:
+            deep = _nesting_over(json.loads(text), MAX_SCHEMA_NESTING)
+        except RecursionError:
+            deep = True
+        except ValueError:
+            deep = False  # not JSON: the converter says so
+        if deep:
+            raise InvalidArgumentError(too_deep)
+    return text
+
+
+def _schema_to_gbnf(schema: object) -> str:
+    text = _schema_text(schema)
     from llama_cpp.llama_grammar import json_schema_to_gbnf  # the reference converter, loaded when needed
     try:
         return _check_text("the grammar converted from json_schema", json_schema_to_gbnf(text))

@@ -106,7 +106,7 @@ class Request:
         scheduler.let_go_of_prefix(self)
 
     def fail(self, scheduler, why: str) -> None:
-        scheduler.retire(self, "error", f"{why} for this prompt")
+        scheduler.retire(self, "error", f"{why} for this prompt", engine_error=True)
 
     def accept(self, token: int, is_eog: bool) -> Optional[FinishReason]:
         """Takes the token sampled for this request; returns why it is finished, or None."""
@@ -132,8 +132,9 @@ class Request:
             self.sink(self.text[self.n_shown:end], final)
             self.n_shown = max(end, self.n_shown)
 
-    def finish(self, reason: FinishReason, error: Optional[str] = None) -> None:
-        """Records the result (engine thread, or the caller for a prompt that never ran) and tells the caller."""
+    def finish(self, reason: FinishReason, error: Optional[str] = None, engine_error: bool = False) -> None:
+        """Records the result (engine thread, or the caller for a prompt that never ran) and tells the caller;
+        engine_error: the error is the engine's, not the prompt's (see Completion)."""
         if self.completion is not None:
             return
         if self.choice is not None and reason == "stop":
@@ -149,7 +150,8 @@ class Request:
                 text=self.text.decode("utf-8", "replace") if reason != "error" else "",
                 token_ids=list(self.tokens[self.n_prompt:self.n_tokens]) if self.n_gen and reason != "error" else [],
                 finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
-                n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached)
+                n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached,
+                engine_error=engine_error)
         self.tokens = ffi.NULL
         self.call.finished(self)  # first: a stream that sees its end reads the completion
         if self.sink is not None:

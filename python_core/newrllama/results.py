@@ -16,6 +16,11 @@ class Completion:
     ``'error'`` (this prompt could not run; ``error`` says why, ``text`` is empty) or
     ``'cancelled'`` (the caller stopped it: a stream closed early; a call interrupted
     with Ctrl-C raises instead of returning results).
+
+    ``engine_error`` tells whose an error was: True when the engine failed (llama_decode,
+    an internal error, the context closed while it ran), so the same prompt may succeed
+    when run again; False when the prompt cannot run as given (empty, too long for its
+    sequence, tokens outside the vocabulary, a grammar that cannot be completed).
     """
 
     text: str
@@ -26,6 +31,7 @@ class Completion:
     n_gen_tokens: int = 0
     n_cached_tokens: int = 0  # prompt tokens served by the prefix cache (not decoded for this prompt)
     choice_probs: Optional[Dict[str, float]] = None  # with SamplingParams(choices=...): label -> probability
+    engine_error: bool = False
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ class Scheduler:
         out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
         if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,
                                                                 self._err) != lib.NEWRLLAMA_OK:
-            r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"))
+            # Its grammar was checked when the call was prepared: what fails here is memory.
+            r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"), engine_error=True)
             return False
         r.start(seq, out[0])
         self._active[seq] = r
@@ -406,7 +407,7 @@ class Scheduler:
         elif r.cancelled:
             self.retire(r, "cancelled", "cancelled")
 
-    def retire(self, r: Request, reason, error: Optional[str] = None) -> None:
+    def retire(self, r: Request, reason, error: Optional[str] = None, engine_error: bool = False) -> None:
         """Ends an admitted request: frees its sampler and its sequence (what it decoded stays cached),
         then reports the result."""
         free_sampler(r)
@@ -423,7 +424,7 @@ class Scheduler:
             lib.newrllama_seq_clear(self._ctx, r.seq, ffi.NULL)
             self._active[r.seq] = None
             r.seq = -1
-        r.finish(reason, error)
+        r.finish(reason, error, engine_error)
 
     def _fail_all(self, message: str, closed: bool = False) -> None:
         with self._cv:
@@ -446,4 +447,4 @@ class Scheduler:
         for r in pending:
             if closed:
                 r.call.closed = True
-            r.finish("error", message)
+            r.finish("error", message, engine_error=True)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 import newrllama
+from newrllama._lib import lib
 
 YES_NO = 'root ::= ("yes" | "no") "."'
 SCHEMA = {"type": "object", "properties": {"label": {"enum": ["acq", "crude"]}, "score": {"type": "integer"}},
@@ -83,3 +85,75 @@ def test_bad_grammars_are_clear_errors_naming_the_prompt(ctx4, grammar, message)
 def test_bad_grammar_and_schema_arguments(kwargs, message):
     with pytest.raises(newrllama.InvalidArgumentError, match=message):
         newrllama.SamplingParams(**kwargs)
+
+
+def nested(depth: int) -> str:
+    return "root ::= " + "(" * depth + '"a"' + ")" * depth
+
+
+def alternatives(n_bytes: int) -> str:
+    """A grammar of about n_bytes (never more): root ::= "w0" | "w1" | ..."""
+    words, size = [], len("root ::= ")
+    while size + len(f' | "w{len(words)}"') <= n_bytes:
+        words.append(f'"w{len(words)}"')
+        size += len(words[-1]) + 3
+    return "root ::= " + " | ".join(words)
+
+
+def repeated(n_symbols: int) -> str:
+    """A literal of 50 characters repeated n_symbols / 50 times."""
+    return 'root ::= "' + "a" * 50 + '"{' + str(n_symbols // 50) + "}"
+
+
+def test_grammars_up_to_the_bounds_parse(model, ctx4):
+    for grammar in (nested(lib.NEWRLLAMA_GRAMMAR_MAX_NESTING), alternatives(lib.NEWRLLAMA_GRAMMAR_MAX_BYTES),
+                    repeated(lib.NEWRLLAMA_GRAMMAR_MAX_REPEATED)):
+        assert len(grammar.encode()) <= lib.NEWRLLAMA_GRAMMAR_MAX_BYTES
+        model.vocab.check_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
+    deep = ctx4.generate("Say a:", newrllama.SamplingParams(max_tokens=4, grammar=nested(1000)))
+    assert deep.text == "a" and deep.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("grammar,bound", [
+    (nested(lib.NEWRLLAMA_GRAMMAR_MAX_NESTING + 1), "NEWRLLAMA_GRAMMAR_MAX_NESTING"),
+    (nested(30000), "NEWRLLAMA_GRAMMAR_MAX_NESTING"),  # 60 KB that overflowed llama.cpp's parser's stack
+    (alternatives(lib.NEWRLLAMA_GRAMMAR_MAX_BYTES + 20), "NEWRLLAMA_GRAMMAR_MAX_BYTES"),
+    (repeated(lib.NEWRLLAMA_GRAMMAR_MAX_REPEATED + 50), "NEWRLLAMA_GRAMMAR_MAX_REPEATED"),
+    ('root ::= "' + "a" * 10000 + '"{2000}', "NEWRLLAMA_GRAMMAR_MAX_REPEATED"),  # 20 million symbols to build
+])
+def test_grammars_over_a_bound_are_refused_at_once(model, grammar, bound):
+    start = time.perf_counter()
+    with pytest.raises(newrllama.InvalidArgumentError, match=f"^grammar: .*{bound}"):
+        newrllama.SamplingParams(grammar=grammar)
+    with pytest.raises(newrllama.InvalidArgumentError, match=bound):  # the C API's own check
+        model.vocab.check_grammar(grammar)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_parentheses_in_literals_and_classes_do_not_count_as_nesting(model):
+    grammar = 'root ::= "' + "(" * 2000 + '" [(((] "\\"((("'
+    model.vocab.check_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
+
+
+def deep_schema(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return schema  # two JSON levels per array: the schema and nothing else (items is a dict)
+
+
+def test_json_schemas_over_a_bound_are_refused_before_conversion():
+    newrllama.SamplingParams(json_schema=deep_schema(newrllama.params.MAX_SCHEMA_NESTING - 1))
+    for schema in (deep_schema(newrllama.params.MAX_SCHEMA_NESTING), deep_schema(100000),
+                   '{"items": ' * 5000 + "{}" + "}" * 5000):
+        start = time.perf_counter()
+        with pytest.raises(newrllama.InvalidArgumentError, match="MAX_SCHEMA_NESTING"):
+            newrllama.SamplingParams(json_schema=schema)
+        assert time.perf_counter() - start < 0.5
+    big = {"enum": [f"label number {i}" for i in range(5000)]}
+    with pytest.raises(newrllama.InvalidArgumentError, match="MAX_SCHEMA_BYTES"):
+        newrllama.SamplingParams(json_schema=big)
+    # The converter writes maxLength n as n nested groups: 1,000 parse (llama.cpp refuses more itself).
+    newrllama.SamplingParams(json_schema={"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 1000}, "tags": {"type": "array", "items": {"type": "string"},
+                                                                 "maxItems": 50}}})

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+import newrllama
 from oracle import MARGIN, worst_gap
 from server_process import ServerProcess
 
@@ -42,7 +43,7 @@ def wait_for_idle(server, timeout=10.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         m = server.metrics()
-        if (m["llamacpp:requests_processing"] == 0 and m["llamacpp:kv_cache_tokens"] == 0) or \
+        if (m["newrllama:prompts_running"] == 0 and m["newrllama:kv_cells_running"] == 0) or \
                 time.monotonic() > deadline:
             return m
         time.sleep(0.05)
@@ -115,8 +116,101 @@ def test_constraints_choices_grammar_and_json_schema(client):
     assert isinstance(json.loads(j.choices[0].message.content)["city"], str)
 
 
+def test_values_that_change_nothing_and_metadata_are_accepted(client):
+    """What clients send by default or when replaying an answer: OpenAI's features at the value that asks
+    for nothing, null for any field, and the metadata fields; the answer is the plain request's."""
+    prompt = capital_prompt("Spain")
+    plain = client.completions.create(model="any", prompt=prompt, max_tokens=3, temperature=0)
+    noops = client.completions.create(
+        model="any", prompt=prompt, max_tokens=3, temperature=0, best_of=1, n=1, echo=False, logprobs=None,
+        suffix="", presence_penalty=0, frequency_penalty=0.0, logit_bias={}, user="someone",
+        stream_options={"include_usage": True}, extra_body={"audio": None, "metadata": {"run": "7"}})
+    assert noops.choices[0].text == plain.choices[0].text
+    messages = [{"role": "user", "content": "Name a city in Spain."}]
+    first = client.chat.completions.create(model="any", messages=messages, max_tokens=6, temperature=0)
+    replayed = messages + [{"role": "assistant", "content": first.choices[0].message.content, "refusal": None,
+                            "tool_calls": [], "annotations": [], "audio": None, "function_call": None},
+                           {"role": "user", "content": [{"type": "text", "text": "Another one?"}]}]
+    plain = client.chat.completions.create(model="any", messages=replayed, max_tokens=6, temperature=0)
+    noops = client.chat.completions.create(
+        model="any", messages=replayed, max_tokens=6, temperature=0, tools=[], tool_choice="none",
+        functions=[], function_call="none", logprobs=False, top_logprobs=0, modalities=["text"], store=False,
+        service_tier="auto", metadata={"run": "7"}, user="someone", safety_identifier="hash",
+        parallel_tool_calls=None, audio=None, prediction=None, reasoning_effort=None,
+        stream_options={"include_usage": True, "include_obfuscation": False})
+    assert noops.choices[0].message.content == plain.choices[0].message.content
+
+
+REFUSED_FIELDS = [  # (route, field or message fields, value, the param the error names)
+    ("/v1/completions", "best_of", 2, "best_of"), ("/v1/completions", "echo", True, "echo"),
+    ("/v1/completions", "logprobs", 0, "logprobs"), ("/v1/completions", "logprobs", 2, "logprobs"),
+    ("/v1/completions", "suffix", " end.", "suffix"), ("/v1/completions", "logit_bias", {"1": 5}, "logit_bias"),
+    ("/v1/completions", "presence_penalty", 0.5, "presence_penalty"),
+    ("/v1/completions", "temprature", 0.5, "temprature"),  # a misspelt name is not ignored either
+    ("/v1/completions", "messages", [{"role": "user", "content": "x"}], "messages"),
+    ("/v1/completions", "max_completion_tokens", 5, "max_completion_tokens"),
+    ("/v1/completions", "user", 42, "user"), ("/v1/completions", "model", 7, "model"),
+    ("/v1/completions", "stream_options", {"include_obfuscation": True}, "stream_options"),
+    ("/v1/completions", "stream_options", {"chunk_size": 4}, "stream_options"),
+    ("/v1/chat/completions", "tool_choice", "auto", "tool_choice"),
+    ("/v1/chat/completions", "tools", [{"type": "function", "function": {"name": "f"}}], "tools"),
+    ("/v1/chat/completions", "function_call", "auto", "function_call"),
+    ("/v1/chat/completions", "functions", [{"name": "f"}], "functions"),
+    ("/v1/chat/completions", "parallel_tool_calls", False, "parallel_tool_calls"),
+    ("/v1/chat/completions", "modalities", ["text", "audio"], "modalities"),
+    ("/v1/chat/completions", "audio", {"voice": "alloy", "format": "wav"}, "audio"),
+    ("/v1/chat/completions", "prediction", {"type": "content", "content": "x"}, "prediction"),
+    ("/v1/chat/completions", "reasoning_effort", "low", "reasoning_effort"),
+    ("/v1/chat/completions", "web_search_options", {}, "web_search_options"),
+    ("/v1/chat/completions", "store", True, "store"), ("/v1/chat/completions", "service_tier", "flex", "service_tier"),
+    ("/v1/chat/completions", "logprobs", True, "logprobs"), ("/v1/chat/completions", "top_logprobs", 2, "top_logprobs"),
+    ("/v1/chat/completions", "metadata", "run 7", "metadata"), ("/v1/chat/completions", "prompt", "x", "prompt"),
+    ("/v1/chat/completions", "best_of", 2, "best_of"),
+    ("/v1/chat/completions", "messages", [{"role": "user", "content": "x", "name": "bob"}], "messages"),
+    ("/v1/chat/completions", "messages", [{"role": "assistant", "content": "x", "tool_calls": [{"id": "1"}]}],
+     "messages"),
+    ("/v1/chat/completions", "messages", [{"role": "user", "content": [{"type": "text", "text": "x", "cache": 1}]}],
+     "messages"),
+]
+
+
+def test_every_other_field_is_refused_naming_it(server, client):
+    bodies = {"/v1/completions": {"prompt": "Hi", "max_tokens": 2},
+              "/v1/chat/completions": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for route, field, value, param in REFUSED_FIELDS:
+            r = http.post(route, json={**bodies[route], field: value})
+            assert r.status_code == 400, (route, field, value, r.text)
+            error = r.json()["error"]
+            assert error["param"] == param and error["type"] == "invalid_request_error", (field, error)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
+                                       tools=[{"type": "function", "function": {"name": "now", "parameters": {}}}],
+                                       tool_choice="auto")
+    assert refused.value.param in ("tools", "tool_choice") and "not supported" in refused.value.message
+
+
+def test_grammars_over_a_bound_are_a_400_naming_it(server, client):
+    """A grammar that would overflow llama.cpp's parser's stack (it took the server down) and a schema
+    nested too deep are refused before parsing, naming the bound and the field."""
+    deep_grammar = "root ::= " + "(" * 30000 + '"a"' + ")" * 30000
+    schema: dict = {"type": "string"}
+    for _ in range(200):
+        schema = {"type": "array", "items": schema}
+    cases = [({"grammar": deep_grammar}, "grammar", "NEWRLLAMA_GRAMMAR_MAX_NESTING"),
+             ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+              "response_format", "MAX_SCHEMA_NESTING")]
+    for extra, param, bound in cases:
+        r = httpx.post(server.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 2, **extra}, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text[:300]
+        assert bound in r.json()["error"]["message"]
+    assert server.process.poll() is None
+    assert "Paris" in client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3,
+                                                temperature=0).choices[0].text
+
+
 def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
-    before = server.metrics()["llamacpp:n_decode_total"]
+    before = server.metrics()["newrllama:engine_steps_total"]
     answers = {}
 
     def ask(country):
@@ -131,7 +225,7 @@ def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
     for country, capital in CAPITALS.items():
         assert capital in answers[country], answers
     # Four answers of 24 tokens decoded one by one take ~100 steps; together ~30.
-    assert server.metrics()["llamacpp:n_decode_total"] - before < 60
+    assert server.metrics()["newrllama:engine_steps_total"] - before < 60
 
 
 def test_a_client_killed_mid_stream_frees_its_sequence(server):
@@ -143,12 +237,12 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     received = b""
     while received.count(b"data: ") < 3:
         received += sock.recv(4096)
-    assert server.metrics()["llamacpp:requests_processing"] == 1
+    assert server.metrics()["newrllama:prompts_running"] == 1
     sock.close()
     idle = wait_for_idle(server)
-    assert idle["llamacpp:requests_processing"] == 0 and idle["llamacpp:kv_cache_tokens"] == 0
+    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
     # The next N_SEQ requests still run N_SEQ wide.
-    before = idle["llamacpp:n_decode_total"]
+    before = idle["newrllama:engine_steps_total"]
 
     async def burst():
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
@@ -159,7 +253,7 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     answers = asyncio.run(burst())
     assert len(answers) == N_SEQ and all(r.status_code == 200 for r in answers)
     # One by one, 16 answers of 20 tokens take ~336 decode calls; side by side, about 21.
-    assert server.metrics()["llamacpp:n_decode_total"] - before < 40
+    assert server.metrics()["newrllama:engine_steps_total"] - before < 40
 
 
 def hostile_requests():
@@ -207,29 +301,51 @@ def test_hostile_requests_get_4xx_json_and_change_nothing(server, client):
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n{}")
         assert sock.recv(4096).startswith(b"HTTP/1.1 413")
     idle = wait_for_idle(server)
-    assert idle["llamacpp:kv_cache_tokens"] == 0 and idle["llamacpp:requests_processing"] == 0
+    assert idle["newrllama:kv_cells_running"] == 0 and idle["newrllama:prompts_running"] == 0
     assert server.process.poll() is None
     ok = client.completions.create(model="any", prompt=capital_prompt("France"), max_tokens=3, temperature=0)
     assert "Paris" in ok.choices[0].text
 
 
 def test_metrics_count_what_was_served(server, client):
+    """Every figure of /metrics against what the clients received and what was run: usage summed, the
+    engine's steps (one per generated token, one more where the end of generation came) and its time."""
     before = wait_for_idle(server)
+    before_text = httpx.get(server.url + "/metrics").text
     usages = []
-    for country in CAPITALS:
-        usages.append(client.completions.create(model="any", prompt=capital_prompt(country), max_tokens=5,
-                                                temperature=0).usage)
+    started = time.monotonic()
+    notes = "Notes on rivers, mills, bridges and the towns that grew around them in the valley. " * 4
+    for prompt in [*map(capital_prompt, CAPITALS), notes, notes]:  # the second notes come from the prefix cache
+        usages.append(client.completions.create(model="any", prompt=prompt, max_tokens=5, temperature=0).usage)
     chunks = list(client.chat.completions.create(model="any", messages=[{"role": "user", "content": "Hello"}],
                                                  max_tokens=6, stream=True, stream_options={"include_usage": True}))
     usages.append(chunks[-1].usage)
+    elapsed = time.monotonic() - started
     after = server.metrics()
-    assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == \
-        sum(u.prompt_tokens for u in usages)
-    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == \
-        sum(u.completion_tokens for u in usages)
-    assert after["llamacpp:predicted_tokens_seconds"] > 0
     text = httpx.get(server.url + "/metrics").text
-    assert 'newrllama:http_requests_total{route="/v1/completions",status="200"}' in text
+    assert "llamacpp:" not in text  # llama-server's names would promise its meanings
+
+    def grew(name):
+        return after[f"newrllama:{name}"] - before[f"newrllama:{name}"]
+
+    assert grew("prompt_tokens_total") == sum(u.prompt_tokens for u in usages)
+    assert grew("cached_prompt_tokens_total") == sum(u.prompt_tokens_details.cached_tokens for u in usages) > 0
+    generated = sum(u.completion_tokens for u in usages)
+    assert grew("completion_tokens_total") == generated
+    assert generated <= grew("engine_steps_total") <= generated + len(usages)
+    assert 0 < grew("engine_step_seconds_total") < elapsed
+    for name in ("prompts_running", "prompts_waiting", "kv_cells_running", "requests_in_flight"):
+        assert after[f"newrllama:{name}"] == 0, name
+
+    def answered(text, route):
+        line = f'newrllama:http_requests_total{{route="{route}",status="200"}} '
+        return next((int(row[len(line):]) for row in text.splitlines() if row.startswith(line)), 0)
+
+    assert answered(text, "/v1/completions") - answered(before_text, "/v1/completions") == len(CAPITALS) + 2
+    assert answered(text, "/v1/chat/completions") - answered(before_text, "/v1/chat/completions") == 1
+    for row in text.splitlines():
+        if row.startswith("# HELP "):
+            assert len(row.split(" ", 3)[3]) > 20, row  # every figure says what it is
 
 
 def test_api_key_and_a_full_queue():
@@ -275,6 +391,54 @@ def test_health_is_503_until_the_model_is_loaded():
     health, completion = asyncio.run(probe())
     assert health.status_code == 503 and health.json() == {"status": "loading"}
     assert completion.status_code == 503 and completion.headers["retry-after"] == "1"
+
+
+def test_a_prompt_too_long_is_the_callers_400(server):
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "word " * 600, "max_tokens": 2}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+    assert "a sequence holds at most 512" in r.json()["error"]["message"]
+
+
+def test_a_decode_failure_is_the_servers_500():
+    """llama_decode failing (the context's test hook, aimed at the one sequence) through the application in
+    process: a 500 of type server_error, streamed or not, and the next request is served."""
+    from newrllama.server import ServerConfig, create_app
+
+    async def run():
+        app = create_app(ServerConfig(n_seq_max=1, n_ctx=512, n_threads=2))
+        async with app.router.lifespan_context(app):
+            engine = app.state.engine
+            while engine.ctx is None:
+                assert engine.error is None
+                await asyncio.sleep(0.05)
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x",
+                                         timeout=60) as http:
+                answers = []
+                for stream in (False, True):
+                    engine.ctx._inject_decode_failure(after_n_decodes=1, seq_id=0)
+                    answers.append(await http.post("/v1/completions", json={
+                        "prompt": "Once upon a time", "max_tokens": 4, "stream": stream}))
+                answers.append(await http.post("/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 4}))
+                return answers
+
+    whole, streamed, after = asyncio.run(run())
+    for r in (whole, streamed):
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["type"] == "server_error" and "llama_decode failed" in error["message"]
+    assert after.status_code == 200 and after.json()["usage"]["completion_tokens"] == 4
+
+
+def test_library_errors_are_the_callers_only_when_the_request_cannot_run():
+    from newrllama.server.api_errors import library_error, prompt_failure
+    assert library_error(newrllama.InvalidArgumentError("the grammar could not be parsed"), "grammar").status == 400
+    assert library_error(newrllama.ClosedError("closed")).status == 503
+    for ours in (newrllama.GenerationError("x"), newrllama.ContextError("x"), newrllama.TokenizeError("x")):
+        assert library_error(ours).status == 500
+    failed = newrllama.Completion("", finish_reason="error", error="llama_decode failed", engine_error=True)
+    assert prompt_failure(2, failed, "prompt").status == 500
+    refused = newrllama.Completion("", finish_reason="error", error="prompt is empty")
+    assert (prompt_failure(2, refused, "prompt").status, prompt_failure(2, refused, "prompt").param) == (400, "prompt")
 
 
 def test_each_turn_of_a_chat_reuses_the_turn_before(client):

@@ -22,8 +22,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException
 
 from ..context import Context
-from ..errors import GenerationError, InvalidArgumentError, NewrllamaError
+from ..errors import GenerationError, NewrllamaError
 from ..model import Model
+from .api_errors import RETRY_SOON, ApiError, library_error, prompt_failure
 from .metrics import ServerMetrics
 from .openai_request import BadRequest, Job, chat_job, chat_messages, completion_job
 from .openai_response import Answers, ChunkWriter, chat_body, completion_body, error_body, usage
@@ -78,13 +79,6 @@ class Engine:
             self.ctx.close()
         if self.model is not None:
             self.model.close()
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", param: Optional[str] = None,
-                 headers: Optional[Dict[str, str]] = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param, self.headers = status, message, kind, param, headers
 
 
 class ClientGone(Exception):
@@ -155,6 +149,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         await asyncio.get_running_loop().run_in_executor(None, engine.close)
 
     app = FastAPI(title="newrllama", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine = engine  # for in-process callers (tests) that reach the context
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -183,7 +178,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         if engine.error is not None:
             raise ApiError(500, f"the model could not be loaded: {engine.error}", "server_error")
         if engine.ctx is None:
-            raise ApiError(503, "the model is still loading", "server_error", headers={"Retry-After": "1"})
+            raise ApiError(503, "the model is still loading", "server_error", headers=RETRY_SOON)
         return engine.ctx
 
     @app.get("/health")
@@ -191,14 +186,14 @@ def create_app(config: ServerConfig) -> FastAPI:
         if engine.error is not None:
             return JSONResponse({"status": "error", "error": engine.error}, 500)
         if engine.ctx is None:
-            return JSONResponse({"status": "loading"}, 503, headers={"Retry-After": "1"})
+            return JSONResponse({"status": "loading"}, 503, headers=RETRY_SOON)
         return JSONResponse({"status": "ok"})
 
     @app.get("/metrics")
     async def prometheus() -> PlainTextResponse:
         ctx = engine.ctx
         if ctx is None:
-            raise ApiError(503, "the model is still loading", "server_error", headers={"Retry-After": "1"})
+            raise ApiError(503, "the model is still loading", "server_error", headers=RETRY_SOON)
         # Reading the KV cache waits for the running step: not in the event loop's thread.
         cells = await asyncio.get_running_loop().run_in_executor(None, ctx.n_used_cells)
         return PlainTextResponse(metrics.render(ctx.engine_stats(), cells), media_type="text/plain; version=0.0.4")
@@ -237,30 +232,30 @@ def create_app(config: ServerConfig) -> FastAPI:
             raise ApiError(400, exc.message, param=exc.param) from None
         if metrics.in_flight >= config.n_seq_max + config.max_queue:
             raise ApiError(503, "the server is busy: too many requests are waiting", "server_error",
-                           headers={"Retry-After": "1"})
+                           headers=RETRY_SOON)
         metrics.in_flight += 1
         if job.stream:
             return await stream_answer(request, ctx, job, chat)  # in_flight ends with the stream
         try:
             prompts = [p for p in job.prompts for _ in range(job.n)]
             done = Answers(await unless_disconnected(request, ctx.agenerate_parallel(prompts, job.params)), job.n)
-        except InvalidArgumentError as exc:  # found while preparing the prompts: a grammar that does not parse
-            raise ApiError(400, str(exc)) from None
+        except NewrllamaError as exc:  # InvalidArgumentError here: a grammar that does not parse
+            raise library_error(exc, job.constraint_field) from None
         finally:
             metrics.in_flight -= 1
-        failed = [(i, c.error) for i, c in enumerate(done) if c.finish_reason == "error"]
+        failed = [(i, c) for i, c in enumerate(done) if c.finish_reason == "error"]
         if failed:
-            i, error = failed[0]
-            raise ApiError(400, f"prompt {i // job.n}: {error}", param="messages" if chat else "prompt")
+            i, completion = failed[0]
+            raise prompt_failure(i // job.n, completion, "messages" if chat else "prompt")
         metrics.served(usage(done))
         return JSONResponse((chat_body if chat else completion_body)(done, engine.name))
 
     async def stream_answer(request: Request, ctx: Context, job: Job, chat: bool) -> Response:
         try:
             stream = ctx.astream(job.prompts[0], job.params)
-        except InvalidArgumentError as exc:
+        except NewrllamaError as exc:
             metrics.in_flight -= 1
-            raise ApiError(400, str(exc)) from None
+            raise library_error(exc, job.constraint_field) from None
         try:
             first: Optional[str] = await unless_disconnected(request, stream.__anext__())
         except StopAsyncIteration:
@@ -268,8 +263,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         except BaseException as exc:
             metrics.in_flight -= 1
             await stream.aclose()
-            if isinstance(exc, GenerationError):
-                raise ApiError(400, str(exc), param="messages" if chat else "prompt") from None
+            if isinstance(exc, GenerationError):  # the prompt failed: stream.completion says whose failure it was
+                raise prompt_failure(0, stream.completion, "messages" if chat else "prompt") from None
             raise
         writer = ChunkWriter(chat, engine.name)
 
@@ -283,8 +278,9 @@ def create_app(config: ServerConfig) -> FastAPI:
                 done = stream.completion
                 metrics.served(usage(Answers([done], 1)))
                 yield writer.end(done, job.include_usage)
-            except GenerationError as exc:
-                yield writer.error(str(exc))
+            except GenerationError:
+                error = prompt_failure(0, stream.completion, "messages" if chat else "prompt")
+                yield writer.error(error.message, error.kind)
             finally:
                 metrics.in_flight -= 1
                 await stream.aclose()

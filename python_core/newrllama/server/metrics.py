@@ -1,8 +1,14 @@
-"""Counters of what the server served, and their Prometheus text (llama-server's names where they fit).
+"""Counters of what the server served, and their Prometheus text, under newrllama's own names.
 
-Token counters count what was answered to clients (a cancelled answer counts what
-it had generated), so they match the usage fields the clients received; engine
-figures (decode calls, busy time) come from the context's engine thread."""
+llama-server's names (llamacpp:*) would promise its meanings: prompt tokens it decoded,
+throughput over prompt and over generation time, requests in slots. Ours differ (usage
+as the clients received it, cached tokens included; one engine time for prompt and
+generation together; prompts, not HTTP requests, in sequences), so they are named and
+explained for what they are. Token counters count what was answered to clients (a
+cancelled answer counts what it had generated), so they match the usage fields the
+clients received; engine figures come from the context's engine thread. Throughput is
+a ratio of two counters' rates, e.g. rate(newrllama:completion_tokens_total) /
+rate(newrllama:engine_step_seconds_total)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -16,7 +22,7 @@ from ..scheduler import EngineStats
 class ServerMetrics:
     prompt_tokens: int = 0
     cached_tokens: int = 0
-    predicted_tokens: int = 0
+    completion_tokens: int = 0
     requests: Counter = field(default_factory=Counter)  # (route, HTTP status) -> count
     in_flight: int = 0  # requests admitted and not yet answered
 
@@ -24,26 +30,30 @@ class ServerMetrics:
         """Adds the usage a client received (see openai_response.usage)."""
         self.prompt_tokens += usage["prompt_tokens"]
         self.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"]
-        self.predicted_tokens += usage["completion_tokens"]
+        self.completion_tokens += usage["completion_tokens"]
 
     def render(self, engine: EngineStats, kv_cells_used: int) -> str:
-        busy = engine.t_step_s
         rows: List[Tuple[str, str, str, float]] = [
-            ("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", self.prompt_tokens),
-            ("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
-             self.predicted_tokens),
-            ("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s (over engine busy time).",
-             (self.prompt_tokens - self.cached_tokens) / busy if busy > 0 else 0.0),
-            ("llamacpp:predicted_tokens_seconds", "gauge",
-             "Average generation throughput in tokens/s (over engine busy time).",
-             self.predicted_tokens / busy if busy > 0 else 0.0),
-            ("llamacpp:n_decode_total", "counter", "Total number of llama_decode() calls.", engine.n_steps),
-            ("llamacpp:requests_processing", "gauge", "Number of requests processing.", engine.n_running),
-            ("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", engine.n_waiting),
-            ("llamacpp:kv_cache_tokens", "gauge", "KV cells held by running requests.", kv_cells_used),
-            ("newrllama:cached_prompt_tokens_total", "counter", "Prompt tokens served by the prefix cache.",
+            ("newrllama:prompt_tokens_total", "counter",
+             "Prompt tokens of the answers served (usage.prompt_tokens summed; cached ones included).",
+             self.prompt_tokens),
+            ("newrllama:cached_prompt_tokens_total", "counter",
+             "Of those, the ones served by the prefix cache (usage.prompt_tokens_details.cached_tokens summed).",
              self.cached_tokens),
-            ("newrllama:engine_busy_seconds_total", "counter", "Seconds the engine spent in decode steps.", busy),
+            ("newrllama:completion_tokens_total", "counter",
+             "Tokens generated in the answers served (usage.completion_tokens summed).", self.completion_tokens),
+            ("newrllama:engine_steps_total", "counter",
+             "Engine steps: each decodes the next tokens of every running prompt in one batch.", engine.n_steps),
+            ("newrllama:engine_step_seconds_total", "counter",
+             "Seconds spent in engine steps (decoding and sampling), prompt and generation tokens together.",
+             engine.t_step_s),
+            ("newrllama:prompts_running", "gauge",
+             "Prompts holding a sequence now (a request with several prompts, or n > 1, holds several).",
+             engine.n_running),
+            ("newrllama:prompts_waiting", "gauge", "Prompts submitted and waiting for a free sequence.",
+             engine.n_waiting),
+            ("newrllama:kv_cells_running", "gauge", "KV cache cells held by running prompts (cached prefixes aside).",
+             kv_cells_used),
             ("newrllama:requests_in_flight", "gauge", "HTTP requests admitted and not yet answered.", self.in_flight),
         ]
         lines = []

@@ -1,22 +1,21 @@
 """OpenAI request bodies checked field by field and turned into prompts and SamplingParams.
 
 Every problem is a BadRequest naming the field (OpenAI's 'param'), so a client gets a
-400 that says what to fix; nothing here touches the model or the engine. Fields of
-the OpenAI API that we cannot honour (logprobs, echo, n with streaming, penalties
-other than 0) are refused rather than silently ignored."""
+400 that says what to fix; nothing here touches the model or the engine. A field we
+cannot honour is refused rather than silently ignored (see request_fields)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, FrozenSet, List, Optional, Union
 
 from ..errors import InvalidArgumentError
 from ..params import MAX_STOP, SamplingParams
+from .request_fields import CHAT_FIELDS, COMPLETION_FIELDS, MESSAGE_FIELDS, STREAM_OPTION_FIELDS, refused_field
 
 MAX_PROMPTS = 256   # prompts (times n) in one request
 MAX_N = 16
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "best_of", "suffix", "logit_bias", "tools", "functions")
 
 
 class BadRequest(Exception):
@@ -35,6 +34,7 @@ class Job:
     params: SamplingParams
     stream: bool
     include_usage: bool
+    constraint_field: Optional[str] = None  # the field that holds its choices, grammar or response_format
 
 
 def _number(body: Dict[str, Any], name: str, low: float, high: float, default: float) -> float:
@@ -106,24 +106,30 @@ def _constraint(body: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _refuse_unsupported(body: Dict[str, Any]) -> None:
-    for name in UNSUPPORTED:
-        if body.get(name) not in (None, False, 0, [], {}):
-            raise BadRequest(f"'{name}' is not supported by this server", name)
-    for name in ("presence_penalty", "frequency_penalty"):
-        if _number(body, name, -2.0, 2.0, 0.0) != 0.0:
-            raise BadRequest(f"'{name}' is not supported (use repeat_penalty)", name)
+def _constraint_field(body: Dict[str, Any]) -> Optional[str]:
+    return next((name for name in ("choices", "grammar", "response_format") if body.get(name) is not None), None)
+
+
+def _refuse_unread(body: Dict[str, Any], honoured: FrozenSet[str], param: Optional[str] = None, where: str = "") -> None:
+    """Refuses the first field that is neither honoured nor harmless (param: the field reported instead)."""
+    refused = refused_field(body, honoured)
+    if refused is not None:
+        name, why = refused
+        raise BadRequest(f"{where}{why}", param or name)
 
 
 def _job(body: Dict[str, Any], prompts: List[Union[str, List[int]]], max_tokens: int) -> Job:
-    _refuse_unsupported(body)
+    if body.get("model") is not None:
+        _text(body["model"], "model")
     n = _integer(body, "n", 1, MAX_N, 1)
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
         raise BadRequest("'stream' must be true or false", "stream")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
         raise BadRequest("'stream_options' must be an object with a boolean include_usage", "stream_options")
+    _refuse_unread(options, STREAM_OPTION_FIELDS, "stream_options", "stream_options: ")
+    stream = bool(stream)
     if stream and (len(prompts) > 1 or n > 1):
         raise BadRequest("streaming answers one prompt with n = 1", "stream")
     if len(prompts) * n > MAX_PROMPTS:
@@ -140,13 +146,14 @@ def _job(body: Dict[str, Any], prompts: List[Union[str, List[int]]], max_tokens:
             penalty_repeat=penalty,
             seed=_integer(body, "seed", -1, 2**32 - 1, -1),  # -1 (the default): a random seed
             stop=_stop(body), **_constraint(body))
-    except InvalidArgumentError as exc:
-        raise BadRequest(str(exc)) from None
-    return Job(prompts, n, params, stream, bool(options.get("include_usage", False)))
+    except InvalidArgumentError as exc:  # the fields above are in range: a constraint's own check
+        raise BadRequest(str(exc), _constraint_field(body)) from None
+    return Job(prompts, n, params, stream, bool(options.get("include_usage", False)), _constraint_field(body))
 
 
 def completion_job(body: Dict[str, Any], default_max_tokens: int) -> Job:
     """POST /v1/completions: prompt is a string, a list of strings, a token list or a list of token lists."""
+    _refuse_unread(body, COMPLETION_FIELDS)
     prompt = body.get("prompt")
     if isinstance(prompt, str):
         prompts: List[Union[str, List[int]]] = [_text(prompt, "prompt")]
@@ -167,7 +174,9 @@ def completion_job(body: Dict[str, Any], default_max_tokens: int) -> Job:
 
 
 def chat_messages(body: Dict[str, Any]) -> List[Dict[str, str]]:
-    """messages as role/content pairs for the chat template: content parts of type text are joined."""
+    """POST /v1/chat/completions, first step (its fields checked): messages as role/content pairs for the
+    chat template; content parts of type text are joined."""
+    _refuse_unread(body, CHAT_FIELDS)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list", "messages")
@@ -175,10 +184,12 @@ def chat_messages(body: Dict[str, Any]) -> List[Dict[str, str]]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in CHAT_ROLES:
             raise BadRequest(f"messages[{i}] must be an object with role one of {sorted(CHAT_ROLES)}", "messages")
+        _refuse_unread(m, MESSAGE_FIELDS, "messages", f"messages[{i}]: ")
         content = m.get("content")
         if isinstance(content, list):
-            if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
-                raise BadRequest(f"messages[{i}].content parts must all be of type 'text'", "messages")
+            if not all(isinstance(p, dict) and p.get("type") == "text" and set(p) <= {"type", "text"}
+                       for p in content):
+                raise BadRequest(f"messages[{i}].content parts must all be {{type: 'text', text}}", "messages")
             content = "".join(_text(p.get("text"), "messages") for p in content)
         out.append({"role": CHAT_ROLES[m["role"]], "content": _text(content, "messages")})
     return out

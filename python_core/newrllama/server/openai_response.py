@@ -88,5 +88,5 @@ class ChunkWriter:
         return out + b"data: [DONE]\n\n"
 
     @staticmethod
-    def error(message: str) -> bytes:
-        return b"data: " + json.dumps(error_body(message, "server_error")).encode() + b"\n\ndata: [DONE]\n\n"
+    def error(message: str, kind: str) -> bytes:
+        return b"data: " + json.dumps(error_body(message, kind)).encode() + b"\n\ndata: [DONE]\n\n"
