@@ -245,7 +245,7 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     before = idle["newrllama:engine_steps_total"]
 
     async def burst():
-        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+        async with httpx.AsyncClient(base_url=server.url, timeout=300) as http:
             return await asyncio.gather(*[http.post("/v1/completions", json={
                 "prompt": f"{k}: " + capital_prompt(c), "max_tokens": 20, "temperature": 0})
                 for k in range(N_SEQ // len(CAPITALS)) for c in CAPITALS])
