@@ -7,7 +7,8 @@
 """
 from .aio import AsyncTextStream
 from .agreement import Agreement, agreement
-from .annotate import Annotation, annotate, least_confident
+from .annotate import annotate
+from .annotation import Annotation, least_confident
 from .calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .context import Context

@@ -9,74 +9,27 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
+from contextlib import contextmanager
+from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from tqdm.auto import tqdm
+
+from .annotation import Annotation, check_texts
+from .calibration import Calibration
 from .choices import label_tokens
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
 from .context import Context
 from .convenience import sized_context
 from .errors import InvalidArgumentError
+from .jobs import AnnotationJob
 from .model import Model
 from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
 from .params import SamplingParams
 from .results import Completion
+from .results_file import run_recorded
 
 
 MISSING = "text is missing or empty"
-
-
-@dataclass(frozen=True)
-class Annotation:
-    """The label chosen for one text (None if it failed), every label's probability, and why it failed.
-
-    ``probs`` are the ones the label was chosen by: order-free, and calibrated when a
-    calibration was applied. ``raw_probs`` are the model's, with the labels listed in one
-    order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration."""
-
-    label: Optional[str]
-    probs: Optional[Dict[str, float]] = None
-    error: Optional[str] = None
-    raw_probs: Optional[Dict[str, float]] = None
-    order_free_probs: Optional[Dict[str, float]] = None
-
-    @property
-    def margin(self) -> Optional[float]:
-        """The top probability minus the second (small: the model hesitates); None for a failed text."""
-        if not self.probs:
-            return None
-        top = sorted(self.probs.values(), reverse=True)
-        return top[0] - top[1]
-
-
-def check_annotations(annotations: object, name: str) -> List[Annotation]:
-    if isinstance(annotations, (str, bytes)) or not isinstance(annotations, Sequence):
-        raise InvalidArgumentError(f"{name} must be a list of Annotation (from annotate())")
-    out = list(annotations)
-    for i, a in enumerate(out):
-        if not isinstance(a, Annotation):
-            raise InvalidArgumentError(f"{name}[{i}] must be an Annotation, got {type(a).__name__}")
-    return out
-
-
-def least_confident(annotations: Sequence[Annotation], n: int) -> List[int]:
-    """Positions of the n labelled texts with the smallest margin, the least sure first: the ones to code by hand."""
-    annotations = check_annotations(annotations, "annotations")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
-    labelled = [i for i, a in enumerate(annotations) if a.label is not None]
-    return sorted(labelled, key=lambda i: (annotations[i].margin, i))[:n]
-
-
-def check_texts(texts: object) -> List[Any]:
-    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
-        raise InvalidArgumentError("texts must be a list of str")
-    return list(texts)
-
-
-def check_annotate_args(texts: object, labels: object, instruction: object) -> Tuple[List[Any], Tuple[str, ...]]:
-    """The texts as a list and the checked labels; raises for arguments of the wrong kind."""
-    return check_texts(texts), check_codebook(labels, instruction).labels
 
 
 def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str], None] = None,
@@ -133,11 +86,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     if examples_in not in ("turns", "system"):
         raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
     calibrations = _check_calibrations(calibration, books)
-    if context is not None and not isinstance(context, Context):
-        raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
-    own_model = context is None and not isinstance(model, Model)
-    use = context.model if context is not None else (Model(model) if own_model else model)
-    try:
+    with _model_of(context, model) as use:
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
         jobs = sorted(((q, i, order) for q, book in books.items()
@@ -153,9 +102,6 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
                                   [completions[k] for k, _ in mine], base_order(debias, book.labels))
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
-    finally:
-        if own_model:
-            use.close()
     if codebook is None:
         return per_question[None]
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
@@ -167,8 +113,6 @@ RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object, output: object, resume: bool,
                        retry_errors: bool, progress: bool, context: Optional[Context], model: Any,
                        context_kwargs: Dict[str, Any], **options: Any) -> List[Annotation]:
-    from .jobs import AnnotationJob  # jobs needs this module
-    from .results_file import run_recorded
     if options["codebook"] is not None:
         raise InvalidArgumentError("output= records the labels of one question: run each question of a codebook "
                                    "with its own file")
@@ -176,13 +120,8 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
         raise InvalidArgumentError(f"output= labels the texts in groups, and debias={options['debias']!r} estimates "
                                    "over all the texts of a call: use 'reverse', 'rotations' or 'none'")
     job = AnnotationJob(texts, labels, instruction, {**options, "labels": labels})  # labels: with any definitions
-    if context is not None and not isinstance(context, Context):
-        raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
-    own_model = context is None and not isinstance(model, Model)
-    use = context.model if context is not None else (Model(model) if own_model else model)
 
     def run(todo: List[int], record) -> List[Annotation]:
-        from tqdm.auto import tqdm
         bar = tqdm(total=len(todo), disable=not progress, unit="text", desc="newrllama annotate")
         done: List[Annotation] = []
         try:
@@ -198,17 +137,27 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
             bar.close()
         return done
 
-    try:
+    with _model_of(context, model) as use:
         results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run)
-    finally:
-        if own_model:
-            use.close()
     return results
+
+
+@contextmanager
+def _model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
+    """The model a call labels with: its context's, the Model given, or one loaded for the call and closed after it."""
+    if context is not None and not isinstance(context, Context):
+        raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
+    if context is not None:
+        yield context.model
+    elif isinstance(model, Model):
+        yield model
+    else:
+        with Model(model) as own:
+            yield own
 
 
 def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) -> Dict[Optional[str], Any]:
     """The calibration of each question that has one, checked against its labels."""
-    from .calibration import Calibration
     if calibration is None:
         return {}
     if None in books:

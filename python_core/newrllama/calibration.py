@@ -26,8 +26,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .agreement import missing
+from .annotation import Annotation, check_annotations
 from .errors import InvalidArgumentError
 from .order_bias import softmax
+from .validation import validate
 
 _FLOOR = -100.0  # log-probabilities below this carry no information the fit could use
 PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -53,7 +56,6 @@ class Calibration:
 
     def apply(self, annotations: Sequence[Any]) -> List[Any]:
         """New annotations whose label and probs are calibrated (raw and order-free probabilities kept)."""
-        from .annotate import Annotation, check_annotations
         out = []
         for a in check_annotations(annotations, "annotations"):
             if a.label is None:
@@ -166,9 +168,6 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
     ``penalty`` None chooses the penalty's strength by cross-validation on the coded texts; ``balanced``
     weighs every label alike. Texts whose annotation failed or whose truth is missing (None or NaN) are
     left out."""
-    from .agreement import missing
-    from .validation import validate
-    from .annotate import check_annotations
     annotations = check_annotations(annotations, "annotations")
     if isinstance(truth, (str, bytes)) or not isinstance(truth, Sequence):
         raise InvalidArgumentError("truth must be a list of labels, one per annotation")

@@ -10,11 +10,13 @@ from ._lib import ffi, lib
 from .aio import AsyncTextStream, wait_for_call
 from .errors import ClosedError, InvalidArgumentError
 from .handle import OwnedHandle
+from .jobs import GenerationJob
 from .model import Model
 from .params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
 from .prefix_cache import PrefixCache
 from .request import Call, Request
+from .results_file import run_recorded
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
 from .stream import TextStream
@@ -174,8 +176,6 @@ class Context(OwnedHandle):
         """
         if output is None and not resume and not retry_errors:
             return self._run_call(prompts, params, progress, None)
-        from .jobs import GenerationJob  # jobs needs annotate, which needs this module
-        from .results_file import run_recorded
         job = GenerationJob(prompts, params)
 
         def run(todo: List[int], record) -> List[Completion]:

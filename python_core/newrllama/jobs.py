@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any, Hashable, List, Optional, Sequence, Tuple, Union
 
-from .annotate import Annotation, check_annotate_args
+from .annotation import Annotation, check_annotate_args
 from .errors import InvalidArgumentError
 from .params import SamplingParams
 from .parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params

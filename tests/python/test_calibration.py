@@ -7,7 +7,7 @@ import random
 import pytest
 
 import newrllama
-from newrllama.annotate import Annotation
+from newrllama.annotation import Annotation
 from newrllama.calibration import PENALTIES
 
 LABELS = ("acquisition", "crude oil")

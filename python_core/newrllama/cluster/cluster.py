@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Union
 
-from ..annotate import Annotation
+from ..annotation import Annotation
 from ..context import usable_cores
 from ..download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError

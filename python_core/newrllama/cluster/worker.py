@@ -10,7 +10,8 @@ import os
 import socket
 from typing import List, Optional, Sequence
 
-from ..annotate import Annotation, annotation_prompts, annotations
+from ..annotate import annotation_prompts, annotations
+from ..annotation import Annotation
 from ..codebook import check_codebook
 from ..order_bias import DEFAULT_DEBIAS, base_order
 from ..context import Context

@@ -1,0 +1,62 @@
+"""An annotation (the label of one text, with every label's probability) and the checks of annotate()'s
+arguments that need no model: shared by annotate(), the results file's jobs and calibration."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .codebook import check_codebook
+from .errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """The label chosen for one text (None if it failed), every label's probability, and why it failed.
+
+    ``probs`` are the ones the label was chosen by: order-free, and calibrated when a
+    calibration was applied. ``raw_probs`` are the model's, with the labels listed in one
+    order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration."""
+
+    label: Optional[str]
+    probs: Optional[Dict[str, float]] = None
+    error: Optional[str] = None
+    raw_probs: Optional[Dict[str, float]] = None
+    order_free_probs: Optional[Dict[str, float]] = None
+
+    @property
+    def margin(self) -> Optional[float]:
+        """The top probability minus the second (small: the model hesitates); None for a failed text."""
+        if not self.probs:
+            return None
+        top = sorted(self.probs.values(), reverse=True)
+        return top[0] - top[1]
+
+
+def check_annotations(annotations: object, name: str) -> List[Annotation]:
+    if isinstance(annotations, (str, bytes)) or not isinstance(annotations, Sequence):
+        raise InvalidArgumentError(f"{name} must be a list of Annotation (from annotate())")
+    out = list(annotations)
+    for i, a in enumerate(out):
+        if not isinstance(a, Annotation):
+            raise InvalidArgumentError(f"{name}[{i}] must be an Annotation, got {type(a).__name__}")
+    return out
+
+
+def least_confident(annotations: Sequence[Annotation], n: int) -> List[int]:
+    """Positions of the n labelled texts with the smallest margin, the least sure first: the ones to code by hand."""
+    annotations = check_annotations(annotations, "annotations")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
+    labelled = [i for i, a in enumerate(annotations) if a.label is not None]
+    return sorted(labelled, key=lambda i: (annotations[i].margin, i))[:n]
+
+
+def check_texts(texts: object) -> List[Any]:
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise InvalidArgumentError("texts must be a list of str")
+    return list(texts)
+
+
+def check_annotate_args(texts: object, labels: object, instruction: object) -> Tuple[List[Any], Tuple[str, ...]]:
+    """The texts as a list and the checked labels; raises for arguments of the wrong kind."""
+    return check_texts(texts), check_codebook(labels, instruction).labels
