@@ -195,12 +195,18 @@ def test_a_file_that_changed_on_the_server_is_downloaded_from_the_start(server, 
     assert server.requests[-1][1].get("If-Range") == old_etag
 
 
-def test_with_a_checksum_a_download_without_validator_resumes_and_is_checked(server, cache, tmp_path):
+def cut_without_validator(server, tmp_path):
+    """A download with sha256= cut after 2 MiB by a server that sends no ETag: (url, sha256)."""
     url = served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
     sha = server.sha["plain.gguf"]
     server.send_etag, server.cut_after = False, 2 * MiB
     with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
         fetch(url, sha256=sha)
+    return url, sha
+
+
+def test_with_a_checksum_a_download_without_validator_resumes_and_is_checked(server, cache, tmp_path):
+    url, sha = cut_without_validator(server, tmp_path)
     server.cut_after = None
     assert sha_of(fetch(url, sha256=sha)) == sha
     assert server.requests[-1][1].get("Range") == f"bytes={2 * MiB}-"
@@ -208,11 +214,7 @@ def test_with_a_checksum_a_download_without_validator_resumes_and_is_checked(ser
 
 
 def test_with_a_checksum_a_resumed_download_of_a_changed_file_is_deleted(server, cache, tmp_path):
-    url = served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
-    sha = server.sha["plain.gguf"]
-    server.send_etag, server.cut_after = False, 2 * MiB
-    with pytest.raises(newrllama.ModelLoadError, match="load it again to resume"):
-        fetch(url, sha256=sha)
+    url, sha = cut_without_validator(server, tmp_path)
     served(server, tmp_path, "plain.gguf", small_gguf(SMALL))
     server.cut_after = None
     with pytest.raises(newrllama.ModelLoadError, match=f"has SHA-256 [0-9a-f]{{64}}, not {sha} "
