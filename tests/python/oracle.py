@@ -9,6 +9,15 @@ import numpy as np
 # was not the lone argmax must still be within this many logits of it.
 MARGIN = 0.75
 
+# How far a label's log-probability in choice_probs may be from the oracle's. Measured with
+# llama-cpp-python alone (bench/choice_rounding.py, bench/results/choice-rounding-2026-11-25-AMD-EPYC.json):
+# over the choices tests' prompts, decoding with n_batch 1024, 16 or 3 moves a label's normalised
+# log-probability by up to 0.46, improbable labels included. Our engine decodes in shapes that run
+# did not try (several sequences per step, labels in a scratch sequence after a copied prefix); its
+# largest gap to the oracle over those tests was 0.68. The bound is that, rounded up: 0.75 (a factor
+# of 2.1). A label scored on a wrong row, or without one of its tokens, is off by several logits.
+CHOICE_MARGIN = 0.75
+
 
 def worst_gap(llm, prompt_tokens: List[int], generated: List[int]) -> float:
     """Largest (max logit - logit of the chosen token) over the generated tokens, teacher-forced alone."""

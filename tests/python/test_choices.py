@@ -18,6 +18,18 @@ STORIES = ["News: Texaco agreed to buy Getty Oil for ten billion dollars in cash
            "News: The Federal Reserve raised its discount rate by half a point.\nTopic:"]
 
 
+NESTED = ["crude", "crude oil", "crude oil prices"]  # each label's tokens begin the next one's
+SHARED_STARTS = ["crude oil", "crude oil prices", "crude", "interest rates", "interest rates rise", "sports results"]
+
+
+def copy_prompt(words: str) -> str:
+    return f"Copy the words.\nWords: gold price\nCopy: gold price\nWords: {words}\nCopy:"
+
+
+def chat_copy_prompt(model) -> str:
+    return model.apply_chat_template([{"role": "user", "content": "Copy exactly: crude oil"}])
+
+
 def capital_prompt(country: str) -> str:
     return f"The capital of Germany is Berlin. The capital of Italy is Rome. The capital of {country} is"
 
@@ -62,12 +74,11 @@ def ctx4(model):
 
 
 def assert_close_to_oracle(completion, expected):
-    """Batch shapes and cache layouts round logits apart (see oracle.py): compare log-probabilities of the
-    labels that matter (1% or more alone) within the oracle's margin; a wrong row would be logits off."""
-    from oracle import MARGIN
+    """Every label's log-probability within CHOICE_MARGIN of the oracle's (see oracle.py for how that bound
+    was measured), the improbable labels too; a wrong row or a missing token would be logits off."""
+    from oracle import CHOICE_MARGIN
     for label, p in expected.items():
-        if p >= 0.01:
-            assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= MARGIN, (label, completion, expected)
+        assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= CHOICE_MARGIN, (label, completion, expected)
 
 
 def check_labels(completions, params):
@@ -118,31 +129,28 @@ def test_every_ending_token_counts_for_the_end():
 
 def test_a_label_that_begins_another_can_win(ctx4, model, reference_llama):
     """Without the end of the answer in the score, 'crude' would win every time: P(' crude oil') <= P(' crude')."""
-    labels = ["crude", "crude oil", "crude oil prices"]
-    params = newrllama.SamplingParams(choices=labels)
-    prompts = [f"Copy the words.\nWords: gold price\nCopy: gold price\nWords: {w}\nCopy:" for w in labels]
+    params = newrllama.SamplingParams(choices=NESTED)
+    prompts = [copy_prompt(w) for w in NESTED]
     completions = ctx4.generate_parallel(prompts, params)
-    assert [c.text for c in completions] == labels
+    assert [c.text for c in completions] == NESTED
     for prompt, c in zip(prompts, completions):
-        assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, labels))
+        assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, NESTED))
 
 
 def test_a_chat_prompt_ends_its_answer_with_the_end_of_turn(ctx4, model, reference_llama):
     ends = model.vocab.answer_ends
-    chat = model.apply_chat_template([{"role": "user", "content": "Copy exactly: crude oil"}])
+    chat = chat_copy_prompt(model)
     end_of_turn = model.tokenize("<end_of_turn>", add_special=False)
     assert len(end_of_turn) == 1 and ends.after(model.tokenize(chat))[0] == end_of_turn[0]
     assert model.tokenize("\n", add_special=False)[0] in ends.after(model.tokenize("Label:"))
     assert sorted(ends.after(model.tokenize(chat))) == oracle_ends(reference_llama, chat=True)
     assert sorted(ends.after(model.tokenize("Label:"))) == oracle_ends(reference_llama, chat=False)
-    labels = ["crude", "crude oil", "crude oil prices"]
-    c = ctx4.generate(chat, newrllama.SamplingParams(choices=labels))
-    assert_close_to_oracle(c, oracle_probs(reference_llama, model, chat, labels, chat=True))
+    c = ctx4.generate(chat, newrllama.SamplingParams(choices=NESTED))
+    assert_close_to_oracle(c, oracle_probs(reference_llama, model, chat, NESTED, chat=True))
 
 
 def test_labels_sharing_tokens_score_as_if_alone(ctx4, model, reference_llama):
-    shared = newrllama.SamplingParams(choices=["crude oil", "crude oil prices", "crude", "interest rates",
-                                               "interest rates rise", "sports results"])
+    shared = newrllama.SamplingParams(choices=SHARED_STARTS)
     assert len(label_paths([model.tokenize(" " + c, add_special=False) for c in shared.choices], [1])) == 3
     completions = ctx4.generate_parallel(STORIES, shared)
     check_labels(completions, shared)
