@@ -5,8 +5,8 @@ with llama-cpp-python, decoding prompt and label alone in one batch. Our engine 
 tokens in other batch shapes (prompts split into chunks, several sequences per step, labels in a
 scratch sequence), and llama.cpp's CPU kernels round differently per shape. This script measures
 that rounding with llama-cpp-python alone: the tests' prompts and labels, scored by the oracle with
-n_batch = n_ubatch of 1024 and 16 (smaller batches take many minutes on 2 cores), and for each label the
-spread (largest minus smallest) of its normalised log-probability over the shapes. Then the same prompts through our engine as the tests run
+n_batch = n_ubatch of 1024, 16, 3 and 1 (one token at a time), and for each label the spread (largest
+minus smallest) of its normalised log-probability over the shapes. Then the same prompts through our engine as the tests run
 them (one generate_parallel call per label set on a 4-sequence context), and each label's gap to the
 oracle at n_batch 1024. Writes bench/results/choice-rounding-<date>-<cpu>.json.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "pytho
 from test_choices import (CAPITALS, NESTED, SHARED_STARTS, STORIES, TOPICS, capital_prompt,  # noqa: E402
                           chat_copy_prompt, copy_prompt, oracle_probs)
 
-SHAPES = [1024, 16]
+SHAPES = [1024, 16, 3, 1]
 
 
 def cases(model):
