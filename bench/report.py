@@ -182,21 +182,25 @@ def annotate(r: dict) -> List[str]:
 
 def cluster_vs_local(r: dict) -> List[str]:
     throughput = r["raw"]["throughput"][0]["order"]
-    rows = [[f"`{e}`" if e.startswith("local") else e, f"{r['tokens_per_s'][e]:.1f}",
+    def name(engine: str) -> str:
+        return engine.replace("generate_parallel", "`generate_parallel`")
+    rows = [[name(e), f"{r['tokens_per_s'][e]:.1f}",
              f"{r['speed_over_local'].get(e, 1.0):.2f}"] for e in throughput]
     out = table(f"{r['prompts']} prompts of about 10 tokens, {r['max_tokens']} greedy tokens each, output file on, "
                 f"{r['n_seq']} sequences in flight in every engine, {r['cores']} cores, {r['machine']['cpu']}; medians "
                 f"of {r['repeats']} repeats, engines in turn after a full-width warm-up each; speed ratio to the local "
                 "call: median of the ratios within a repeat:", ["run", "tokens/s", "speed ratio to local"], rows)
     small = r["one_token_prompts"]
-    out += [""] + table(f"{r['small']} prompts of one token, per 1,000 prompts (2 workers):",
+    out += [""] + table(f"{r['small']} prompts of one token, per 1,000 prompts (the cluster: 2 workers x "
+                        f"{r['n_seq'] // 2} sequences):",
                         ["run", "seconds", "speed ratio to local", "driver ms", "output file ms", "chunks"],
-                        [[e, f"{v['s_per_1000']:.2f}", f"{v['speed_over_local']:.2f}",
+                        [[name(e), f"{v['s_per_1000']:.2f}", f"{v['speed_over_local']:.2f}",
                           f"{v['driver_ms_per_1000']:.1f}" if "driver_ms_per_1000" in v else "-",
                           f"{v['file_ms_per_1000']:.1f}" if "file_ms_per_1000" in v else "-",
                           str(v.get("chunks", "-"))] for e, v in small.items()])
     out += ["", "Start-up (Ray runtime and model loads): " + ", ".join(f"{e} {s:.1f} s" for e, s in r["startup_s"].items())
-            + f". Sizing: {r['prompts_per_hour_per_worker']:,.0f} prompts an hour per 1-thread worker at this size."]
+            + f". Sizing: {r['prompts_per_hour_per_worker']:,.0f} prompts an hour per worker of "
+            f"{max(1, r['cores'] // 2)} thread(s) at this size."]
     return out
 
 
