@@ -1,40 +1,52 @@
 """The annotation workload: one long instruction, many short documents, a short answer each.
 
-Prints a table and writes JSON (default bench/results/bench_annotate.json). For 64 and
-256 documents of about 25 tokens under one instruction of about 450 tokens, 4 greedy
-answer tokens, 16 sequences, 2 threads, the embedded model: documents per second with
-the prefix cache off and on, in one run; beside them llama.cpp's llama-batched-bench on
-the same shapes (unified KV, -kvu): the shared instruction decoded once (-pps) plus, per
-16 documents, the suffixes' prefill (-npp 25 -npl 16) and the 4 answer tokens of 16
-sequences after the instruction. Then mixed-length prefill: prompts of 8 to 40 tokens
-against prompts all of their mean length, one answer token each. Then seconds per 100
-documents with choices (4 labels of several tokens; 4 labels of several tokens that share
-their starts; 4 labels of one token) against plain 4-token generation on the same prompts,
-each engine once per repeat, in turn. (Validity on real labelled text: bench/bench_validity.py.)
+For 64 and 256 documents of 25 tokens under one instruction of 450 tokens, 4 greedy answer
+tokens, 16 sequences, 2 threads, the embedded model: seconds and documents per second with the
+prefix cache off and on, the prompt tokens each decoded (the shared start, decoded once, is
+charged to the first prompt that copies it: the instruction's decodes are reported beside it),
+and llama.cpp's llama-batched-bench on the same work:
+  - with the cache on, against the pieces of the same work (-kvu, one KV stream as ours): the
+    shared start decoded once, and per 16 documents 3 decode steps of 16 sequences after it
+    (-npp <shared> -pps -npl 16), plus the 16 suffixes' prefill (-npp <suffix> -npl 16);
+  - with the cache off (a KV stream per sequence), against the prompts decoded in full, in
+    the same layout (-npp 475 -npl 16), per 16 documents.
+Equal work: our 4 tokens take the prefill and 3 decode steps (the last token is sampled, never
+decoded), and every step of llama-batched-bench decodes, so it runs -ntg 3.
+Then mixed-length prefill without the cache (a KV stream per sequence): prompts of 8 to 40
+tokens against prompts all of their mean length, one answer token each. Then seconds per 100 documents with choices (4 labels of several tokens;
+4 labels of several tokens that share their starts; 4 labels of one token) against plain 4-token
+generation on the same prompts. (Validity on real labelled text: bench/bench_validity.py.)
+Every comparison runs its engines in turn within each repeat, the first rotating between repeats,
+each after a warm-up at full width in the context or process it is timed in (ours: 16 prompts of
+the same shape under another instruction, which the cache cannot serve to the timed call;
+llama-batched-bench: its shape with one decode step first, dropped); ratios are medians of the
+ratios within a repeat (a speed ratio above 1: ours is faster).
 
-    .venv/bin/python bench/bench_annotate.py [--docs 64 256] [--no-batched-bench] [--mixed 512]
+    .venv/bin/python bench/bench_annotate.py [--docs 64 256] [--repeats 2] [--no-batched-bench] [--mixed 512]
         [--choices-docs 64] [--choices-repeats 3]
+Writes bench/results/annotate-<date>-<cpu>.json.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
-import statistics
 import sys
 import time
-from pathlib import Path
+from typing import Dict, List, Optional, Sequence
 
 import newrllama
+from bench_results import write_results
+from in_turn import Run, median_of, paired_median, run_in_turn, speed_ratio
+from llama_tools import llama_tool_binary, run_batched_bench_warm
 from newrllama.choices import label_paths
-from llama_tools import llama_tool_binary, run_batched_bench
 
-ROOT = Path(__file__).resolve().parents[1]
 N_THREADS = 2
 N_SEQ = 16
 INSTRUCTION_TOKENS = 450
 DOC_TOKENS = 25
 ANSWER_TOKENS = 4
+WARM_TOKENS = 2  # the prefill, then one decode step of every sequence
 CODEBOOK = ("Label {k}: stories about {topic}. Use it when the main subject of the story is {topic}, even if other "
             "subjects are mentioned; do not use it for stories that only mention {topic} in passing. ")
 TOPICS = ["company earnings", "mergers and acquisitions", "crude oil", "interest rates", "elections", "sport",
@@ -45,6 +57,8 @@ VERBS = ["said on Tuesday that", "reported that", "announced that", "warned that
 OBJECTS = ["profits rose sharply in the third quarter", "talks on the merger would resume next week",
            "output would be cut by ten percent", "the new rules would take effect in March",
            "prices had fallen to their lowest level in a year", "the deal was worth two billion dollars"]
+OFF, ON = "newrllama, prefix cache off", "newrllama, prefix cache on"
+BB_PIECES, BB_UNSHARED = "llama-batched-bench -kvu pieces (-pps)", "llama-batched-bench, prompts in full"
 
 
 def exact_tokens(model, text: str, n: int):
@@ -53,10 +67,11 @@ def exact_tokens(model, text: str, n: int):
     return tokens[:n]
 
 
-def annotation_prompts(model, n_docs: int):
-    """Token lists: the same INSTRUCTION_TOKENS-token instruction, then a distinct DOC_TOKENS-token document."""
+def annotation_prompts(model, n_docs: int, coder: str = "careful news coder"):
+    """Token lists: the same INSTRUCTION_TOKENS-token instruction, then a distinct DOC_TOKENS-token document.
+    Another coder makes an instruction that shares no start with this one."""
     rules = "".join(CODEBOOK.format(k=k + 1, topic=t) for k, t in enumerate(TOPICS))
-    instruction = exact_tokens(model, "You are a careful news coder. " + rules * 2, INSTRUCTION_TOKENS)
+    instruction = exact_tokens(model, f"You are a {coder}. " + rules * 2, INSTRUCTION_TOKENS)
     rng = random.Random(7)
     prompts = []
     for i in range(n_docs):
@@ -66,149 +81,188 @@ def annotation_prompts(model, n_docs: int):
     return prompts
 
 
-def run_ours(model, prompts, prefix_cache: bool):
-    params = newrllama.SamplingParams(max_tokens=ANSWER_TOKENS)
-    n_ctx = N_SEQ * 512
-    with newrllama.Context(model, n_ctx=n_ctx, n_seq_max=N_SEQ, n_threads=N_THREADS, prefix_cache=prefix_cache) as ctx:
+def warm_up_prompts(model):
+    """Full width, the same shape, under an instruction that shares no start with the timed prompts'."""
+    return annotation_prompts(model, N_SEQ, coder="careful wire editor")
+
+
+def prompt_tokens_decoded(done, n_instruction: int) -> Dict[str, float]:
+    """The prompt tokens a call decoded (its prompts' tokens less those copied from the cache; a start decoded
+    once for several prompts is charged to the first that copies it), and how many times the instruction, the
+    first n_instruction tokens of every prompt, was decoded: what was decoded beyond each prompt's own tokens,
+    in instructions."""
+    n = sum(c.n_prompt_tokens - c.n_cached_tokens for c in done)
+    own = sum(c.n_prompt_tokens - n_instruction for c in done)
+    return {"prompt_tokens_decoded": n, "instruction_decodes": (n - own) / n_instruction}
+
+
+def ours(model, prompts, prefix_cache: bool, warm, params: newrllama.SamplingParams, warm_params=None) -> Dict:
+    """One timed generate_parallel call on a new context after a warm-up call: its seconds and completions."""
+    with newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ, n_threads=N_THREADS,
+                           prefix_cache=prefix_cache) as ctx:
+        ctx.generate_parallel(warm, warm_params or newrllama.SamplingParams(max_tokens=WARM_TOKENS))
         t0 = time.perf_counter()
-        completions = ctx.generate_parallel(prompts, params)
-        elapsed = time.perf_counter() - t0
-        stats = ctx.last_stats
-    assert stats.n_failed == 0
-    return {"seconds": elapsed, "docs_per_s": len(prompts) / elapsed, "prompt_tokens": stats.n_prompt_tokens,
-            "cached_tokens": stats.n_cached_tokens, "decoded_prompt_tokens": stats.n_prompt_tokens - stats.n_cached_tokens,
-            "texts": [c.text for c in completions]}
+        done = ctx.generate_parallel(prompts, params)
+        seconds = time.perf_counter() - t0
+    failed = [c.error for c in done if c.finish_reason == "error"]
+    if failed:
+        raise SystemExit(f"{len(failed)} prompts failed, for example: {failed[0]}")
+    return {"seconds": seconds, "done": done}
 
 
-def batched_bench_reference():
-    """Seconds llama-batched-bench needs for the pieces of the cached workload (unified KV as ours)."""
-    binary = llama_tool_binary()
-    common = ["-c", str(N_SEQ * 512), "-b", "512", "-ub", "512", "-kvu", "-npl", str(N_SEQ)]
-    shared = run_batched_bench(binary, common + ["-npp", str(INSTRUCTION_TOKENS), "-ntg", str(ANSWER_TOKENS), "-pps"],
-                               N_THREADS)[0]
-    suffix = run_batched_bench(binary, common + ["-npp", str(DOC_TOKENS), "-ntg", "1"], N_THREADS)[0]
-    unshared = run_batched_bench(binary, common + ["-npp", str(INSTRUCTION_TOKENS + DOC_TOKENS), "-ntg",
-                                                   str(ANSWER_TOKENS)], N_THREADS)[0]
-    return {"instruction_once_s": shared["T_PP"], "answers_per_16_s": shared["T_TG"], "suffixes_per_16_s": suffix["T_PP"],
-            "unshared_per_16_s": unshared["T"]}
+def shared_start(prompts) -> int:
+    return len(os.path.commonprefix(prompts))
 
 
-def bench_mixed_lengths(model, n_prompts: int):
-    """Prefill of prompts with mixed lengths against prompts all of the mean length, one answer token each."""
+def bench_docs(model, n: int, binary: Optional[str], repeats: int) -> Dict:
+    """Cache off and on, and llama-batched-bench's same work, in turn."""
+    prompts, warm = annotation_prompts(model, n), warm_up_prompts(model)
+    n_shared = shared_start(prompts)
+    n_suffix = len(prompts[0]) - n_shared
+    params = newrllama.SamplingParams(max_tokens=ANSWER_TOKENS)
+    texts: Dict[str, List[str]] = {}
+
+    def our_engine(cache: bool) -> Run:
+        def run(repeat: int) -> Dict:
+            out = ours(model, prompts, cache, warm, params)
+            done = out.pop("done")
+            texts[f"{cache} {repeat}"] = [c.text for c in done]
+            return {**out, "docs_per_s": n / out["seconds"], **prompt_tokens_decoded(done, n_shared)}
+        return run
+
+    engines: Dict[str, Run] = {OFF: our_engine(False), ON: our_engine(True)}
+    if binary:
+        common = ["-c", str(N_SEQ * 512), "-b", "512", "-ub", "512", "-npl", str(N_SEQ)]
+
+        def pieces(_repeat: int) -> Dict:
+            """The shared start once, then per 16 documents the suffixes' prefill and the answers' steps."""
+            shared = run_batched_bench_warm(binary, common + ["-kvu", "-pps", "-npp", str(n_shared)],
+                                            ANSWER_TOKENS - 1, N_THREADS)
+            suffixes = run_batched_bench_warm(binary, common + ["-kvu", "-npp", str(n_suffix)], 1, N_THREADS)
+            seconds = shared["row"]["T_PP"] + n / N_SEQ * (suffixes["row"]["T_PP"] + shared["row"]["T_TG"])
+            return {"seconds": seconds, "shared": shared, "suffixes": suffixes}
+
+        def unshared(_repeat: int) -> Dict:
+            full = run_batched_bench_warm(binary, common + ["-npp", str(len(prompts[0]))], ANSWER_TOKENS - 1,
+                                          N_THREADS)
+            return {"seconds": n / N_SEQ * full["seconds"], "per_16": full}
+        engines[BB_PIECES], engines[BB_UNSHARED] = pieces, unshared
+    raw = run_in_turn(engines, repeats, label=f"{n} documents, ")
+    on, off = raw[0]["runs"][ON], raw[0]["runs"][OFF]
+    summary = {"docs": n, "shared_start_tokens": n_shared, "suffix_tokens": n_suffix,
+               "seconds": {e: median_of(raw, e) for e in engines},
+               "docs_per_s": {e: n / median_of(raw, e) for e in engines},
+               "speedup_on_over_off": speed_ratio(raw, ON, OFF),
+               "prompt_tokens_decoded": {OFF: off["prompt_tokens_decoded"], ON: on["prompt_tokens_decoded"]},
+               "instruction_decodes_on": on["instruction_decodes"],
+               "prefill_work_off_over_on": off["prompt_tokens_decoded"] / on["prompt_tokens_decoded"],
+               "same_texts": min(sum(a == b for a, b in zip(texts[f"False {k}"], texts[f"True {k}"]))
+                                 for k in range(repeats))}
+    if binary:
+        summary["speed_over_batched_bench"] = {ON: speed_ratio(raw, ON, BB_PIECES), OFF: speed_ratio(raw, OFF, BB_UNSHARED)}
+    return {"summary": summary, "raw": raw}
+
+
+def bench_mixed_lengths(model, n_prompts: int, repeats: int) -> Dict:
+    """Prefill of prompts with mixed lengths against prompts all of the mean length, one answer token each,
+    without the cache."""
     rng = random.Random(11)
     text = " ".join(f"word{k}" for k in range(200))
     base = model.tokenize(text)
     mixed = [base[k % 50:k % 50 + rng.randint(8, 40)] for k in range(n_prompts)]
     mean = round(sum(len(p) for p in mixed) / n_prompts)
     equal = [base[k % 50:k % 50 + mean] for k in range(n_prompts)]
-    params = newrllama.SamplingParams(max_tokens=1)
-    out = {}
-    for name, prompts in (("mixed", mixed), ("equal", equal)):
-        with newrllama.Context(model, n_ctx=N_SEQ * 256, n_seq_max=N_SEQ, n_threads=N_THREADS, prefix_cache=False) as ctx:
-            t0 = time.perf_counter()
-            ctx.generate_parallel(prompts, params)
-            out[name + "_s"] = time.perf_counter() - t0
-            out[name + "_prompt_tokens"] = ctx.last_stats.n_prompt_tokens
-    out["mixed_over_equal"] = out["mixed_s"] / out["equal_s"]
-    out["prompts"] = n_prompts
-    return out
+    one = newrllama.SamplingParams(max_tokens=1)
+
+    def engine(prompts) -> Run:
+        def run(_repeat: int) -> Dict:
+            out = ours(model, prompts, False, prompts[:N_SEQ], one, one)
+            return {"seconds": out["seconds"], "prompt_tokens": sum(c.n_prompt_tokens for c in out["done"])}
+        return run
+    raw = run_in_turn({"mixed": engine(mixed), "equal": engine(equal)}, repeats, label="mixed lengths, ")
+    return {"prompts": n_prompts, "mean_tokens": mean, "mixed_s": median_of(raw, "mixed"),
+            "equal_s": median_of(raw, "equal"),
+            "mixed_over_equal": paired_median(raw, lambda r: r["mixed"]["seconds"] / r["equal"]["seconds"]), "raw": raw}
 
 
 CHOICE_SETS = {"several tokens": ["company earnings", "mergers and acquisitions", "crude oil", "interest rates"],
                "shared starts": ["crude oil prices", "crude oil supply", "company earnings", "company mergers"],
                "one token": ["earnings", "acquisitions", "oil", "rates"]}
-REUTERS_INSTRUCTION = ("Classify the news story by its main topic: acquisition (a company buys, sells or merges "
-                       "with another) or crude oil (oil prices, production and supply).")
 
 
-def choice_rows(model, labels) -> int:
+def choice_rows(model, labels: Sequence[str]) -> int:
     """Output rows a document's labels need: the prompt's last row, then one per token of each label path
     (every label's tokens, after which its end is scored)."""
     tokens = [model.tokenize(" " + label, add_special=False) for label in labels]
     return 1 + sum(len(path.body) for path in label_paths(tokens, model.vocab.answer_ends.plain))
 
 
-def bench_choices_vs_plain(model, n_docs: int, repeats: int):
+def bench_choices_vs_plain(model, n_docs: int, repeats: int) -> Dict:
     """Seconds per 100 documents: 4 plain greedy tokens, and each label set as choices, same prompts, prefix
-    cache on, every engine once per repeat (in turn, so that the machine's drift hits all alike); the
-    ratio to plain is the median of the ratios within a repeat. With the output rows each document needs."""
-    prompts = annotation_prompts(model, n_docs)
-    runs = [("plain", newrllama.SamplingParams(max_tokens=ANSWER_TOKENS), ANSWER_TOKENS)]
-    runs += [(name, newrllama.SamplingParams(choices=labels), choice_rows(model, labels))
-             for name, labels in CHOICE_SETS.items()]
-    seconds = {name: [] for name, _, _ in runs}
-    for _ in range(repeats):
-        for name, params, _ in runs:
-            with newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ, n_threads=N_THREADS) as ctx:
-                t0 = time.perf_counter()
-                completions = ctx.generate_parallel(prompts, params)
-                seconds[name].append(time.perf_counter() - t0)
-            assert all(c.finish_reason != "error" for c in completions)
-    out = {"docs": n_docs, "repeats": repeats}
-    for name, _, rows in runs:
-        out[name] = {"s_per_100": 100 * statistics.median(seconds[name]) / n_docs, "rows_per_doc": rows}
+    cache on; the ratio to plain is the median of the ratios within a repeat. With the output rows each
+    document needs."""
+    prompts, warm = annotation_prompts(model, n_docs), warm_up_prompts(model)
+    runs = {"plain": (newrllama.SamplingParams(max_tokens=ANSWER_TOKENS), ANSWER_TOKENS)}
+    runs.update((name, (newrllama.SamplingParams(choices=labels), choice_rows(model, labels)))
+                for name, labels in CHOICE_SETS.items())
+
+    def engine(params) -> Run:
+        # The warm-up answers the same way: scoring labels runs shapes of its own.
+        return lambda _repeat: {"seconds": ours(model, prompts, True, warm, params, params)["seconds"]}
+    raw = run_in_turn({name: engine(params) for name, (params, _) in runs.items()}, repeats, label="choices, ")
+    out: Dict = {"docs": n_docs, "repeats": repeats, "raw": raw}
+    for name, (_, rows) in runs.items():
+        out[name] = {"s_per_100": 100 * median_of(raw, name) / n_docs, "rows_per_doc": rows}
         if name != "plain":
-            out[name]["over_plain"] = statistics.median(a / b for a, b in zip(seconds[name], seconds["plain"]))
+            out[name]["over_plain"] = paired_median(raw, lambda r: r[name]["seconds"] / r["plain"]["seconds"])
     return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, nargs="*", default=[64, 256])
+    parser.add_argument("--repeats", type=int, default=2, help="runs of every engine, in turn (documents, mixed)")
     parser.add_argument("--no-batched-bench", action="store_true")
     parser.add_argument("--mixed", type=int, default=512, help="prompts in the mixed-length prefill run (0: skip)")
     parser.add_argument("--choices-docs", type=int, default=64, help="documents in the choices run (0: skip)")
     parser.add_argument("--choices-repeats", type=int, default=3, help="runs of each engine in the choices run")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_annotate.json"))
     args = parser.parse_args()
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
 
     model = newrllama.Model()
-    reference = None if args.no_batched_bench else batched_bench_reference()
-    rows = []
-    for n in args.docs:
-        prompts = annotation_prompts(model, n)
-        off, on = run_ours(model, prompts, False), run_ours(model, prompts, True)
-        same = sum(a == b for a, b in zip(off.pop("texts"), on.pop("texts")))
-        row = {"docs": n, "off": off, "on": on, "speedup": off["seconds"] / on["seconds"], "same_texts": same,
-               "prefill_work_ratio": off["decoded_prompt_tokens"] / on["decoded_prompt_tokens"]}
-        if reference:
-            row["batched_bench_pps_s"] = (reference["instruction_once_s"] + n / N_SEQ *
-                                          (reference["suffixes_per_16_s"] + reference["answers_per_16_s"]))
-            row["batched_bench_unshared_s"] = n / N_SEQ * reference["unshared_per_16_s"]
-            row["on_over_pps"] = on["seconds"] / row["batched_bench_pps_s"]
-        rows.append(row)
-        print(json.dumps(row), file=sys.stderr)
-    mixed = bench_mixed_lengths(model, args.mixed) if args.mixed else None
+    binary = None if args.no_batched_bench else llama_tool_binary()
+    docs = [bench_docs(model, n, binary, args.repeats) for n in args.docs]
+    mixed = bench_mixed_lengths(model, args.mixed, args.repeats) if args.mixed else None
     choices = bench_choices_vs_plain(model, args.choices_docs, args.choices_repeats) if args.choices_docs else None
 
     print(f"\nAnnotation: {INSTRUCTION_TOKENS}-token instruction + {DOC_TOKENS}-token document, {ANSWER_TOKENS} answer "
-          f"tokens, {N_SEQ} sequences, {N_THREADS} threads, embedded model")
-    print(f"{'docs':>5} {'cache off s':>12} {'cache on s':>11} {'docs/s off':>11} {'docs/s on':>10} {'speedup':>8} "
-          f"{'prefill work':>13} {'bb -pps s':>10} {'on/bb-pps':>10} {'bb unshared s':>14} {'same texts':>11}")
-    for r in rows:
-        bb = (f"{r['batched_bench_pps_s']:10.2f} {r['on_over_pps']:10.3f} {r['batched_bench_unshared_s']:14.2f}"
-              if "on_over_pps" in r else f"{'-':>10} {'-':>10} {'-':>14}")
-        print(f"{r['docs']:>5} {r['off']['seconds']:12.2f} {r['on']['seconds']:11.2f} {r['off']['docs_per_s']:11.2f} "
-              f"{r['on']['docs_per_s']:10.2f} {r['speedup']:7.2f}x {r['prefill_work_ratio']:12.1f}x {bb} "
-              f"{r['same_texts']:>6}/{r['docs']}")
-    if reference:
-        print("llama-batched-bench pieces (s): " + ", ".join(f"{k} {v:.2f}" for k, v in reference.items()))
+          f"tokens (llama-batched-bench: -ntg {ANSWER_TOKENS - 1}), {N_SEQ} sequences, {N_THREADS} threads, embedded "
+          f"model; medians of {args.repeats} repeats")
+    for d in docs:
+        s = d["summary"]
+        print(f"{s['docs']} documents: " + ", ".join(f"{e} {t:.2f} s" for e, t in s["seconds"].items()))
+        print(f"    cache on / off speed {s['speedup_on_over_off']:.2f}x; prompt tokens decoded off "
+              f"{s['prompt_tokens_decoded'][OFF]}, on {s['prompt_tokens_decoded'][ON]} (the {s['shared_start_tokens']}"
+              f"-token shared start decoded {s['instruction_decodes_on']:.2f} times): prefill work "
+              f"{s['prefill_work_off_over_on']:.1f}x less; same texts {s['same_texts']}/{s['docs']}")
+        for engine, ratio in s.get("speed_over_batched_bench", {}).items():
+            print(f"    {engine} / its llama-batched-bench reference (speed): {ratio:.2f}")
     if mixed:
         print(f"Mixed-length prefill, {mixed['prompts']} prompts of 8-40 tokens, 1 answer token, {N_SEQ} sequences: "
               f"{mixed['mixed_s']:.2f} s; all of the mean length: {mixed['equal_s']:.2f} s; "
               f"ratio {mixed['mixed_over_equal']:.2f}")
     if choices:
         print(f"Seconds per 100 documents ({choices['docs']} documents, median of {choices['repeats']}): plain "
-              f"{ANSWER_TOKENS}-token generation "
-              f"{choices['plain']['s_per_100']:.2f} ({ANSWER_TOKENS} output rows per document)")
+              f"{ANSWER_TOKENS}-token generation {choices['plain']['s_per_100']:.2f} ({ANSWER_TOKENS} output rows per "
+              "document)")
         for name, labels in CHOICE_SETS.items():
             c = choices[name]
             print(f"  choices, 4 labels, {name} ({', '.join(labels)}): {c['s_per_100']:.2f} "
                   f"({c['rows_per_doc']} output rows per document), ratio to plain {c['over_plain']:.2f} (target <= 1)")
-    Path(args.json).write_text(json.dumps({"rows": rows, "reference": reference, "mixed": mixed, "choices": choices},
-                                          indent=2))
-    print(f"wrote {args.json}")
+    write_results("annotate", {"n_seq": N_SEQ, "threads": N_THREADS, "instruction_tokens": INSTRUCTION_TOKENS,
+                               "doc_tokens": DOC_TOKENS, "answer_tokens": ANSWER_TOKENS,
+                               "batched_bench_ntg": ANSWER_TOKENS - 1, "repeats": args.repeats,
+                               "batched_bench": binary, "docs": docs, "mixed": mixed, "choices": choices,
+                               "choice_sets": CHOICE_SETS})
     model.close()
     return 0
 

@@ -1,38 +1,49 @@
 """Generation throughput of newrllama's scheduler, side by side with its C driver and llama.cpp's own tool.
 
-Prints a table and writes JSON (default bench/results/bench_parallel.json). For 1, 4, 8,
-16, 32 prompts of 16 tokens each, 48 new greedy tokens per prompt, 2 threads, the embedded
-model, generated tokens per second with prefill included, for:
+For 1, 4, 8, 16, 32 prompts of 16 tokens each, 48 new greedy tokens per prompt, 2 threads, the
+embedded model, generated tokens per second with prefill included, for:
   - Context.generate_parallel: the Python scheduler driving the C step primitives,
     with the scheduler's own Python time per step (us);
   - the C driver (newrllama_generate_parallel_ex) over the same primitives;
   - llama.cpp's llama-batched-bench built from the llama.cpp that llama-cpp-python 0.3.36
-    vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -ntg 48 -t 2), and our ratio to it,
-    both with its default KV layout (a stream per sequence) and with -kvu (one stream, as ours);
-  - a loop of Context.generate and of llama-cpp-python's create_completion, and R at 16.
-Then 16 threads each calling generate() with one prompt against one generate_parallel
-call of the same 16 prompts, and the drift over 100 calls of 8 prompts. Figures are
-ratios within one run: this machine is shared and noisy, so each rate is the best of --repeats, the
-engines run in turn within each repeat, and the ratio to llama-batched-bench is also given as the median
-of the ratios within each repeat.
+    vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -t 2), with its default KV layout
+    (a stream per sequence) and with -kvu (one stream, as our contexts);
+  - a loop of Context.generate and one of llama-cpp-python's create_completion;
+  - R's generate_parallel at 16 prompts, against the Python call on the same texts.
+Equal work: our 48 tokens of a prompt take its prefill and 47 decode steps (the last token is
+sampled, never decoded), and every step of llama-batched-bench decodes, so it runs -ntg 47 and
+its rate counts B x (TG + 1) generated tokens.
+Warm-up: every engine, in the context or process it is then timed in, first runs the same shape
+at full width: the prefill of every prompt and one decode step of all of them (ours: the same
+prompts with max_tokens 2, which the prefix cache cannot serve to the timed call, as 16-token
+prompts are below its 32-token minimum: the results record the cached tokens, 0;
+llama-batched-bench: -ntg 1,47, its first row dropped, as its own warm-up is one 16-token sequence).
+Each repeat runs the engines in turn, the first rotating between repeats; rates are medians over
+the repeats and ratios medians of the ratios within a repeat. Then 16 threads each calling
+generate() with one prompt against one generate_parallel call of the same 16 prompts (in turn on
+one warmed context), and the drift over --drift-calls calls of 8 prompts.
 
     .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--repeats 3] [--drift-calls 100]
-        [--no-r] [--no-llama-cpp] [--no-batched-bench]
+        [--no-r] [--no-llama-cpp] [--no-generate-loop] [--no-batched-bench]
+Writes bench/results/parallel-<date>-<cpu>.json.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Dict, List
 
 import newrllama
-from llama_tools import llama_tool_binary, run_batched_bench
+from bench_results import write_results
+from in_turn import Run, median_of, paired_median, run_in_turn
+from llama_tools import llama_tool_binary, run_batched_bench_warm
 from newrllama._capi import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,117 +55,177 @@ TEXTS = [f"Here is a short story about {t}: once upon a time, long ago, there wa
 PROMPT_TOKENS = 16  # as llama-batched-bench -npp 16: equal lengths, so a prefill step is one pass
 N_THREADS = 2
 MAX_TOKENS = 48
+WARM_TOKENS = 2  # the prefill, then one decode step of every sequence
+BATCHED_BENCH = "llama-batched-bench"
+BATCHED_BENCH_KVU = "llama-batched-bench -kvu"
 R_SCRIPT = """
 library(newrllama)
 args <- commandArgs(trailingOnly = TRUE)
 prompts <- readLines(args[[1]])
 model <- model_load()
 ctx <- context_create(model, n_ctx = as.integer(args[[2]]), n_threads = 2L, n_seq_max = length(prompts))
-invisible(generate_parallel(ctx, prompts[1], max_tokens = 4L, progress = FALSE))
-best <- 0
-for (i in seq_len(as.integer(args[[4]]))) {
-  t0 <- Sys.time()
-  out <- generate_parallel(ctx, prompts, max_tokens = as.integer(args[[3]]), progress = FALSE)
-  elapsed <- as.numeric(difftime(Sys.time(), t0, units = "secs"))
-  best <- max(best, attr(out, "stats")$n_gen_tokens / elapsed)
-}
-cat(best, "\\n")
+invisible(generate_parallel(ctx, prompts, max_tokens = as.integer(args[[4]]), progress = FALSE))
+t0 <- Sys.time()
+out <- generate_parallel(ctx, prompts, max_tokens = as.integer(args[[3]]), progress = FALSE)
+cat(as.numeric(difftime(Sys.time(), t0, units = "secs")), attr(out, "stats")$n_gen_tokens, "\\n")
 """
 
 
 def n_ctx_for(n: int) -> int:
-    return max(n, 1) * 128
-
-
-def best_rate(repeats: int, run) -> float:
-    """Best tokens/s over `repeats` timed calls of run(), which returns the tokens it generated."""
-    best = 0.0
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        tokens = run()
-        best = max(best, tokens / (time.perf_counter() - t0))
-    return best
+    return max(n, 1) * 128  # 128 cells per sequence, in our contexts and llama-batched-bench alike
 
 
 def parallel_context(model, n):
     return newrllama.Context(model, n_ctx=n_ctx_for(n), n_seq_max=n, n_threads=N_THREADS)
 
 
-def bench_parallel(model, prompts, repeats):
-    """Tokens/s of the Python scheduler, and its Python time per step in those runs."""
-    params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
-    with parallel_context(model, len(prompts)) as ctx:
-        # Warm-up at full width, as the C driver's and llama-batched-bench's: the first pass of a shape
-        # touches the pages of its buffers.
-        ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=2))
-        before = ctx.engine_stats()
-        rate = best_rate(repeats, lambda: sum(c.n_gen_tokens for c in ctx.generate_parallel(prompts, params)))
-        after = ctx.engine_stats()
-    python_us = 1e6 * (after.t_python_s - before.t_python_s) / max(1, after.n_steps - before.n_steps)
-    return rate, python_us
+def timed(call) -> Dict:
+    t0 = time.perf_counter()
+    figures = call()
+    return {"seconds": time.perf_counter() - t0, **figures}
 
 
-def bench_c_driver(model, prompts, repeats):
-    """Tokens/s of the C driver (newrllama_generate_parallel_ex) over the same step primitives."""
-    c_prompts = ffi.new("newrllama_prompt[]", len(prompts))
-    keep = [ffi.new("int32_t[]", p) for p in prompts]
-    for i, buf in enumerate(keep):
-        c_prompts[i].tokens, c_prompts[i].n_tokens = buf, len(prompts[i])
-    params = ffi.new("newrllama_sampling_params *", {"max_tokens": MAX_TOKENS, "top_k": 40, "top_p": 1.0,
-                                                     "penalty_repeat": 1.0, "seed": 1234})
-    stats = ffi.new("newrllama_parallel_stats *")
-    results = ffi.new("newrllama_completion **")
+def python_engine(model, prompts) -> Run:
+    """The Python scheduler, with its Python time per step in the timed call."""
+    def run(_repeat: int) -> Dict:
+        with parallel_context(model, len(prompts)) as ctx:
+            ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=WARM_TOKENS))
+            before = ctx.engine_stats()
+            params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
+            out = timed(lambda: {"done": ctx.generate_parallel(prompts, params)})
+            after = ctx.engine_stats()
+        done = out.pop("done")
+        steps = max(1, after.n_steps - before.n_steps)
+        return {**out, "tokens": sum(c.n_gen_tokens for c in done),
+                "cached_tokens": sum(c.n_cached_tokens for c in done),
+                "python_us_per_step": 1e6 * (after.t_python_s - before.t_python_s) / steps}
+    return run
 
-    def run():
+
+def c_driver_engine(model, prompts) -> Run:
+    """The C driver (newrllama_generate_parallel_ex) over the same step primitives."""
+    token_arrays = [ffi.new("int32_t[]", p) for p in prompts]
+
+    def call(ctx, max_tokens: int) -> Dict:
+        c_prompts = ffi.new("newrllama_prompt[]", len(token_arrays))
+        for i, buf in enumerate(token_arrays):
+            c_prompts[i].tokens, c_prompts[i].n_tokens = buf, len(buf)
+        params = ffi.new("newrllama_sampling_params *", {"max_tokens": max_tokens, "top_k": 40, "top_p": 1.0,
+                                                         "penalty_repeat": 1.0, "seed": 1234})
+        stats = ffi.new("newrllama_parallel_stats *")
+        results = ffi.new("newrllama_completion **")
         code = lib.newrllama_generate_parallel_ex(ctx.handle, c_prompts, len(prompts), params, 1, ffi.NULL, ffi.NULL,
                                                   results, stats, ffi.NULL)
         assert code == lib.NEWRLLAMA_OK, code
         lib.newrllama_free_completions(results[0], len(prompts))
-        return stats.n_gen_tokens
+        return {"tokens": stats.n_gen_tokens}
 
-    with parallel_context(model, len(prompts)) as ctx:
-        run()
-        return best_rate(repeats, run)
-
-
-def bench_batched_bench(sizes, repeats, unified: bool = False):
-    """llama-batched-bench: generated tokens/s with prefill included (B * TG / T), best of repeats per size;
-    unified: one KV stream for all sequences (-kvu), the layout our contexts use."""
-    binary = llama_tool_binary()
-    best = {n: 0.0 for n in sizes}
-    n_ctx = max(sizes) * 128  # 128 cells per sequence, as our contexts
-    flags = ["-kvu"] if unified else []
-    for _ in range(repeats):
-        for row in run_batched_bench(binary, ["-c", str(n_ctx), "-b", "512", "-ub", "512", "-npp", str(PROMPT_TOKENS),
-                                              "-ntg", str(MAX_TOKENS), "-npl", ",".join(map(str, sizes))] + flags,
-                                     N_THREADS):
-            b = int(row["B"])
-            if b in best:
-                best[b] = max(best[b], b * row["TG"] / row["T"])
-    return best
+    def run(_repeat: int) -> Dict:
+        with parallel_context(model, len(prompts)) as ctx:
+            call(ctx, WARM_TOKENS)
+            return timed(lambda: call(ctx, MAX_TOKENS))
+    return run
 
 
-def paired_ratio(ours, reference):
-    """The median over repeats of our rate over the reference's rate measured in the same repeat."""
-    return statistics.median(a / b for a, b in zip(ours, reference))
+def batched_bench_engine(binary: str, n: int, unified: bool) -> Run:
+    args = ["-c", str(n_ctx_for(n)), "-b", "512", "-ub", "512", "-npp", str(PROMPT_TOKENS), "-npl", str(n)]
+    args += ["-kvu"] if unified else []
+
+    def run(_repeat: int) -> Dict:
+        out = run_batched_bench_warm(binary, args, MAX_TOKENS - 1, N_THREADS)
+        return {**out, "tokens": n * (int(out["row"]["TG"]) + 1)}
+    return run
 
 
-def bench_threads(model, prompts, repeats):
-    """Best time of 16 threads each calling generate() once, over the best time of one generate_parallel call."""
+def generate_loop_engine(model, prompts) -> Run:
+    def run(_repeat: int) -> Dict:
+        params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
+        with newrllama.Context(model, n_ctx=512, n_seq_max=1, n_threads=N_THREADS) as ctx:
+            ctx.generate(prompts[0], newrllama.SamplingParams(max_tokens=WARM_TOKENS))
+            return timed(lambda: {"tokens": sum(ctx.generate(p, params).n_gen_tokens for p in prompts)})
+    return run
+
+
+def llama_cpp_loop_engine(llm, prompts) -> Run:
+    def completion(prompt, max_tokens: int) -> int:
+        llm.reset()
+        return llm.create_completion(prompt, max_tokens=max_tokens, temperature=0.0)["usage"]["completion_tokens"]
+
+    def run(_repeat: int) -> Dict:
+        completion(prompts[0], WARM_TOKENS)
+        return timed(lambda: {"tokens": sum(completion(p, MAX_TOKENS) for p in prompts)})
+    return run
+
+
+def r_engine(texts: List[str]) -> Run:
+    """R's generate_parallel in a new R session, warmed up as ours; only its call is timed."""
+    def run(_repeat: int) -> Dict:
+        with tempfile.TemporaryDirectory() as tmp:
+            prompt_file, script = Path(tmp) / "prompts.txt", Path(tmp) / "bench.R"
+            prompt_file.write_text("\n".join(texts) + "\n")
+            script.write_text(R_SCRIPT)
+            env = dict(os.environ, NEWRLLAMA_PYTHON=sys.executable,
+                       R_LIBS=os.environ.get("R_LIBS", str(ROOT / ".Rlib")))
+            out = subprocess.run(["Rscript", str(script), str(prompt_file), str(n_ctx_for(len(texts))),
+                                  str(MAX_TOKENS), str(WARM_TOKENS)], capture_output=True, text=True, env=env,
+                                 timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"R benchmark failed: {out.stderr[-2000:]}")
+        seconds, tokens = out.stdout.split()[-2:]
+        return {"seconds": float(seconds), "tokens": int(tokens)}
+    return run
+
+
+def rate(figures: Dict) -> float:
+    return figures["tokens"] / figures["seconds"]
+
+
+def bench_size(model, prompts, binary, llm, generate_loop: bool, with_r: bool, repeats: int) -> Dict:
+    n = len(prompts)
+    engines: Dict[str, Run] = {"generate_parallel": python_engine(model, prompts),
+                               "C driver": c_driver_engine(model, prompts)}
+    if binary:
+        engines[BATCHED_BENCH] = batched_bench_engine(binary, n, unified=False)
+        engines[BATCHED_BENCH_KVU] = batched_bench_engine(binary, n, unified=True)
+    if generate_loop:
+        engines["generate loop"] = generate_loop_engine(model, prompts)
+    if llm is not None:
+        engines["llama-cpp-python loop"] = llama_cpp_loop_engine(llm, prompts)
+    if with_r and n == 16:
+        texts = [model.detokenize(p) for p in prompts]
+        engines["R generate_parallel"] = r_engine(texts)
+        engines["generate_parallel on R's texts"] = python_engine(model, texts)
+    raw = run_in_turn(engines, repeats, label=f"{n:3d} prompts, ")
+    summary = {"prompts": n, "tokens_per_s": {e: statistics.median(rate(r["runs"][e]) for r in raw) for e in engines},
+               "python_us_per_step": median_of(raw, "generate_parallel", "python_us_per_step"),
+               "cached_tokens": max(r["runs"]["generate_parallel"]["cached_tokens"] for r in raw), "ratios": {}}
+    pairs = [("generate_parallel", ref) for ref in engines if ref != "generate_parallel"]
+    pairs += [("C driver", ref) for ref in (BATCHED_BENCH, BATCHED_BENCH_KVU) if ref in engines]
+    pairs += [("R generate_parallel", "generate_parallel on R's texts")] if "R generate_parallel" in engines else []
+    for engine, ref in pairs:
+        summary["ratios"][f"{engine} / {ref}"] = paired_median(raw, lambda runs: rate(runs[engine]) / rate(runs[ref]))
+    return {"summary": summary, "raw": raw}
+
+
+def bench_threads(model, prompts, repeats) -> Dict:
+    """16 threads each calling generate() once against one generate_parallel call, in turn on one warmed context."""
     params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
+    texts: Dict[str, List[str]] = {}
     with parallel_context(model, len(prompts)) as ctx:
-        ctx.generate_parallel(prompts[:1], newrllama.SamplingParams(max_tokens=4))
-        one_call, threaded = float("inf"), float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            together = [c.text for c in ctx.generate_parallel(prompts, params)]
-            one_call = min(one_call, time.perf_counter() - t0)
-            texts = [None] * len(prompts)
+        ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=WARM_TOKENS))
+
+        def one_call(_repeat: int) -> Dict:
+            out = timed(lambda: {"done": ctx.generate_parallel(prompts, params)})
+            texts["one call"] = [c.text for c in out.pop("done")]
+            return out
+
+        def threaded(_repeat: int) -> Dict:
+            got: List[str] = [""] * len(prompts)
             barrier = threading.Barrier(len(prompts) + 1)
 
             def worker(i):
                 barrier.wait()
-                texts[i] = ctx.generate(prompts[i], params).text
+                got[i] = ctx.generate(prompts[i], params).text
 
             threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(prompts))]
             for t in threads:
@@ -163,42 +234,16 @@ def bench_threads(model, prompts, repeats):
             t0 = time.perf_counter()
             for t in threads:
                 t.join()
-            threaded = min(threaded, time.perf_counter() - t0)
-    same = sum(a == b for a, b in zip(texts, together))
-    return {"one_call_s": one_call, "threads_s": threaded, "threads_over_one_call": threaded / one_call,
-            "same_text": same, "prompts": len(prompts)}
+            texts["threads"] = got
+            return {"seconds": time.perf_counter() - t0}
 
-
-def bench_generate_loop(model, prompts, repeats):
-    params = newrllama.SamplingParams(max_tokens=MAX_TOKENS)
-    with newrllama.Context(model, n_ctx=512, n_seq_max=1, n_threads=N_THREADS) as ctx:
-        ctx.generate(prompts[0], newrllama.SamplingParams(max_tokens=4))
-        return best_rate(repeats, lambda: sum(ctx.generate(p, params).n_gen_tokens for p in prompts))
-
-
-def bench_llama_cpp_loop(llm, prompts, repeats):
-    def run():
-        tokens = 0
-        for p in prompts:
-            llm.reset()
-            tokens += llm.create_completion(p, max_tokens=MAX_TOKENS, temperature=0.0)["usage"]["completion_tokens"]
-        return tokens
-
-    llm.create_completion(prompts[0], max_tokens=4, temperature=0.0)
-    return best_rate(repeats, run)
-
-
-def bench_r(prompts, repeats):
-    prompt_file = ROOT / "bench" / "results" / "r_prompts.txt"
-    prompt_file.write_text("\n".join(prompts) + "\n")
-    script = ROOT / "bench" / "results" / "bench_r.R"
-    script.write_text(R_SCRIPT)
-    env = dict(os.environ, NEWRLLAMA_PYTHON=sys.executable, R_LIBS=str(ROOT / ".Rlib"))
-    out = subprocess.run(["Rscript", str(script), str(prompt_file), str(n_ctx_for(len(prompts))), str(MAX_TOKENS), str(repeats)],
-                         capture_output=True, text=True, env=env, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"R benchmark failed: {out.stderr[-2000:]}")
-    return float(out.stdout.split()[-1])
+        raw = run_in_turn({"one generate_parallel call": one_call, "threads calling generate()": threaded}, repeats,
+                          label="threads, ")
+    return {"prompts": len(prompts), "one_call_s": median_of(raw, "one generate_parallel call"),
+            "threads_s": median_of(raw, "threads calling generate()"),
+            "threads_over_one_call": paired_median(
+                raw, lambda r: r["threads calling generate()"]["seconds"] / r["one generate_parallel call"]["seconds"]),
+            "same_text": sum(a == b for a, b in zip(texts["threads"], texts["one call"])), "raw": raw}
 
 
 def bench_drift(model, prompts, calls: int):
@@ -225,90 +270,46 @@ def sixteen_token_prompts(model):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8, 16, 32])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per figure; the best is kept")
-    parser.add_argument("--drift-calls", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every engine, in turn")
+    parser.add_argument("--drift-calls", type=int, default=100, help="0: skip the drift measurement")
     parser.add_argument("--no-r", action="store_true")
     parser.add_argument("--no-llama-cpp", action="store_true")
+    parser.add_argument("--no-generate-loop", action="store_true")
     parser.add_argument("--no-batched-bench", action="store_true")
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_parallel.json"))
     args = parser.parse_args()
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    (ROOT / "bench" / "results").mkdir(exist_ok=True)
 
     model = newrllama.Model()
     all_prompts = sixteen_token_prompts(model)
+    binary = None if args.no_batched_bench else llama_tool_binary()
     llm = None
     if not args.no_llama_cpp:
         from llama_cpp import Llama
         llm = Llama(newrllama.default_model_path(), n_ctx=512, n_threads=N_THREADS, verbose=False)
-    rows = []
+    sizes = {}
     for n in args.sizes:
         prompts = (all_prompts * (n // len(all_prompts) + 1))[:n]
-        # Interleaved, best of repeats each: on a shared machine the load drifts within minutes.
-        rates = {"python": [], "c": [], "bb": [], "bb_kvu": []}
-        python_us = []
-        for _ in range(args.repeats):
-            if not args.no_batched_bench:
-                rates["bb"].append(bench_batched_bench([n], 1)[n])
-                rates["bb_kvu"].append(bench_batched_bench([n], 1, unified=True)[n])
-            r, us = bench_parallel(model, prompts, 1)
-            rates["python"].append(r)
-            python_us.append(us)
-            rates["c"].append(bench_c_driver(model, prompts, 1))
-        row = {"prompts": n, "generate_parallel": max(rates["python"]),
-               "python_us_per_step": statistics.median(python_us), "c_driver": max(rates["c"]),
-               "generate_loop": bench_generate_loop(model, prompts, args.repeats), "rates": rates}
-        if rates["bb"]:
-            # Best over best, and the median of the ratios within each repeat: the load of this shared
-            # machine drifts over minutes, and a repeat's engines ran within the same minute.
-            for key, ref in (("", "bb"), ("_kvu", "bb_kvu")):
-                row["batched_bench" + key] = max(rates[ref])
-                row["over_batched_bench" + key] = row["generate_parallel"] / row["batched_bench" + key]
-                row["paired_over_batched_bench" + key] = paired_ratio(rates["python"], rates[ref])
-            row["c_paired_over_batched_bench"] = paired_ratio(rates["c"], rates["bb"])
-        if llm is not None:
-            row["llama_cpp_loop"] = bench_llama_cpp_loop(llm, prompts, args.repeats)
-        if not args.no_r and n == 16:
-            texts = [model.detokenize(p) for p in prompts]
-            row["r_generate_parallel"] = bench_r(texts, args.repeats)
-            row["r_over_python"] = row["r_generate_parallel"] / bench_parallel(model, texts, args.repeats)[0]
-        row["speedup_vs_generate_loop"] = row["generate_parallel"] / row["generate_loop"]
-        rows.append(row)
-        print(json.dumps(row), file=sys.stderr)
+        sizes[n] = bench_size(model, prompts, binary, llm, not args.no_generate_loop, not args.no_r, args.repeats)
     threads = bench_threads(model, (all_prompts * 2)[:16], args.repeats)
     drift = bench_drift(model, [model.detokenize(p) for p in all_prompts], args.drift_calls) if args.drift_calls else None
 
-    def col(r, key, width, fmt="{:.1f}"):
-        return f"{fmt.format(r[key]):>{width}}" if key in r else f"{'-':>{width}}"
-
-    print(f"\nGenerated tokens/s, prefill included ({PROMPT_TOKENS}-token prompts, {MAX_TOKENS} new tokens each, "
-          f"greedy, {N_THREADS} threads, embedded model; best of {args.repeats})")
-    print(f"{'prompts':>7} {'python':>8} {'C driver':>9} {'batched-bench':>14} {'python/bb':>10} {'bb -kvu':>8} "
-          f"{'python/bb-kvu':>14} {'py us/step':>11} "
-          f"{'gen loop':>9} {'llama-cpp':>10} {'R':>7} {'speedup':>8}")
-    for r in rows:
-        print(f"{r['prompts']:>7} {r['generate_parallel']:8.1f} {r['c_driver']:9.1f} {col(r, 'batched_bench', 14)} "
-              f"{col(r, 'over_batched_bench', 10, '{:.3f}')} {col(r, 'batched_bench_kvu', 8)} "
-              f"{col(r, 'over_batched_bench_kvu', 14, '{:.3f}')} {r['python_us_per_step']:11.0f} {r['generate_loop']:9.1f} "
-              f"{col(r, 'llama_cpp_loop', 10)} {col(r, 'r_generate_parallel', 7)} {r['speedup_vs_generate_loop']:7.2f}x")
-    if any("paired_over_batched_bench" in r for r in rows):
-        print(f"\nMedian over the {args.repeats} repeats of the ratio within a repeat (same minute, same load):")
-        print(f"{'prompts':>7} {'python/bb':>10} {'python/bb-kvu':>14} {'C driver/bb':>12}")
-        for r in rows:
-            print(f"{r['prompts']:>7} {r['paired_over_batched_bench']:10.3f} {r['paired_over_batched_bench_kvu']:14.3f} "
-                  f"{r['c_paired_over_batched_bench']:12.3f}")
-    for r in rows:
-        if "r_over_python" in r:
-            print(f"R generate_parallel / Python generate_parallel at {r['prompts']} prompts: {r['r_over_python']:.3f}")
+    print(f"\nGenerated tokens/s, prefill included ({PROMPT_TOKENS}-token prompts, {MAX_TOKENS} new tokens each "
+          f"(llama-batched-bench: -ntg {MAX_TOKENS - 1}), greedy, {N_THREADS} threads, embedded model; medians of "
+          f"{args.repeats} repeats, ratios: medians of the ratios within a repeat)")
+    for n, size in sizes.items():
+        s = size["summary"]
+        print(f"{n} prompts: " + ", ".join(f"{e} {r:.1f}" for e, r in s["tokens_per_s"].items())
+              + f"; Python {s['python_us_per_step']:.0f} us/step; cached prompt tokens {s['cached_tokens']}")
+        for name, ratio in s["ratios"].items():
+            print(f"    {name:<64} {ratio:6.3f}")
     print(f"16 threads calling generate() once each: {threads['threads_s']:.2f} s; one generate_parallel call: "
           f"{threads['one_call_s']:.2f} s; ratio {threads['threads_over_one_call']:.2f} (target <= 1.3); "
           f"identical texts {threads['same_text']}/{threads['prompts']}")
     if drift:
         print(f"Drift over {drift['calls']} calls of 8 prompts: median of last 10 / median of first 10 = "
               f"{drift['last_over_first']:.3f}")
-    Path(args.json).write_text(json.dumps({"rows": rows, "threads": threads, "drift": drift, "max_tokens": MAX_TOKENS,
-                                           "n_threads": N_THREADS, "repeats": args.repeats}, indent=2))
-    print(f"wrote {args.json}")
+    write_results("parallel", {"prompt_tokens": PROMPT_TOKENS, "max_tokens": MAX_TOKENS,
+                               "batched_bench_ntg": MAX_TOKENS - 1, "n_threads": N_THREADS, "repeats": args.repeats,
+                               "batched_bench": binary, "sizes": sizes, "threads": threads, "drift": drift})
     model.close()
     return 0
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import platform
 import sys
@@ -18,8 +19,12 @@ def cpu_name() -> str:
 
 
 def machine() -> dict:
+    """The CPU, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built from)
+    and the command that ran the benchmark."""
     import newrllama
     return {"cpu": cpu_name(), "python": platform.python_version(), "newrllama": newrllama.__version__,
+            "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
+            "model": Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
 
 

@@ -3,11 +3,17 @@
 Starts `python -m newrllama serve --n-seq-max 16` on loopback; for 1, 4, 16 and 64
 concurrent clients, each client streams requests (one prompt each, greedy, 48 tokens)
 until the shared list of prompts is done. Prints generated tokens per second, the
-ratio to one in-process generate_parallel call of the same prompts on a context of the
-same shape (run after the server stopped, so they never share the CPU), and the time
-to first token (median and 90th percentile). The clients run on the same 2 cores.
+speed ratio to one in-process generate_parallel call of the same prompts on a context of the
+same shape, and the time to first token (median and 90th percentile). The clients run on
+the same 2 cores. The same engine does the same work either way (48 tokens: the prefill and
+47 decode steps). The server and the context stay up throughout, each warmed up at full width
+first (16 other prompts, 2 tokens each: the prefill and one decode step of all sequences), and
+each idles while the other runs; each repeat runs the local call and every number of clients in
+turn, the first rotating between repeats; rates and times to first token are medians over the
+repeats, ratios medians of the ratios within a repeat.
 
-    .venv/bin/python bench/bench_server.py [--clients 1 4 16 64] [--prompts 64] [--max-tokens 48]
+    .venv/bin/python bench/bench_server.py [--clients 1 4 16 64] [--prompts 64] [--max-tokens 48] [--repeats 2]
+Writes bench/results/server-<date>-<cpu>.json.
 """
 from __future__ import annotations
 
@@ -18,10 +24,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Dict
 
 import httpx
 
 import newrllama
+from bench_results import write_results
+from in_turn import Run, median_of, paired_median, run_in_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
@@ -30,6 +39,8 @@ from short_prompts import short_prompts  # noqa: E402
 
 N_SEQ = 16
 N_THREADS = 2
+WARM_TOKENS = 2
+LOCAL = "one generate_parallel call"
 
 
 async def one_request(http: httpx.AsyncClient, prompt: str, max_tokens: int):
@@ -70,13 +81,25 @@ async def drive(url: str, todo, clients: int, max_tokens: int):
         return time.perf_counter() - t0, sum(tokens), ttfts
 
 
-def local_reference(todo, max_tokens: int):
-    with newrllama.Model() as model, newrllama.Context(model, n_ctx=N_SEQ * 512, n_seq_max=N_SEQ,
-                                                       n_threads=N_THREADS) as ctx:
-        ctx.generate_parallel(todo[:N_SEQ], newrllama.SamplingParams(max_tokens=4))  # warm up
+def server_engine(url: str, todo, clients: int, max_tokens: int) -> Run:
+    def run(_repeat: int) -> Dict:
+        seconds, tokens, ttfts = asyncio.run(drive(url, todo, clients, max_tokens))
+        ttfts.sort()
+        return {"seconds": seconds, "tokens": tokens, "ttft_median_s": statistics.median(ttfts),
+                "ttft_p90_s": ttfts[int(0.9 * (len(ttfts) - 1))]}
+    return run
+
+
+def local_engine(ctx: newrllama.Context, todo, max_tokens: int) -> Run:
+    def run(_repeat: int) -> Dict:
         t0 = time.perf_counter()
         done = ctx.generate_parallel(todo, newrllama.SamplingParams(max_tokens=max_tokens))
-        return time.perf_counter() - t0, sum(c.n_gen_tokens for c in done)
+        return {"seconds": time.perf_counter() - t0, "tokens": sum(c.n_gen_tokens for c in done)}
+    return run
+
+
+def rate(figures: Dict) -> float:
+    return figures["tokens"] / figures["seconds"]
 
 
 def main() -> int:
@@ -84,31 +107,36 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--json", default=str(ROOT / "bench" / "results" / "bench_server.json"))
+    parser.add_argument("--repeats", type=int, default=2, help="runs of every engine, in turn")
     args = parser.parse_args()
     todo = short_prompts(args.prompts)
-    rows = []
-    with ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", str(N_SEQ * 512), "--threads", str(N_THREADS)) as server:
-        asyncio.run(drive(server.url, todo[:N_SEQ], N_SEQ, 4))  # warm up
-        for clients in args.clients:
-            seconds, n_gen, ttfts = asyncio.run(drive(server.url, todo, clients, args.max_tokens))
-            ttfts.sort()
-            rows.append({"clients": clients, "seconds": seconds, "tokens": n_gen, "tokens_per_s": n_gen / seconds,
-                         "ttft_median_s": statistics.median(ttfts), "ttft_p90_s": ttfts[int(0.9 * (len(ttfts) - 1))]})
-            print(json.dumps(rows[-1]), file=sys.stderr)
-    local_s, local_tokens = local_reference(todo, args.max_tokens)
-    local_tps = local_tokens / local_s
+    warm = short_prompts(args.prompts + N_SEQ)[-N_SEQ:]  # other prompts, full width
+    shape = {"n_ctx": N_SEQ * 512, "n_seq_max": N_SEQ, "n_threads": N_THREADS}
+    with ServerProcess("--n-seq-max", str(N_SEQ), "--n-ctx", str(shape["n_ctx"]), "--threads", str(N_THREADS)) \
+            as server, newrllama.Model() as model, newrllama.Context(model, **shape) as ctx:
+        asyncio.run(drive(server.url, warm, N_SEQ, WARM_TOKENS))
+        ctx.generate_parallel(warm, newrllama.SamplingParams(max_tokens=WARM_TOKENS))
+        engines = {LOCAL: local_engine(ctx, todo, args.max_tokens)}
+        engines.update((f"server, {k} clients", server_engine(server.url, todo, k, args.max_tokens))
+                       for k in args.clients)
+        raw = run_in_turn(engines, args.repeats)
+    local_tps = statistics.median(rate(r["runs"][LOCAL]) for r in raw)
     print(f"\n{args.prompts} prompts, {args.max_tokens} greedy tokens each, server --n-seq-max {N_SEQ}, "
-          f"{N_THREADS} threads, embedded model; one generate_parallel call: {local_tps:.1f} tokens/s")
+          f"{N_THREADS} threads, embedded model; one generate_parallel call: {local_tps:.1f} tokens/s; medians of "
+          f"{args.repeats} repeats, ratios: medians of the ratios within a repeat")
     print(f"{'clients':>8} {'tokens/s':>9} {'ratio':>6} {'TTFT median s':>14} {'TTFT p90 s':>11}")
-    for r in rows:
-        r["over_generate_parallel"] = r["tokens_per_s"] / local_tps
-        print(f"{r['clients']:>8} {r['tokens_per_s']:9.1f} {r['over_generate_parallel']:6.2f} "
+    rows = []
+    for clients in args.clients:
+        e = f"server, {clients} clients"
+        rows.append({"clients": clients, "tokens_per_s": statistics.median(rate(r["runs"][e]) for r in raw),
+                     "over_generate_parallel": paired_median(raw, lambda runs: rate(runs[e]) / rate(runs[LOCAL])),
+                     "ttft_median_s": median_of(raw, e, "ttft_median_s"), "ttft_p90_s": median_of(raw, e, "ttft_p90_s")})
+        r = rows[-1]
+        print(f"{clients:>8} {r['tokens_per_s']:9.1f} {r['over_generate_parallel']:6.2f} "
               f"{r['ttft_median_s']:14.3f} {r['ttft_p90_s']:11.3f}")
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"rows": rows, "generate_parallel_tokens_per_s": local_tps,
-                                           "prompts": args.prompts, "max_tokens": args.max_tokens}, indent=2))
-    print(f"wrote {args.json}")
+    write_results("server", {"prompts": args.prompts, "max_tokens": args.max_tokens, "n_seq": N_SEQ,
+                             "threads": N_THREADS, "n_ctx": shape["n_ctx"], "repeats": args.repeats,
+                             "generate_parallel_tokens_per_s": local_tps, "rows": rows, "raw": raw})
     return 0
 
 

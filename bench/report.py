@@ -89,8 +89,11 @@ def two_contexts(r: dict) -> List[str]:
 
 
 def cluster_shared_instruction(r: dict) -> List[str]:
+    repeats = f"; seconds: medians of {r['repeats']} repeats in turn after a full-width warm-up each" \
+        if "repeats" in r else ""
     return table(f"{r['docs']} prompts under one {r['instruction_tokens']}-token instruction, 4 greedy tokens each, "
-                 f"{r['machine']['cpu']}; the cluster has 1 worker and sends {r['chunks']} chunks of {r['n_seq_max']}:",
+                 f"{r['machine']['cpu']}; the cluster has 1 worker and sends {r['chunks']} chunks of {r['n_seq_max']}"
+                 f"{repeats}:",
                  ["run", "seconds", "prompt tokens decoded", "instruction decoded (times)"],
                  [[name.replace("_", " "), f"{r[name]['seconds']:.2f}", str(r[name]["prompt_tokens_decoded"]),
                    f"{r[name]['instruction_decodes']:.2f}"] for name in ("local_one_call", "cluster_1_worker")])
@@ -105,9 +108,118 @@ def long_prompts(r: dict) -> List[str]:
                   for n, runs in r["summary"].items() for name, run in runs.items()])
 
 
+def _ratio(ratios: dict, name: str) -> str:
+    return f"{ratios[name]:.3f}" if name in ratios else "-"
+
+
+def parallel(r: dict) -> List[str]:
+    sizes = [size["summary"] for size in r["sizes"].values()]
+    engines, pairs = list(sizes[0]["tokens_per_s"]), list(sizes[0]["ratios"])
+    out = table(f"{r['prompt_tokens']}-token prompts, {r['max_tokens']} greedy tokens each (llama-batched-bench: "
+                f"`-ntg {r['batched_bench_ntg']}`, the same decode steps), {r['n_threads']} threads, embedded model, "
+                f"{r['machine']['cpu']}; generated tokens/s with prefill, medians of {r['repeats']} repeats, engines in "
+                "turn after a full-width warm-up each:", ["prompts"] + [f"`{e}`" for e in engines] + ["Python us/step"],
+                [[str(s["prompts"])] + [f"{s['tokens_per_s'][e]:.1f}" for e in engines]
+                 + [f"{s['python_us_per_step']:.0f}"] for s in sizes])
+    out += [""] + table("Ratios of those rates, medians of the ratios within a repeat:", ["prompts"] + pairs,
+                        [[str(s["prompts"])] + [_ratio(s["ratios"], p) for p in pairs] for s in sizes])
+    t = r["threads"]
+    out += ["", f"16 threads calling `generate()` once each: {t['threads_s']:.2f} s against {t['one_call_s']:.2f} s for "
+            f"one `generate_parallel` call (median of the ratios within a repeat {t['threads_over_one_call']:.2f}); "
+            f"{t['same_text']} of {t['prompts']} texts identical."]
+    if r.get("drift"):
+        d = r["drift"]
+        out += ["", f"{d['calls']} consecutive calls of 8 prompts: median time of the last 10 over the first 10 = "
+                f"{d['last_over_first']:.3f}."]
+    return out
+
+
+def annotate(r: dict) -> List[str]:
+    out: List[str] = []
+    if r["docs"]:
+        rows = []
+        for d in r["docs"]:
+            s = d["summary"]
+            off, on = "newrllama, prefix cache off", "newrllama, prefix cache on"
+            bb = s.get("speed_over_batched_bench", {})
+            reference = [k for k in s["seconds"] if k.startswith("llama-batched-bench")]
+            rows.append([str(s["docs"]), f"{s['seconds'][off]:.2f}", f"{s['seconds'][on]:.2f}",
+                         f"{s['docs_per_s'][off]:.2f}", f"{s['docs_per_s'][on]:.2f}", f"{s['speedup_on_over_off']:.2f}x",
+                         f"{s['prompt_tokens_decoded'][off]} / {s['prompt_tokens_decoded'][on]} "
+                         f"({s['instruction_decodes_on']:.2f})", f"{s['prefill_work_off_over_on']:.1f}x less"]
+                        + [f"{s['seconds'][k]:.2f}" for k in reference]
+                        + [f"{bb[e]:.2f}" for e in (on, off) if e in bb] + [f"{s['same_texts']}/{s['docs']}"])
+        has_bb = "speed_over_batched_bench" in r["docs"][0]["summary"]
+        out += table(
+            f"A {r['instruction_tokens']}-token instruction, then a distinct {r['doc_tokens']}-token document, "
+            f"{r['answer_tokens']} greedy answer tokens (llama-batched-bench: `-ntg {r['batched_bench_ntg']}`, the same "
+            f"decode steps), {r['n_seq']} sequences, {r['threads']} threads, embedded model, {r['machine']['cpu']}; "
+            f"seconds: medians of {r['repeats']} repeats, engines in turn after a full-width warm-up each; speed "
+            "ratios (above 1: ours faster): medians of the ratios within a repeat. Prompt tokens decoded count the "
+            "shared start where it was decoded (in brackets: how many times, in shared starts).",
+            ["documents", "cache off s", "cache on s", "documents/s off", "documents/s on", "speedup",
+             "prompt tokens decoded off / on", "prefill work"]
+            + (["bb `-kvu -pps` pieces s", "bb prompts in full s", "cache on / bb pieces", "cache off / bb in full"]
+               if has_bb else []) + ["same texts"], rows)
+    if r.get("mixed"):
+        m = r["mixed"]
+        out += [""] + table(f"Prefill of mixed lengths, without the cache, one answer token, {r['n_seq']} sequences "
+                            f"(medians of {r['repeats']} repeats in turn):", ["prompts", "seconds", "ratio"],
+                            [[f"{m['prompts']} of 8-40 tokens", f"{m['mixed_s']:.2f}", f"{m['mixed_over_equal']:.2f}"],
+                             [f"{m['prompts']} of {m['mean_tokens']} tokens", f"{m['equal_s']:.2f}", "1"]])
+    if r.get("choices"):
+        c = r["choices"]
+        rows = [[f"plain greedy generation, {r['answer_tokens']} tokens", str(c["plain"]["rows_per_doc"]),
+                 f"{c['plain']['s_per_100']:.2f}", "1"]]
+        rows += [[f"`choices`, 4 labels, {name} ({', '.join(labels)})", str(c[name]["rows_per_doc"]),
+                  f"{c[name]['s_per_100']:.2f}", f"{c[name]['over_plain']:.2f}"]
+                 for name, labels in r["choice_sets"].items()]
+        out += [""] + table(f"{c['docs']} documents under the instruction, every engine run {c['repeats']} times in "
+                            "turn; seconds per 100 documents (median) and the median of the ratios within a repeat:",
+                            ["answer", "output rows per document", "s / 100 documents", "ratio to plain"], rows)
+    return out
+
+
+def cluster_vs_local(r: dict) -> List[str]:
+    throughput = r["raw"]["throughput"][0]["order"]
+    def name(engine: str) -> str:
+        return engine.replace("generate_parallel", "`generate_parallel`")
+    rows = [[name(e), f"{r['tokens_per_s'][e]:.1f}",
+             f"{r['speed_over_local'].get(e, 1.0):.2f}"] for e in throughput]
+    out = table(f"{r['prompts']} prompts of about 10 tokens, {r['max_tokens']} greedy tokens each, output file on, "
+                f"{r['n_seq']} sequences in flight in every engine, {r['cores']} cores, {r['machine']['cpu']}; medians "
+                f"of {r['repeats']} repeats, engines in turn after a full-width warm-up each; speed ratio to the local "
+                "call: median of the ratios within a repeat:", ["run", "tokens/s", "speed ratio to local"], rows)
+    small = r["one_token_prompts"]
+    out += [""] + table(f"{r['small']} prompts of one token, per 1,000 prompts (the cluster: 2 workers x "
+                        f"{r['n_seq'] // 2} sequences):",
+                        ["run", "seconds", "speed ratio to local", "driver ms", "output file ms", "chunks"],
+                        [[name(e), f"{v['s_per_1000']:.2f}", f"{v['speed_over_local']:.2f}",
+                          f"{v['driver_ms_per_1000']:.1f}" if "driver_ms_per_1000" in v else "-",
+                          f"{v['file_ms_per_1000']:.1f}" if "file_ms_per_1000" in v else "-",
+                          str(v.get("chunks", "-"))] for e, v in small.items()])
+    out += ["", "Start-up (Ray runtime and model loads): " + ", ".join(f"{e} {s:.1f} s" for e, s in r["startup_s"].items())
+            + f". Sizing: {r['prompts_per_hour_per_worker']:,.0f} prompts an hour per worker of "
+            f"{max(1, r['cores'] // 2)} thread(s) at this size."]
+    return out
+
+
+def server(r: dict) -> List[str]:
+    return table(f"{r['prompts']} prompts of about 10 tokens, {r['max_tokens']} greedy tokens each, streamed; server "
+                 f"`--n-seq-max {r['n_seq']} --threads {r['threads']}`, the clients on the same cores, "
+                 f"{r['machine']['cpu']}; one in-process `generate_parallel` call of the same prompts on a context of "
+                 f"the same shape: {r['generate_parallel_tokens_per_s']:.1f} tokens/s. Medians of {r['repeats']} "
+                 "repeats, engines in turn after a full-width warm-up each; ratio: median of the ratios within a "
+                 "repeat:", ["clients", "tokens/s", "ratio to `generate_parallel`", "time to first token, median",
+                             "90th percentile"],
+                 [[str(row["clients"]), f"{row['tokens_per_s']:.1f}", f"{row['over_generate_parallel']:.2f}",
+                   f"{row['ttft_median_s']:.3f} s", f"{row['ttft_p90_s']:.3f} s"] for row in r["rows"]])
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
-    "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts}
+    "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
+    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
 
 
 def main(paths: List[str]) -> int:
