@@ -7,7 +7,9 @@ charged to the first prompt that copies it: the instruction's decodes are report
 and llama.cpp's llama-batched-bench on the same work:
   - with the cache on, against the pieces of the same work (-kvu, one KV stream as ours): the
     shared start decoded once, and per 16 documents 3 decode steps of 16 sequences after it
-    (-npp <shared> -pps -npl 16), plus the 16 suffixes' prefill (-npp <suffix> -npl 16);
+    (-npp <shared> -pps -npl 16), plus the 16 suffixes' prefill (-npp <suffix> -npl 16), which
+    runs with no shared start in the cache, so its attention reads fewer cells than ours: the
+    sum is a little less work than ours;
   - with the cache off (a KV stream per sequence), against the prompts decoded in full, in
     the same layout (-npp 475 -npl 16), per 16 documents.
 Equal work: our 4 tokens take the prefill and 3 decode steps (the last token is sampled, never
