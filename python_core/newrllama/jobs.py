@@ -72,16 +72,20 @@ class GenerationJob:
                "n_cached_tokens": result.n_cached_tokens}
         if result.choice_probs is not None:
             out["choice_probs"] = result.choice_probs
+        if result.engine_error:
+            out["engine_error"] = True
         return out
 
     def from_record(self, record: dict) -> Completion:
         # The file keeps token counts, not token ids: a resumed prompt's token_ids are empty.
         return Completion(record["text"], [], record["finish_reason"], record.get("error"),
                           record.get("n_prompt_tokens", 0), record.get("n_gen_tokens", 0),
-                          record.get("n_cached_tokens", 0), record.get("choice_probs"))
+                          record.get("n_cached_tokens", 0), record.get("choice_probs"),
+                          bool(record.get("engine_error", False)))
 
     def failed(self, message: str) -> Completion:
-        return Completion("", finish_reason="error", error=message)
+        """A prompt the cluster could not run (its worker died, the run stopped): the engine's failure."""
+        return Completion("", finish_reason="error", error=message, engine_error=True)
 
 
 class AnnotationJob:
