@@ -65,6 +65,16 @@ def questions(r: dict) -> List[str]:
                  [[name, f"{run['median_s']:.1f}", f"{run['over_one']:.2f}"] for name, run in r["runs"].items()])
 
 
+def question_layout(r: dict) -> List[str]:
+    return table(f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
+                 f"instruction \"{r['instruction']}\", debias \"reverse\", {r['machine']['cpu']}:",
+                 ["annotate()", "accuracy [95% CI]", "kappa [95% CI]", "labels given", "seconds"],
+                 [[name, f"{_f(run['accuracy'])} [{run['accuracy_ci'][0]:.2f}, {run['accuracy_ci'][1]:.2f}]",
+                   f"{_f(run['kappa'])} [{run['kappa_ci'][0]:.2f}, {run['kappa_ci'][1]:.2f}]",
+                   ", ".join(f"{label} {n}" for label, n in sorted(run["labels"].items())), f"{run['seconds']:.0f}"]
+                  for name, run in r["runs"].items()])
+
+
 def vs_llama_server(r: dict) -> List[str]:
     rows = []
     for name, w in r["workloads"].items():
@@ -217,7 +227,7 @@ def server(r: dict) -> List[str]:
 
 
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
-    "validity": validity, "questions": questions, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
+    "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
 
