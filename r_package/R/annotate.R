@@ -31,7 +31,10 @@
 #' @param retry_errors With `resume = TRUE`: also label again the texts whose
 #'   line in `output` holds an error.
 #' @param definitions A named character vector or list: label = definition
-#'   (added to those given in `labels`).
+#'   (added to those given in `labels`), put before the text. On the Reuters
+#'   stories, definitions there made the instruct model give every story one
+#'   label (kappa 0), while after the text, where a one-question `codebook`
+#'   puts them, they gave kappa 0.89 (README, "Where the definitions go").
 #' @param examples Coded examples shown to the model before each text: a data
 #'   frame with columns `text` and `label` (each label one of `labels`).
 #' @param debias How the labels' listing order is taken out of the scores
