@@ -259,6 +259,18 @@ def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
     assert time.perf_counter() - t0 < 5
 
 
+def test_a_ctrl_c_that_code_inside_the_wait_swallows_is_still_noted():
+    from newrllama.cluster.dispatch import _ctrl_c_noted
+    with _ctrl_c_noted() as ctrl_c:
+        try:  # as Ray's own code may: the KeyboardInterrupt is raised inside it and lost there
+            _thread.interrupt_main()
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        assert ctrl_c  # run_chunks raises it again from this note
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_close_stops_the_workers_and_the_runtime(cluster):
     pids = [w["pid"] for w in cluster.workers]
     cluster.close()
