@@ -19,6 +19,7 @@ import time
 import pytest
 
 import newrllama
+from newrllama.cluster.dispatch import _ctrl_c_noted
 from newrllama.model_hash import ModelIdentity
 from newrllama.results_file import ResultsFile
 from oracle import assert_expected_or_rounding
@@ -260,7 +261,6 @@ def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
 
 
 def test_a_ctrl_c_that_code_inside_the_wait_swallows_is_still_noted():
-    from newrllama.cluster.dispatch import _ctrl_c_noted
     with _ctrl_c_noted() as ctrl_c:
         try:  # as Ray's own code may: the KeyboardInterrupt is raised inside it and lost there
             _thread.interrupt_main()
