@@ -19,7 +19,6 @@ import time
 import pytest
 
 import newrllama
-from newrllama.cluster.dispatch import _ctrl_c_noted
 from newrllama.model_hash import ModelIdentity
 from newrllama.results_file import ResultsFile
 from oracle import assert_expected_or_rounding
@@ -258,17 +257,6 @@ def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
     assert cluster.generate_parallel(PROMPTS[:2], PARAMS)[0].finish_reason == "length"
     # Had the workers gone on with the interrupted chunks (16 answers of 400 tokens), this would wait for them.
     assert time.perf_counter() - t0 < 5
-
-
-def test_a_ctrl_c_that_code_inside_the_wait_swallows_is_still_noted():
-    with _ctrl_c_noted() as ctrl_c:
-        try:  # as Ray's own code may: the KeyboardInterrupt is raised inside it and lost there
-            _thread.interrupt_main()
-            time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-        assert ctrl_c  # run_chunks raises it again from this note
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_close_stops_the_workers_and_the_runtime(cluster):

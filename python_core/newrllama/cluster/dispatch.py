@@ -9,13 +9,10 @@ An argument error raised by a worker (a grammar that does not parse) ends the ru
 would locally."""
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import InvalidArgumentError
 from .pool import WorkerPool, worker_failure
@@ -48,30 +45,6 @@ def _pick(load: List[int], avoid: Set[int]) -> Optional[int]:
     return min(preferred, key=lambda s: load[s])
 
 
-@contextlib.contextmanager
-def _ctrl_c_noted() -> Iterator[List[bool]]:
-    """Notes every Ctrl-C (SIGINT) while a run waits, as well as raising KeyboardInterrupt as usual.
-
-    A KeyboardInterrupt raised while Ray's wait runs its own code can be lost there: a run once
-    went on to its end after Ctrl-C. The loop raises it again from the note. Only in the main
-    thread, and only over Python's default handler (an application's own handler is left alone)."""
-    noted: List[bool] = []
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield noted
-        return
-
-    def note(signum: int, frame: Any) -> None:
-        noted.append(True)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, note)
-    try:
-        yield noted
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def run_chunks(ray: Any, pool: WorkerPool, method: str, payload: Callable[[Sequence[int]], Tuple[Any, ...]],
                chunks: Sequence[Chunk], done: Callable[[Chunk, List[Any]], None],
                failed: Callable[[Chunk, str], None]) -> DispatchStats:
@@ -81,52 +54,48 @@ def run_chunks(ray: Any, pool: WorkerPool, method: str, payload: Callable[[Seque
     pending: Deque[Chunk] = deque(chunks)
     running: Dict[Any, Tuple[Chunk, int, Any]] = {}
     load = [0] * len(pool)
-    with _ctrl_c_noted() as ctrl_c:
-        try:
-            while pending or running:
-                while pending:
-                    slot = _pick(load, pending[0].failed_on)
-                    if slot is None:
-                        break
-                    chunk = pending.popleft()
-                    worker = pool.workers[slot]
-                    running[getattr(worker, method).remote(*payload(chunk.indices))] = (chunk, slot, worker)
-                    load[slot] += 1
-                t0 = time.perf_counter()
-                ready: List[Any] = []
-                while not ready:
-                    # In slices: Python acts on Ctrl-C only between bytecodes, and a wait without a
-                    # timeout did not always return for it.
-                    ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_SLICE_S)
-                    if ctrl_c:
-                        raise KeyboardInterrupt
-                stats.t_wait_s += time.perf_counter() - t0
-                for ref in ready:
-                    chunk, slot, worker = running.pop(ref)
-                    load[slot] -= 1
-                    try:
-                        results = ray.get(ref)
-                    except ray.exceptions.RayActorError as exc:
-                        pool.replace(slot, worker)
-                        chunk.attempts += 1
-                        chunk.failed_on.add(slot)
-                        if chunk.attempts < MAX_ATTEMPTS:
-                            pending.appendleft(chunk)
-                            stats.n_retried_chunks += 1
-                        else:
-                            stats.n_failed_chunks += 1
-                            failed(chunk, f"its worker died {chunk.attempts} times running it "
-                                          f"({worker_failure(ray, exc)})")
-                        continue
-                    except ray.exceptions.RayTaskError as exc:
-                        error = worker_failure(ray, exc)
-                        if isinstance(error, InvalidArgumentError):
-                            raise error from None
+    try:
+        while pending or running:
+            while pending:
+                slot = _pick(load, pending[0].failed_on)
+                if slot is None:
+                    break
+                chunk = pending.popleft()
+                worker = pool.workers[slot]
+                running[getattr(worker, method).remote(*payload(chunk.indices))] = (chunk, slot, worker)
+                load[slot] += 1
+            t0 = time.perf_counter()
+            ready: List[Any] = []
+            while not ready:
+                # In slices: Python acts on Ctrl-C only between bytecodes, and a wait without a
+                # timeout did not always return for it (a test saw a whole run go on to the end).
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_SLICE_S)
+            stats.t_wait_s += time.perf_counter() - t0
+            for ref in ready:
+                chunk, slot, worker = running.pop(ref)
+                load[slot] -= 1
+                try:
+                    results = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    pool.replace(slot, worker)
+                    chunk.attempts += 1
+                    chunk.failed_on.add(slot)
+                    if chunk.attempts < MAX_ATTEMPTS:
+                        pending.appendleft(chunk)
+                        stats.n_retried_chunks += 1
+                    else:
                         stats.n_failed_chunks += 1
-                        failed(chunk, str(error))
-                        continue
-                    done(chunk, results)
-        finally:
-            for ref in running:  # Ctrl-C or an error: the workers' batches must not go on with this run
-                ray.cancel(ref)
+                        failed(chunk, f"its worker died {chunk.attempts} times running it ({worker_failure(ray, exc)})")
+                    continue
+                except ray.exceptions.RayTaskError as exc:
+                    error = worker_failure(ray, exc)
+                    if isinstance(error, InvalidArgumentError):
+                        raise error from None
+                    stats.n_failed_chunks += 1
+                    failed(chunk, str(error))
+                    continue
+                done(chunk, results)
+    finally:
+        for ref in running:  # Ctrl-C or an error: the workers' batches must not go on with this run
+            ray.cancel(ref)
     return stats
