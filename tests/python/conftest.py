@@ -1,6 +1,8 @@
 """Shared fixtures: the embedded model is loaded once per session."""
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 import newrllama
@@ -26,3 +28,12 @@ def reference_llama():
                           verbose=False, n_threads=2)
     yield llm
     llm.close()
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt during the test whatever the parent did: a shell starts background
+    jobs (a CI run started with &) with SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -248,7 +248,7 @@ def test_the_cluster_records_its_workers_model_refuses_another_and_retries_faile
     assert cluster.last_stats.n_resumed == 3 and [c.text for c in again] == [c.text for c in done]
 
 
-def test_ctrl_c_cancels_the_chunks_in_flight(cluster):
+def test_ctrl_c_cancels_the_chunks_in_flight(cluster, ctrl_c_raises):
     long_answers = newrllama.SamplingParams(max_tokens=400)
     threading.Timer(1.5, _thread.interrupt_main).start()
     with pytest.raises(KeyboardInterrupt):

@@ -174,16 +174,7 @@ def test_transient_decode_failure_falls_back_and_completes(model, reference_llam
             assert_greedy_alone(reference_llama, model, prompt, c)
 
 
-def test_keyboard_interrupt_leaves_context_clean(model):
-    # A shell starts background jobs with SIGINT ignored; Ctrl-C must raise here whatever the parent did.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        _interrupt_and_reuse(model)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _interrupt_and_reuse(model):
+def test_keyboard_interrupt_leaves_context_clean(model, ctrl_c_raises):
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4) as ctx:
         timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
         timer.start()

@@ -83,27 +83,23 @@ def test_a_failing_caller_does_not_disturb_the_others(ctx16, model):
     assert ctx16.n_used_cells() == 0
 
 
-def test_ctrl_c_cancels_only_the_interrupted_caller(model):
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_threads=2) as ctx:
-            other = []
-            worker = threading.Thread(target=lambda: other.append(
-                ctx.generate_parallel(PROMPTS[:4], newrllama.SamplingParams(max_tokens=40))))
-            worker.start()
-            timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-            timer.start()
-            t0 = time.perf_counter()
-            with pytest.raises(KeyboardInterrupt):
-                ctx.generate_parallel([f"{p} and so" for p in PROMPTS] * 4, newrllama.SamplingParams(max_tokens=300))
-            assert time.perf_counter() - t0 < 30
-            timer.join()
-            worker.join()
-            assert [c.finish_reason in ("stop", "length") for c in other[0]] == [True] * 4
-            assert ctx.n_used_cells() == 0
-            assert "Paris" in ctx.generate(FRANCE, newrllama.SamplingParams(max_tokens=6)).text
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def test_ctrl_c_cancels_only_the_interrupted_caller(model, ctrl_c_raises):
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_threads=2) as ctx:
+        other = []
+        worker = threading.Thread(target=lambda: other.append(
+            ctx.generate_parallel(PROMPTS[:4], newrllama.SamplingParams(max_tokens=40))))
+        worker.start()
+        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        t0 = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt):
+            ctx.generate_parallel([f"{p} and so" for p in PROMPTS] * 4, newrllama.SamplingParams(max_tokens=300))
+        assert time.perf_counter() - t0 < 30
+        timer.join()
+        worker.join()
+        assert [c.finish_reason in ("stop", "length") for c in other[0]] == [True] * 4
+        assert ctx.n_used_cells() == 0
+        assert "Paris" in ctx.generate(FRANCE, newrllama.SamplingParams(max_tokens=6)).text
 
 
 def test_eight_threads_fifty_calls_each(model):
