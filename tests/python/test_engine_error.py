@@ -1,10 +1,9 @@
 """Completion.engine_error: whose a failed prompt's error is, the engine's or the prompt's own."""
 from __future__ import annotations
 
-import json
-
 import newrllama
 from newrllama.jobs import GenerationJob
+from results_lines import lines_of
 
 
 def test_a_failed_prompt_says_whether_the_engine_or_the_prompt_failed(model):
@@ -23,14 +22,14 @@ def test_a_recorded_run_keeps_whose_error_it_was(model, tmp_path):
     out = tmp_path / "run.jsonl"
     prompts = ["Hello", "Once upon a time", "", "word " * 400]
     ids = ["ok", "decode", "empty", "long"]
+    params = newrllama.SamplingParams(max_tokens=4)
     with newrllama.Context(model, n_ctx=1024, n_seq_max=4, n_threads=2) as ctx:
         ctx._inject_decode_failure(after_n_decodes=3, seq_id=1)
-        ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=4), ids=ids, output=out)
-        lines = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+        ctx.generate_parallel(prompts, params, ids=ids, output=out)
+        lines = {r["id"]: r for r in lines_of(out)}
         assert lines["decode"]["engine_error"] is True
         assert all("engine_error" not in lines[i] for i in ("ok", "empty", "long"))
-        resumed = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=4), ids=ids, output=out,
-                                        resume=True)
+        resumed = ctx.generate_parallel(prompts, params, ids=ids, output=out, resume=True)
         assert ctx.last_stats.n_prompts == 0
     assert [c.engine_error for c in resumed] == [False, True, False, False]
 
