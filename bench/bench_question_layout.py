@@ -50,12 +50,11 @@ def main() -> None:
             seconds = time.perf_counter() - t0
             labels = [a["topic"].label if isinstance(a, dict) else a.label for a in done]
             v = newrllama.validate(labels, truth)
+            given = dict(collections.Counter(labels))
             report["runs"][name] = {"accuracy": v.accuracy, "accuracy_ci": list(v.accuracy_ci), "kappa": v.kappa,
-                                    "kappa_ci": list(v.kappa_ci), "labels": dict(collections.Counter(labels)),
-                                    "seconds": seconds}
+                                    "kappa_ci": list(v.kappa_ci), "labels": given, "seconds": seconds}
             print(f"{name:>26}: accuracy {v.accuracy:.3f} kappa {v.kappa:.3f} "
-                  f"[{v.kappa_ci[0]:.2f}, {v.kappa_ci[1]:.2f}] {dict(collections.Counter(labels))} {seconds:.0f} s",
-                  flush=True)
+                  f"[{v.kappa_ci[0]:.2f}, {v.kappa_ci[1]:.2f}] {given} {seconds:.0f} s", flush=True)
     write_results("question-layout", report)
 
 
