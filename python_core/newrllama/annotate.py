@@ -43,9 +43,9 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     """Labels every text with one of ``labels``, in input order.
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
-    definitions (in the system turn, before the text; on the Reuters stories there they made the
-    instruct model give every story one label, kappa 0, while after the text, as a one-question
-    ``codebook`` puts them, they gave kappa 0.89: README, "Where the definitions go");
+    definitions (put after the text, before the list of labels: on the Reuters stories the
+    instruct model gave kappa 0.89 with them there and kappa 0, every story one label, with
+    them before the text: README, "Where the definitions go");
     ``examples`` is a list of (text, label) coded examples, shown to the model
     before each text (in the system turn, or with ``examples_in="turns"`` as earlier chat
     turns: on the Reuters stories the system turn gave kappa 0.48 where turns gave 0). ``debias`` takes the labels' listing order out of the scores (see order_bias.py:

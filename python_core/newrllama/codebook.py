@@ -1,13 +1,16 @@
 """A codebook: the labels of one question, what each means, and coded examples; and the prompts it makes.
 
-A prompt is, in the model's chat template: the instruction and the labels' definitions in
-the system turn; the examples as earlier user/assistant turns (each example text a user
-turn, its label the assistant's answer), or written into the system turn; then the text,
-and after it the list of labels to answer with. Everything before the text is the same for
-every text of a call and everything before the list the same for every listing order of a
-text, so the prefix cache decodes the instruction once per call and each text once for all
-the orders its labels are scored in (order_bias.py). The definitions are listed in the
-labels' sorted order, so that the order the labels were given in reaches only the list.
+A prompt is, in the model's chat template: the instruction in the system turn; the examples
+as earlier user/assistant turns (each example text a user turn, its label the assistant's
+answer), or written into the system turn; then the text, the labels' definitions, and last
+the list of labels to answer with. Everything before the text is the same for every text of
+a call and everything before the list the same for every listing order of a text, so the
+prefix cache decodes the instruction and examples once per call, and each text with the
+definitions once for all the orders its labels are scored in (order_bias.py). The
+definitions are listed in the labels' sorted order, so that the order the labels were given
+in reaches only the list. They come after the text because that is where the instruct model
+uses them: on the Reuters stories, in the system turn they made it give every story one label
+(kappa 0.000), after the text they gave kappa 0.890 (README, "Where the definitions go").
 Without a template the prompt is plain text ending in "Label:".
 
 Several questions about each text (a codebook of questions) ask each question after the text, with
@@ -52,8 +55,12 @@ class Codebook:
             return []
         return ["The labels mean:"] + [f"- {label}: {meaning[label]}" for label in labels if label in meaning]
 
+    def answer_lines(self) -> List[str]:
+        """What follows the text (and question): the definitions in sorted order, then the list as listed."""
+        return self.definition_lines(sorted_labels(self.labels)) + [self.label_list()]
+
     def system_text(self, examples_in: ExamplesIn = "system") -> str:
-        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION] + self.definition_lines(sorted_labels(self.labels))
+        lines = [self.instruction.strip() or DEFAULT_INSTRUCTION]
         if self.examples and examples_in == "system":
             lines.append("Examples:")
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
@@ -67,7 +74,7 @@ class Codebook:
         if examples_in == "turns":
             for example, label in self.examples:
                 messages += [{"role": "user", "content": example}, {"role": "assistant", "content": label}]
-        ask = f"{text}\n\n{self.label_list()}"
+        ask = "\n".join([text, ""] + self.answer_lines())
         try:
             return model.apply_chat_template(messages + [{"role": "user", "content": ask}])
         except TemplateError:  # no chat template: a base model continues plain text
@@ -78,8 +85,7 @@ class Codebook:
         """The text first, then the question, its definitions (in sorted order) and last the list of labels:
         a text's prompts share its tokens, and the listing orders of one question share its definitions."""
         system = self.instruction.strip() or DEFAULT_QUESTIONS_INSTRUCTION
-        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}"]
-                         + self.definition_lines(sorted_labels(self.labels)) + [self.label_list()])
+        ask = "\n".join([f"Text: {text}", "", f"Question: {self.question}"] + self.answer_lines())
         try:
             return model.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": ask}])
         except TemplateError:

@@ -1,10 +1,11 @@
 #' Label texts with one of a fixed set of labels
 #'
 #' Every text gets exactly one of `labels`, with the probability of each label.
-#' The prompt puts the codebook first (`instruction`, the labels with their
-#' definitions, coded `examples`; in the model's chat template, or plainly when
-#' the model has none) and the text last, so the prefix cache decodes the
-#' shared part once. Each label is scored as in [generate_parallel()] with
+#' The prompt puts the `instruction` and coded `examples` first (in the model's
+#' chat template, or plainly when the model has none), then the text, then the
+#' labels' definitions and the list of labels, so the prefix cache decodes the
+#' shared part once per call and each text once for all its listing orders.
+#' Each label is scored as in [generate_parallel()] with
 #' `choices`, followed by what ends an answer. The order in which the labels are
 #' listed is taken out of the scores (`debias`), and a calibration fitted on
 #' hand-coded texts ([calibrate()]) may correct them.
@@ -31,10 +32,10 @@
 #' @param retry_errors With `resume = TRUE`: also label again the texts whose
 #'   line in `output` holds an error.
 #' @param definitions A named character vector or list: label = definition
-#'   (added to those given in `labels`), put before the text. On the Reuters
-#'   stories, definitions there made the instruct model give every story one
-#'   label (kappa 0), while after the text, where a one-question `codebook`
-#'   puts them, they gave kappa 0.89 (README, "Where the definitions go").
+#'   (added to those given in `labels`), put after the text, before the list of
+#'   labels. On the Reuters stories the instruct model gave kappa 0.89 with them
+#'   there and kappa 0 (every story one label) with them before the text
+#'   (README, "Where the definitions go").
 #' @param examples Coded examples shown to the model before each text: a data
 #'   frame with columns `text` and `label` (each label one of `labels`).
 #' @param debias How the labels' listing order is taken out of the scores

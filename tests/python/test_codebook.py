@@ -1,4 +1,4 @@
-"""Codebooks: labels with definitions and coded examples, checked, and put before the text in the prompt."""
+"""Codebooks: labels with definitions and coded examples, checked, and placed around the text in the prompt."""
 from __future__ import annotations
 
 import math
@@ -9,6 +9,7 @@ import newrllama
 from newrllama.codebook import check_codebook, check_questions
 from newrllama.order_bias import rotations
 from newrllama.order_bias import sample_of
+from newrllama.prefix_cache import MIN_SHARED_TOKENS
 
 DEFS = {"sports": "games, matches and athletes.", "business": "companies, markets and money.",
         "weather": "rain, wind and temperatures."}
@@ -25,21 +26,26 @@ def assert_same_up_to_rounding(p, q):
         assert abs(math.log(p[label]) - math.log(q[label])) <= CHOICE_MARGIN, (p, q)
 
 
-def test_definitions_and_examples_come_before_the_text(model):
+def test_examples_come_before_the_text_and_definitions_after_it(model):
     book = check_codebook(DEFS, "Give the topic.", None, EXAMPLES)
     assert book.labels == ("sports", "business", "weather") and dict(book.definitions) == DEFS
     prompt = book.prompt(model, "TEXT HERE", "turns")
     for needle in ("Give the topic.", "- business: companies, markets and money.", EXAMPLES[0][0], "TEXT HERE"):
-        assert needle in prompt
+        assert prompt.count(needle) == 1
     # As chat turns: the example's label is the model's own earlier answer.
     assert prompt.index(EXAMPLES[1][0]) < prompt.index("<start_of_turn>model\nbusiness<end_of_turn>") < prompt.index("TEXT")
+    # The definitions follow the text in its own turn, then the list.
+    assert prompt.index("TEXT HERE\n\nThe labels mean:\n- business:") < prompt.index("- weather:") < prompt.index(
+        "Answer with exactly one of these labels: sports, business, weather.<end_of_turn>")
     system = book.prompt(model, "TEXT HERE")  # the default
     assert "Text: " + EXAMPLES[0][0] + "\nLabel: sports" in system and system.count("<start_of_turn>model") == 1
-    # Another listing order changes only the list after the text; the definitions stay sorted.
+    assert system.index("Label: business") < system.index("TEXT HERE") < system.index("The labels mean:")
+    # Another listing order changes only the list after the definitions; the definitions stay sorted.
     reordered = book.in_order(("weather", "sports", "business")).prompt(model, "x")
     assert reordered.index("- business:") < reordered.index("- sports:") < reordered.index("- weather:")
     listed = book.prompt(model, "x")
-    start = listed.index("x\n\nAnswer with exactly one of these labels: ")
+    start = listed.index("Answer with exactly one of these labels: ")
+    assert listed.index("x\n\nThe labels mean:") < start
     assert reordered[:start] == listed[:start] and reordered.endswith("weather, sports, business.<end_of_turn>\n"
                                                                       "<start_of_turn>model\n")
     assert rotations(("a", "b", "c")) == [("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")]
@@ -50,8 +56,12 @@ def test_the_codebook_is_decoded_once_per_call(model):
         results = newrllama.annotate(TEXTS, DEFS, "Give the topic of the news text.", examples=EXAMPLES,
                                      context=ctx, debias="none")
         assert all(r.label in DEFS for r in results)
-        prompt_tokens = len(model.tokenize(check_codebook(DEFS, "", None, EXAMPLES).prompt(model, "")))
-        assert ctx.last_stats.n_cached_tokens >= 2 * prompt_tokens  # the shared start, counted for the others
+        book = check_codebook(DEFS, "Give the topic of the news text.", None, EXAMPLES)
+        first, second = (model.tokenize(book.prompt(model, text)) for text in TEXTS[:2])
+        shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)  # instruction and examples
+        assert shared >= MIN_SHARED_TOKENS  # long enough to be shared
+        # the shared start, counted for each text but the first
+        assert ctx.last_stats.n_cached_tokens >= (len(TEXTS) - 1) * shared
 
 
 def test_each_cure_keeps_raw_and_order_free_probabilities(model):
