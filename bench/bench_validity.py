@@ -4,8 +4,10 @@ cut at 1,500 characters, with the instruct model (scripts/fetch_instruct_model.p
 annotate() starts every cure but "none" from the labels sorted, so the order a user lists them in never
 changes its answer. To show how much an arbitrary starting (base) order would still matter under each cure,
 the figures are computed from two base orders, A and B, and compared.
-1. Two labels. For each prompt variant (zero-shot; definitions per label; two coded examples per label as
-   chat turns; the same in the system turn) every story is scored under both orders, and each debiasing
+1. Two labels. For each prompt variant (no definitions; the issue's instruction, which holds the definitions
+   and so puts them in the system turn, before the text; the same definitions given as definitions=, which
+   puts them after the text; two coded examples per label as chat turns; the same in the system turn) every
+   story is scored under both orders, and each debiasing
    cure is computed from those scores exactly as annotate() computes it (order_bias.py), from base A and
    from base B: accuracy, kappa, macro-F1, the share of stories labelled alike. (A is the sorted order.)
 2. Eight labels (the 2 true topics and 6 others), base A as given and B shuffled (not its reverse).
@@ -17,11 +19,14 @@ the figures are computed from two base orders, A and B, and compared.
    context, twice, after a warm-up; the ratio to "none" is the median of the paired ratios.
 
     .venv/bin/python bench/bench_validity.py [--draws 20] [--example-draws 5] [--timing-stories 32]
-Writes bench/results/validity-<date>-<cpu>.json; bench/report.py prints its tables.
+        [--sections two_labels,calibration --keep bench/results/validity-<earlier>.json]
+Writes bench/results/validity-<date>-<cpu>.json; bench/report.py prints its tables. With --sections only
+those sections run and the others are copied from the --keep file (named in the JSON under "kept").
 """
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -52,6 +57,8 @@ EIGHT = ("acquisition", "crude oil", "earnings", "interest rates", "trade", "gra
 CUT = 1500
 N_SEQ = 16
 N_CTX_SEQ = 3072  # room for four example stories before the story
+SECTIONS = ("timing", "two_labels", "eight_labels", "calibration", "example_calibration")
+EXAMPLE_CALIBRATION = "examples from the coded"
 
 
 def score(ctx, texts: Sequence[str], book, pairs, examples_in: str = "turns") -> dict:
@@ -146,7 +153,7 @@ def calibration_with_examples(ctx, texts, truth, draws: int, n_coded: int, metho
         cv.append(cal.cv_kappa)
         uncal.append(newrllama.validate([a.label for a in done[len(fit):]], [truth[i] for i in rest]).kappa)
         print(f"  draw {d}: kappa {v.kappa:.3f} (uncalibrated {uncal[-1]:.3f})", flush=True)
-    out = {"variant": "examples from the coded", "debias": method, "balanced": True, "draws": draws,
+    out = {"variant": EXAMPLE_CALIBRATION, "debias": method, "balanced": True, "draws": draws,
            "coded": n_coded, "examples": 4, "median_kappa": statistics.median(kappas),
            "median_accuracy": statistics.median(accs), "median_cv_kappa": statistics.median(cv),
            "median_kappa_uncalibrated": statistics.median(uncal), "kappas": kappas, "penalties": penalties}
@@ -175,58 +182,98 @@ def timing(model, texts, labels, instruction, methods, repeats: int = 2) -> dict
     return out
 
 
+def kept_sections(path: Path, sections: Sequence[str]) -> dict:
+    """The parts of an earlier results file that the sections not run now would have written."""
+    old = json.loads(path.read_text())
+    out = {"kept": {"file": path.name, "sections": [x for x in SECTIONS if x not in sections]}, "calibration": []}
+    if "timing" not in sections:
+        out["seconds_per_100"], out["seconds_per_100_eight"] = old["seconds_per_100"], old["seconds_per_100_eight"]
+    if "two_labels" not in sections:
+        out["two_labels"] = old["two_labels"]
+    if "eight_labels" not in sections:
+        out["eight_labels"] = old["eight_labels"]
+    for c in old["calibration"]:
+        section = "example_calibration" if c["variant"] == EXAMPLE_CALIBRATION else "calibration"
+        if section not in sections:
+            out["calibration"].append(c)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--example-draws", type=int, default=5)
     ap.add_argument("--timing-stories", type=int, default=32)
+    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of {', '.join(SECTIONS)}")
+    ap.add_argument("--keep", type=Path, help="an earlier results file to take the sections not run from")
     args = ap.parse_args()
+    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
+    if not set(sections) <= set(SECTIONS) or ("calibration" in sections and "two_labels" not in sections):
+        ap.error(f"--sections: some of {', '.join(SECTIONS)}; calibration needs two_labels")
+    if (args.keep is None) != (set(sections) == set(SECTIONS)):
+        ap.error("--keep names the file to take the sections not run from, and is needed only then")
     stories = reuters_stories()
     texts = [t[:CUT] for t, _ in stories]
     truth = [label for _, label in stories]
     report = {"model": Path(instruct_model_path()).name, "stories": len(texts), "cut": CUT, "n_seq_max": N_SEQ,
               "two_labels": [], "calibration": []}
+    if args.keep is not None:
+        report.update(kept_sections(args.keep, sections))
     methods = [m for m in DEBIAS_METHODS]
     with newrllama.Model(instruct_model_path()) as model, \
             newrllama.Context(model, n_ctx=N_SEQ * N_CTX_SEQ, n_seq_max=N_SEQ, n_threads=2) as ctx:
-        timed = texts[:args.timing_stories // 2] + texts[-(args.timing_stories // 2):]  # both topics
-        report["seconds_per_100"] = timing(model, timed, LABELS, INSTRUCTION, methods)
-        report["seconds_per_100_eight"] = timing(model, timed, EIGHT, PLAIN_INSTRUCTION, methods)
-        reverse = tuple(reversed(LABELS))
-        shots = [0, 1, 50, 51]  # the first two stories of each topic, for the examples variants
-        variants = {"zero-shot": (check_codebook(list(LABELS), INSTRUCTION), "turns", []),
-                    "definitions": (check_codebook(DEFINITIONS, PLAIN_INSTRUCTION), "turns", [])}
-        examples = [(texts[i], truth[i]) for i in shots]
-        variants["examples as turns"] = (check_codebook(list(LABELS), INSTRUCTION, None, examples), "turns", shots)
-        variants["examples in system"] = (check_codebook(list(LABELS), INSTRUCTION, None, examples), "system", shots)
-        scored_by = {}
-        for name, (book, where, held) in variants.items():
-            keep = [i for i in range(len(texts)) if i not in held]
-            sub_texts, sub_truth = [texts[i] for i in keep], [truth[i] for i in keep]
-            t0 = time.perf_counter()
-            scored = score(ctx, sub_texts, book, needed(methods, len(sub_texts), [LABELS, reverse]), where)
-            print(f"{name}: {len(scored)} prompts in {time.perf_counter() - t0:.1f} s", flush=True)
-            scored_by[name] = (scored, sub_texts, sub_truth)
-            report["two_labels"] += compare_orders(name, scored, sub_texts, sub_truth, LABELS, reverse, methods)
-
-        shuffled = tuple(random.Random(1).sample(EIGHT, len(EIGHT)))
-        eight = check_codebook(list(EIGHT), PLAIN_INSTRUCTION)
-        eight_methods = ["none", "batch", "prior", "reverse", "rotations"]
-        t0 = time.perf_counter()
-        scored8 = score(ctx, texts, eight, needed(eight_methods, len(texts), [EIGHT, shuffled]))
-        print(f"eight labels: {len(scored8)} prompts in {time.perf_counter() - t0:.1f} s", flush=True)
-        report["eight_labels"] = {"orders": [list(EIGHT), list(shuffled)],
-                                  "rows": compare_orders("eight labels", scored8, texts, truth, EIGHT, shuffled,
-                                                         eight_methods)}
-
-        for name in ("zero-shot", "definitions"):
-            for method in ("none", "batch", "prior", "reverse"):
-                for balanced in (True, False):
-                    report["calibration"].append(calibration_draws(*scored_by[name], args.draws, 20, method, name,
-                                                                   balanced))
-        if args.example_draws:
+        if "timing" in sections:
+            timed = texts[:args.timing_stories // 2] + texts[-(args.timing_stories // 2):]  # both topics
+            report["seconds_per_100"] = timing(model, timed, LABELS, INSTRUCTION, methods)
+            report["seconds_per_100_eight"] = timing(model, timed, EIGHT, PLAIN_INSTRUCTION, methods)
+        if "two_labels" in sections:
+            scored_by, report["scoring_seconds"] = two_label_variants(ctx, texts, truth, methods, report)
+        if "eight_labels" in sections:
+            report["eight_labels"] = eight_labels(ctx, texts, truth)
+        if "calibration" in sections:
+            for name in ("no definitions", "instruction with definitions", "definitions="):
+                for method in ("none", "batch", "prior", "reverse"):
+                    for balanced in (True, False):
+                        report["calibration"].append(calibration_draws(*scored_by[name], args.draws, 20, method,
+                                                                       name, balanced))
+        if "example_calibration" in sections and args.example_draws:
             report["calibration"].append(calibration_with_examples(ctx, texts, truth, args.example_draws, 20, "reverse"))
     write_results("validity", report)
+
+
+def two_label_variants(ctx, texts, truth, methods, report):
+    """Every story under both listing orders for each prompt variant; the rows go into ``report``."""
+    reverse = tuple(reversed(LABELS))
+    shots = [0, 1, 50, 51]  # the first two stories of each topic, for the examples variants
+    examples = [(texts[i], truth[i]) for i in shots]
+    variants = {"no definitions": (check_codebook(list(LABELS), PLAIN_INSTRUCTION), "turns", []),
+                "instruction with definitions": (check_codebook(list(LABELS), INSTRUCTION), "turns", []),
+                "definitions=": (check_codebook(DEFINITIONS, PLAIN_INSTRUCTION), "turns", []),
+                "examples as turns": (check_codebook(list(LABELS), INSTRUCTION, None, examples), "turns", shots),
+                "examples in system": (check_codebook(list(LABELS), INSTRUCTION, None, examples), "system", shots)}
+    scored_by, seconds = {}, {}
+    for name, (book, where, held) in variants.items():
+        keep = [i for i in range(len(texts)) if i not in held]
+        sub_texts, sub_truth = [texts[i] for i in keep], [truth[i] for i in keep]
+        t0 = time.perf_counter()
+        scored = score(ctx, sub_texts, book, needed(methods, len(sub_texts), [LABELS, reverse]), where)
+        seconds[name] = {"prompts": len(scored), "seconds": time.perf_counter() - t0}
+        print(f"{name}: {len(scored)} prompts in {seconds[name]['seconds']:.1f} s", flush=True)
+        scored_by[name] = (scored, sub_texts, sub_truth)
+        report["two_labels"] += compare_orders(name, scored, sub_texts, sub_truth, LABELS, reverse, methods)
+    return scored_by, seconds
+
+
+def eight_labels(ctx, texts, truth) -> dict:
+    shuffled = tuple(random.Random(1).sample(EIGHT, len(EIGHT)))
+    eight = check_codebook(list(EIGHT), PLAIN_INSTRUCTION)
+    eight_methods = ["none", "batch", "prior", "reverse", "rotations"]
+    t0 = time.perf_counter()
+    scored8 = score(ctx, texts, eight, needed(eight_methods, len(texts), [EIGHT, shuffled]))
+    print(f"eight labels: {len(scored8)} prompts in {time.perf_counter() - t0:.1f} s", flush=True)
+    return {"orders": [list(EIGHT), list(shuffled)],
+            "rows": compare_orders("eight labels", scored8, texts, truth, EIGHT, shuffled, eight_methods)}
+
 
 if __name__ == "__main__":
     main()
