@@ -65,9 +65,7 @@ def score(ctx, texts: Sequence[str], book, pairs, examples_in: str = "turns") ->
     """Completions of (text, listing order) pairs, keyed by the pair."""
     pairs = sorted(set(pairs))
     prompts = [book.in_order(order).prompt(ctx.model, texts[i], examples_in) for i, order in pairs]
-    # grouped by text as annotate() groups them, so that a text's orders share its tokens
-    done = ctx._generate_grouped(prompts, newrllama.SamplingParams(choices=list(book.labels)),
-                                 [i for i, _ in pairs], False)
+    done = ctx.generate_parallel(prompts, newrllama.SamplingParams(choices=list(book.labels)))
     failed = [c.error for c in done if c.finish_reason != "stop"]
     if failed:
         raise RuntimeError(f"{len(failed)} prompts failed: {failed[0]}")
