@@ -2,8 +2,8 @@
 characters) with the instruct model (scripts/fetch_instruct_model.py).
 
 annotate() has two prompt layouts:
-- labels=: the instruction and the labels' definitions in the system turn, then the text, then the list
-  of labels (the definitions are decoded once per call);
+- labels=: the instruction in the system turn, then the text, the labels' definitions and the list of
+  labels;
 - codebook= (here with one question, "topic"): the instruction in the system turn, then "Text:" and the
   text, then "Question: topic", the definitions and the list (the definitions are decoded once per
   text, after it).

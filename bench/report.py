@@ -18,9 +18,15 @@ def validity(r: dict) -> List[str]:
     out = [f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
            f"{r['machine']['cpu']}.", "",
            "Two labels, base order \"acquisition, crude oil\" (A, the sorted order annotate() uses) and \"crude oil, "
-           "acquisition\" (B); examples variants are scored on the 66 stories that are not examples.", "",
-           "| prompt | debias | prompts per text | A: accuracy | A: kappa | A: macro-F1 | B: accuracy | B: kappa "
-           "| B: macro-F1 | same label A/B |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "acquisition\" (B); examples variants are scored on the 66 stories that are not examples.", ""]
+    if "kept" in r:
+        out += [f"Sections {', '.join(r['kept']['sections'])}: copied from `{r['kept']['file']}` (their prompts did not "
+                "change).", ""]
+    if "scoring_seconds" in r:
+        out += ["Seconds to score every story in both orders, one call per variant: " + "; ".join(
+            f"{name} {t['seconds']:.0f} ({t['prompts']} prompts)" for name, t in r["scoring_seconds"].items()) + ".", ""]
+    out += ["| prompt | debias | prompts per text | A: accuracy | A: kappa | A: macro-F1 | B: accuracy | B: kappa "
+            "| B: macro-F1 | same label A/B |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["two_labels"]:
         a, b = row["order_a"], row["order_b"]
         out.append(f"| {row['variant']} | {row['debias']} | {row['prompts_per_text']:.2f} | {_f(a['accuracy'])} | "
