@@ -10,7 +10,7 @@ definitions once for all the orders its labels are scored in (order_bias.py). Th
 definitions are listed in the labels' sorted order, so that the order the labels were given
 in reaches only the list. They come after the text because that is where the instruct model
 uses them: on the Reuters stories, in the system turn they made it give every story one label
-(kappa 0.000), after the text they gave kappa 0.890 (README, "Where the definitions go").
+(kappa 0.000), after the text they gave kappa 0.588 (README, "Labels on real text").
 Without a template the prompt is plain text ending in "Label:".
 
 Several questions about each text (a codebook of questions) ask each question after the text, with
