@@ -214,7 +214,7 @@ def main() -> None:
     texts = [t[:CUT] for t, _ in stories]
     truth = [label for _, label in stories]
     report = {"model": Path(instruct_model_path()).name, "stories": len(texts), "cut": CUT, "n_seq_max": N_SEQ,
-              "two_labels": [], "calibration": []}
+              "calibration": []}
     if args.keep is not None:
         report.update(kept_sections(args.keep, sections))
     methods = [m for m in DEBIAS_METHODS]
@@ -225,7 +225,8 @@ def main() -> None:
             report["seconds_per_100"] = timing(model, timed, LABELS, INSTRUCTION, methods)
             report["seconds_per_100_eight"] = timing(model, timed, EIGHT, PLAIN_INSTRUCTION, methods)
         if "two_labels" in sections:
-            scored_by, report["scoring_seconds"] = two_label_variants(ctx, texts, truth, methods, report)
+            scored_by, report["scoring_seconds"], report["two_labels"] = two_label_variants(ctx, texts, truth,
+                                                                                            methods)
         if "eight_labels" in sections:
             report["eight_labels"] = eight_labels(ctx, texts, truth)
         if "calibration" in sections:
@@ -239,8 +240,8 @@ def main() -> None:
     write_results("validity", report)
 
 
-def two_label_variants(ctx, texts, truth, methods, report):
-    """Every story under both listing orders for each prompt variant; the rows go into ``report``."""
+def two_label_variants(ctx, texts, truth, methods):
+    """Every story under both listing orders for each prompt variant: the scores, seconds and rows."""
     reverse = tuple(reversed(LABELS))
     shots = [0, 1, 50, 51]  # the first two stories of each topic, for the examples variants
     examples = [(texts[i], truth[i]) for i in shots]
@@ -249,7 +250,7 @@ def two_label_variants(ctx, texts, truth, methods, report):
                 "definitions=": (check_codebook(DEFINITIONS, PLAIN_INSTRUCTION), "turns", []),
                 "examples as turns": (check_codebook(list(LABELS), INSTRUCTION, None, examples), "turns", shots),
                 "examples in system": (check_codebook(list(LABELS), INSTRUCTION, None, examples), "system", shots)}
-    scored_by, seconds = {}, {}
+    scored_by, seconds, rows = {}, {}, []
     for name, (book, where, held) in variants.items():
         keep = [i for i in range(len(texts)) if i not in held]
         sub_texts, sub_truth = [texts[i] for i in keep], [truth[i] for i in keep]
@@ -258,8 +259,8 @@ def two_label_variants(ctx, texts, truth, methods, report):
         seconds[name] = {"prompts": len(scored), "seconds": time.perf_counter() - t0}
         print(f"{name}: {len(scored)} prompts in {seconds[name]['seconds']:.1f} s", flush=True)
         scored_by[name] = (scored, sub_texts, sub_truth)
-        report["two_labels"] += compare_orders(name, scored, sub_texts, sub_truth, LABELS, reverse, methods)
-    return scored_by, seconds
+        rows += compare_orders(name, scored, sub_texts, sub_truth, LABELS, reverse, methods)
+    return scored_by, seconds, rows
 
 
 def eight_labels(ctx, texts, truth) -> dict:

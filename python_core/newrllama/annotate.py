@@ -48,7 +48,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     kappa 0, every story one label, with them before the text: README, "Labels on real text");
     ``examples`` is a list of (text, label) coded examples, shown to the model
     before each text (in the system turn, or with ``examples_in="turns"`` as earlier chat
-    turns: on the Reuters stories the system turn gave kappa 0.48 where turns gave 0). ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
+    turns: on the Reuters stories the system turn gave kappa 0.37-0.48 where turns gave 0).
+    ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
     "reverse", the default, scores the list and its reverse, twice the work; "prior" at
     most 1.5 times; "rotations" K times; "batch" nothing extra; "none").
     ``calibration`` (from ``calibrate()``) corrects the scores.
