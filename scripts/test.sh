@@ -40,4 +40,5 @@ if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
 fi
 
 echo "== pytest"
-"$ROOT/.venv/bin/python" -m pytest -q tests/python tests/cross_language
+# The slowest tests are listed so that the whole command can be kept under its 30-minute budget.
+"$ROOT/.venv/bin/python" -m pytest -q --durations=30 tests/python tests/cross_language
