@@ -7,6 +7,7 @@ import json
 import platform
 import sys
 from pathlib import Path
+from typing import Optional
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -18,13 +19,13 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def machine() -> dict:
-    """The CPU, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built from)
-    and the command that ran the benchmark."""
+def machine(model: Optional[str] = None) -> dict:
+    """The CPU, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built from),
+    the model (the embedded one unless the benchmark names another) and the command that ran the benchmark."""
     import newrllama
     return {"cpu": cpu_name(), "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
-            "model": Path(newrllama.default_model_path()).name,
+            "model": model or Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
 
 
@@ -33,6 +34,6 @@ def write_results(name: str, report: dict) -> Path:
     cpu = "".join(ch if ch.isalnum() else "-" for ch in cpu_name()).strip("-")[:40]
     out = RESULTS / f"{name}-{day}-{cpu}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), **report}, indent=1))
+    out.write_text(json.dumps({"machine": machine(report.get("model")), **report}, indent=1))
     print(f"wrote {out}")
     return out
