@@ -66,9 +66,12 @@ def table(intro: str, header: List[str], rows: List[List[str]]) -> List[str]:
 
 
 def questions(r: dict) -> List[str]:
-    return table(f"{r['docs']} Reuters stories, embedded model, {r['machine']['cpu']}, median of {r['repeats']} runs in "
-                 "turn:", ["run", "seconds", "ratio to one question"],
-                 [[name, f"{run['median_s']:.1f}", f"{run['over_one']:.2f}"] for name, run in r["runs"].items()])
+    model = f"`{r['model']}`" if "model" in r else "embedded model"
+    decoded = all("prompt_tokens_decoded" in run for run in r["runs"].values())
+    return table(f"{r['docs']} Reuters stories, {model}, {r['machine']['cpu']}, median of {r['repeats']} runs in "
+                 "turn:", ["run", "seconds", "ratio to one question"] + (["prompt tokens decoded"] if decoded else []),
+                 [[name, f"{run['median_s']:.1f}", f"{run['over_one']:.2f}"]
+                  + ([f"{run['prompt_tokens_decoded']:.0f}"] if decoded else []) for name, run in r["runs"].items()])
 
 
 def question_layout(r: dict) -> List[str]:
