@@ -75,8 +75,7 @@ def main() -> None:
         raw = run_in_turn({name: timed(codebooks) for name, codebooks in calls.items()}, args.repeats)
     report = {"model": Path(model.path).name, "model_kind": args.model,
               "docs": len(texts), "cut": CUT, "repeats": args.repeats, "questions": list(QUESTIONS), "raw": raw,
-              "runs": {name: {"seconds": [r["runs"][name]["seconds"] for r in raw],
-                              "median_s": median_of(raw, name),
+              "runs": {name: {"median_s": median_of(raw, name),
                               "prompt_tokens_decoded": median_of(raw, name, "prompt_tokens_decoded"),
                               "over_one": paired_median(raw, lambda runs, n=name: runs[n]["seconds"]
                                                         / runs["one question"]["seconds"])}
