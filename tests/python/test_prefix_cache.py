@@ -55,7 +55,8 @@ def test_shared_starts_nest_a_system_prompt_then_each_text():
     assert starts[:4] == [(40, 100)] * 3 + [(40, 101)]  # the system all share, then each text's own (capped)
     assert starts[4] == () and starts[5] == (40,)
     # Two texts that begin alike for fewer than MIN_SHARED_TOKENS tokens more: one run, at the system.
-    near = [system + [1] * 10 + [2] * 40, system + [1] * 10 + [3] * 40, system + [4] * 50]
+    alike = [1] * (MIN_SHARED_TOKENS - 1)
+    near = [system + alike + [2] * 40, system + alike + [3] * 40, system + [4] * 50]
     assert shared_start_lengths(near) == [(40,)] * 3
     assert worth_caching([40, 41, 100, 200], 150) == (40, 100, 150)
 
