@@ -57,9 +57,9 @@ class Context(OwnedHandle):
     ``last_stats`` holds the figures of the call that ended last.
 
     With ``prefix_cache=True`` (the default), the engine keeps runs of tokens it decoded
-    and a prompt starts from the longest one it begins with: a long start shared by
-    prompts waiting together (an instruction followed by different documents, from one
-    call or from many callers) is decoded once for all of them, a prompt admitted while
+    and a prompt starts from the longest one it begins with: a start of 8 tokens or more
+    shared by prompts waiting together (an instruction followed by different documents,
+    from one call or from many callers) is decoded once for all of them, a prompt admitted while
     another with the same start runs copies what that one decoded, and what a finished
     prompt decoded (its prompt and answer: the next turn of a chat starts with it) stays
     for later ones. Up to ``PREFIX_CACHE_SEQUENCES`` runs are kept, the least recently
