@@ -20,7 +20,8 @@ thread, request or stream they came from:
   that starts the same way is running copies the cells that one has decoded so far.
 
 Runs are evicted least recently used when a cache sequence or KV cells are needed,
-never while a prompt waits for them; and an idle run (no prompt holds it) is evicted
+never while a prompt waits for them, and a finished prompt's run displaces only another
+kept run (a run made for shared starts may serve prompts of its call still waiting); and an idle run (no prompt holds it) is evicted
 once the steps have fed a number of tokens since it was last used. Idle cells are not
 free: one KV cache holds every sequence, and llama.cpp's attention reads the mask of
 every cell in use for every token of a step, so a cache full of runs of distinct long
@@ -299,7 +300,9 @@ class PrefixCache:
                     and p.token_list[:n] == token_list):
                 self._touch(p)
                 return
-        if not self._free_seqs and not self._evict_one():
+        # Only another kept run makes way for it: a run made for shared starts may still be wanted by prompts
+        # of its call that wait for a sequence (a text's last questions, when the first ones end at once).
+        if not self._free_seqs and not self._evict_one(kept_only=True):
             return
         p = Prefix(token_list, self._free_seqs.pop())
         _lib.check(lib.newrllama_seq_copy(self._ctx, seq, p.seq, -1, self._err), self._err)
@@ -353,8 +356,9 @@ class PrefixCache:
     def _idle_limit(self, p: Prefix) -> int:
         return self.kept_idle_tokens if p.kept else self._idle_tokens
 
-    def _evict_one(self, keep: Optional[Prefix] = None) -> bool:
-        idle = [p for p in self._entries.values() if p.users == 0 and p.ready and p is not keep]
+    def _evict_one(self, keep: Optional[Prefix] = None, kept_only: bool = False) -> bool:
+        idle = [p for p in self._entries.values()
+                if p.users == 0 and p.ready and p is not keep and (p.kept or not kept_only)]
         if not idle:
             return False
         self._drop(min(idle, key=lambda p: p.last_used))

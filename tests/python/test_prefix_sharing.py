@@ -179,3 +179,21 @@ def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
         assert stats.n_cached_prefixes == ctx.PREFIX_CACHE_SEQUENCES  # full, and no more
         assert stats.n_prefix_evictions >= 1000 - ctx.PREFIX_CACHE_SEQUENCES
         assert_idle(ctx)
+
+
+def test_a_texts_last_prompts_still_find_its_start_when_its_first_ones_end(model):
+    """Six prompts per text (three questions, each in two listing orders), more than the sequences: the first
+    prompts of a text end together and their runs are kept, which must not evict the text's run that its
+    last prompts, still waiting for a sequence, need (it did: ~10% more tokens decoded)."""
+    questions = ["Which of these topics is the story about", "Is the story good or bad news for the people in it",
+                 "Where in the world does the story take place"]
+    prompts = [f"Story {i}: {' '.join(STORIES[(i + k) % 10] for k in range(4))}\nQuestion: {q}? Answer with one "
+               f"of: {order}.\nAnswer:" for i in range(32) for q in questions for order in ("a, b, c", "c, b, a")]
+    tokens = [model.tokenize(p) for p in prompts]
+    least = len({tuple(t[:k]) for t in tokens for k in range(1, len(t) + 1)})  # every distinct start once
+    with newrllama.Context(model, n_ctx=16384, n_seq_max=16, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
+        assert [c.error for c in completions] == [None] * len(prompts)
+        decoded = ctx.last_stats.n_prompt_tokens - ctx.last_stats.n_cached_tokens
+        assert least <= decoded <= 1.05 * least
+        assert_idle(ctx)
