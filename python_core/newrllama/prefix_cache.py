@@ -21,10 +21,11 @@ thread, request or stream they came from:
 
 Runs are evicted least recently used when a cache sequence or KV cells are needed,
 never while a prompt waits for them, and a finished prompt's run displaces only another
-kept run (a run made for shared starts may serve prompts of its call still waiting); and an idle run (no prompt holds it) is evicted
-once the steps have fed a number of tokens since it was last used. Idle cells are not
-free: one KV cache holds every sequence, and llama.cpp's attention reads the mask of
-every cell in use for every token of a step, so a cache full of runs of distinct long
+kept run (a run made for shared starts may serve prompts of its call still waiting);
+and an idle run (no prompt holds it) is evicted once the steps have fed a number of
+tokens since it was last used. Idle cells are not free: one KV cache holds every
+sequence, and llama.cpp's attention reads the mask of every cell in use for every token
+of a step, so a cache full of runs of distinct long
 prompts made prefill with nothing shared 45% slower (16 prompts of 1,371 tokens). A
 run's cost grows with the tokens fed while it waits, not with time or with steps of
 generation, so runs survive pauses and the gaps between a chat's turns. Runs made for
