@@ -31,11 +31,14 @@ run's cost grows with the tokens fed while it waits, not with time or with steps
 generation, so runs survive pauses and the gaps between a chat's turns. Runs made for
 shared starts stay IDLE_BATCHES x n_batch tokens. For runs kept from finished prompts,
 which only some workloads reuse, the limit adapts: it falls by a quarter whenever one
-goes unused, and doubles whenever a prompt arrives that a run evicted unused would have
-served (the cache remembers the last GHOSTS of them), between n_batch / 8 and 64 x
-n_batch. Growing faster than it falls, it learns to hold runs in a workload that comes
-back to each prompt after a few others, where each miss follows an unused eviction. Every method runs on the engine thread except the
-pure functions that find shared starts, which callers run in their own thread.
+is evicted unused (for waiting too long, or to make way for another run: after a
+workload that reused them, the limit is high and runs of one that does not are evicted
+for want of a sequence before they wait too long), and doubles whenever a prompt arrives
+that a run evicted unused would have served (the cache remembers the last GHOSTS of
+them), between n_batch / 8 and 64 x n_batch. Growing faster than it falls, it learns to
+hold runs in a workload that comes back to each prompt after a few others, where each
+miss follows an unused eviction. Every method runs on the engine thread except the pure
+functions that find shared starts, which callers run in their own thread.
 
 Token accounting: a run made for waiting prompts is decoded on their behalf, so the
 first prompt that copies it is charged with those tokens (they are not "cached" for
@@ -346,11 +349,7 @@ class PrefixCache:
         self._fed += n_fed
         for p in [p for p in self._entries.values()
                   if p.users == 0 and p.ready and self._fed - p.fed_mark > self._idle_limit(p)]:
-            if p.kept and not p.reused:
-                self.kept_idle_tokens = max(self._kept_idle_bounds[0], self.kept_idle_tokens * 3 // 4)
-                self._ghosts.append(p.token_list)
-            self._drop(p)
-            self.n_evictions += 1
+            self._evict(p)
         while self.n_cells_held() + n_cells_elsewhere > self.n_cells and self._evict_one():
             pass
 
@@ -362,9 +361,17 @@ class PrefixCache:
                 if p.users == 0 and p.ready and p is not keep and (p.kept or not kept_only)]
         if not idle:
             return False
-        self._drop(min(idle, key=lambda p: p.last_used))
-        self.n_evictions += 1
+        self._evict(min(idle, key=lambda p: p.last_used))
         return True
+
+    def _evict(self, p: Prefix) -> None:
+        """Drops an idle run. A kept run that no prompt used, whether it waited too long or made way for
+        another run, tells the cache that this workload does not come back to finished prompts."""
+        if p.kept and not p.reused:
+            self.kept_idle_tokens = max(self._kept_idle_bounds[0], self.kept_idle_tokens * 3 // 4)
+            self._ghosts.append(p.token_list)
+        self._drop(p)
+        self.n_evictions += 1
 
     def evict_idle(self) -> int:
         n = 0

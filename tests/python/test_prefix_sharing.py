@@ -98,6 +98,21 @@ def test_kept_runs_go_sooner_when_unused_and_stay_longer_when_missed(model):
         assert_idle(ctx)
 
 
+def test_kept_runs_that_make_way_for_others_unused_teach_the_cache_too(model):
+    """After a workload that came back to finished prompts, the limit is high and kept runs of a workload that
+    never does are evicted for want of a sequence, not for waiting: those evictions lower it as well."""
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=4, n_threads=2, n_batch=64) as ctx:
+        cache = ctx._scheduler.cache
+        high = cache.kept_idle_tokens = 64 * ctx.n_batch
+        opening = " ".join(OTHER_INSTRUCTION.split()[:12])
+        distinct = [f"{k} {opening}" for k in range(ctx.PREFIX_CACHE_SEQUENCES + 8)]
+        assert sum(len(model.tokenize(p)) + GREEDY.max_tokens for p in distinct) < high  # none waits too long
+        ctx.generate_parallel(distinct, GREEDY)
+        assert ctx.engine_stats().n_prefix_evictions >= 8
+        assert cache.kept_idle_tokens < high
+        assert_idle(ctx)
+
+
 def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_llama):
     """A turn's run (its prompt and the answer tokens decoded) serves the next turn, also past gemma 3's window,
     where only a run's whole length may be reused."""
@@ -176,8 +191,10 @@ def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
         completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
         assert [c.error for c in completions] == [None] * 1000
         stats = ctx.engine_stats()
-        assert stats.n_cached_prefixes == ctx.PREFIX_CACHE_SEQUENCES  # full, and no more
+        assert stats.n_cached_prefixes <= ctx.PREFIX_CACHE_SEQUENCES
         assert stats.n_prefix_evictions >= 1000 - ctx.PREFIX_CACHE_SEQUENCES
+        # None was reused, so kept runs go as soon as a step has fed a few tokens.
+        assert ctx._scheduler.cache.kept_idle_tokens == ctx.n_batch // 8
         assert_idle(ctx)
 
 
