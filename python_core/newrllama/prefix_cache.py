@@ -25,10 +25,10 @@ kept run (a run made for shared starts may serve prompts of its call still waiti
 and an idle run (no prompt holds it) is evicted once the steps have fed a number of
 tokens since it was last used. Idle cells are not free: one KV cache holds every
 sequence, and llama.cpp's attention reads the mask of every cell in use for every token
-of a step, so a cache full of runs of distinct long
-prompts made prefill with nothing shared 45% slower (16 prompts of 1,371 tokens). A
-run's cost grows with the tokens fed while it waits, not with time or with steps of
-generation, so runs survive pauses and the gaps between a chat's turns. Runs made for
+of a step, so a cache full of runs of distinct long prompts made prefill with nothing
+shared 45% slower (16 prompts of 1,371 tokens). A run's cost grows with the tokens fed
+while it waits, not with time or with steps of generation, so runs survive pauses and
+the gaps between a chat's turns. Runs made for
 shared starts stay IDLE_BATCHES x n_batch tokens. For runs kept from finished prompts,
 which only some workloads reuse, the limit adapts: it falls by a quarter whenever one
 is evicted unused (for waiting too long, or to make way for another run: after a
