@@ -107,6 +107,16 @@ def two_contexts(r: dict) -> List[str]:
                   for name, case in r["cases"].items()])
 
 
+def unified_kv(r: dict) -> List[str]:
+    return table(f"{r['docs']} distinct prompts of ~450 tokens, {r['n_seq']} sequences, {r['threads']} threads, one "
+                 f"generate_parallel call, embedded model, {r['machine']['cpu']}; seconds: medians of {r['repeats']} "
+                 "repeats in turn; ratio: median of the ratios within a repeat:",
+                 ["greedy tokens per prompt", "one unified KV stream (prefix cache on)",
+                  "a stream per sequence (`prefix_cache=False`)", "unified / split"],
+                 [[t.split("=")[1], f"{r['median_s'][f'unified, {t}']:.1f}", f"{r['median_s'][f'split, {t}']:.1f}",
+                   f"{ratio:.3f}"] for t, ratio in r["unified_over_split"].items()])
+
+
 def cluster_shared_instruction(r: dict) -> List[str]:
     repeats = f"; seconds: medians of {r['repeats']} repeats in turn after a full-width warm-up each" \
         if "repeats" in r else ""
@@ -237,6 +247,7 @@ def server(r: dict) -> List[str]:
 
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
+    "unified-kv": unified_kv,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
 
