@@ -3,10 +3,11 @@ when prompts share nothing: the same 64 distinct ~450-token prompts of bench_vs_
 shared"), 16 sequences, 2 threads, one generate_parallel call, with 1 and with 4 greedy tokens per prompt.
 
 With 1 token a prompt's answer comes from its prefill's last row, so every step is prefill; with 4, steps
-also carry one generated token of each of many sequences. llama.cpp's CPU flash attention, in a step of 64
-tokens or more, takes 64 of them at a time and computes every block of 64 cells that any of them sees:
-tokens of many sequences together see nearly every cell in the unified stream, none outside their own
-stream in a split cache. The four runs go in turn (bench/in_turn.py), each on a new context after a warm-up.
+also carry a generated token of each sequence past its prefill. llama.cpp's CPU flash attention, in a step
+of 64 tokens or more, takes 64 of them at a time and computes every block of 64 cells that any of them
+sees: a group with tokens of several sequences sees all their cells in the unified stream, where a split
+cache attends each over its own stream. The four runs go in turn (bench/in_turn.py), each on a new context
+after a warm-up.
 
     .venv/bin/python bench/bench_unified_kv.py [--repeats 2] [--docs 64]
 Writes bench/results/unified-kv-<date>-<cpu>.json.
