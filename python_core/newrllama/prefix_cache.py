@@ -12,7 +12,10 @@ thread, request or stream they came from:
   the batch in one round from any callers) share a start of at least
   MIN_SHARED_TOKENS tokens, that start is made a run, decoded once as part of the
   steps while the prompts wait for it; runs nest (an instruction, then each text after
-  it) and a nested run copies its parent and decodes only its own rest;
+  it) and a nested run copies its parent and decodes only its own rest; where a step
+  has room left, the runs of the next prompts still waiting for a sequence are made
+  and decoded ahead of them (in place of idle runs, never of others made ahead), so a
+  text's questions find its run ready when they are admitted;
 - finished prompts: what a prompt decoded (its prompt and answer) is kept when it
   ends, for a later prompt that starts with it (the next turn of a chat, a lone
   request with an instruction seen a moment ago);
@@ -117,7 +120,7 @@ class Prefix:
     ``n_inherited`` tokens when the parent is ready, and decodes only the rest."""
 
     __slots__ = ("token_list", "tokens", "n_tokens", "n_past", "seq", "sampler", "score", "users", "last_used",
-                 "parent", "n_inherited", "awaiting_parent", "uncharged", "fed_mark", "kept", "reused")
+                 "parent", "n_inherited", "awaiting_parent", "uncharged", "fed_mark", "kept", "reused", "ahead")
 
     def __init__(self, token_list: List[int], seq: int) -> None:
         self.token_list = token_list
@@ -136,6 +139,7 @@ class Prefix:
         self.uncharged = 0  # tokens decoded for it that no prompt has been charged with yet
         self.kept = False   # kept from a finished prompt (not made for waiting ones)
         self.reused = False  # a prompt copied it since it was kept
+        self.ahead = False   # made for a waiting prompt, before any prompt took it
 
     @property
     def ready(self) -> bool:
@@ -216,20 +220,7 @@ class PrefixCache:
         cache has no room), each starting from the one before. A prompt keeps at least its
         last token to decode. (None, n > 0): copy n tokens from the running prompt."""
         limit = len(prompt) - 1
-        best, best_n = None, 0
-        for p in self._entries.values():
-            if p.n_tokens <= best_n:
-                continue
-            if p.n_tokens <= limit and prompt[:p.n_tokens] == p.token_list:  # whole (ready, or wait for it)
-                n = p.n_tokens
-            elif p.ready and self.can_cut(p.n_tokens):
-                n = common_prefix_length(prompt[:limit], p.token_list)
-                if n < MIN_SHARED_TOKENS:
-                    continue
-            else:
-                continue
-            if n > best_n:
-                best, best_n = p, n
+        best, best_n = self._longest_start(prompt[:limit])
         self._learn_from_ghosts(prompt[:limit], best_n)
         running_seq, running_n = running
         if running_n > best_n:
@@ -245,6 +236,50 @@ class PrefixCache:
             self._touch(best)
             best.users += 1
             best.reused = True
+            taken: Optional[Prefix] = best
+            while taken is not None and taken.ahead:  # a prompt took it, and the runs it came from
+                taken.ahead = False
+                taken = taken.parent
+        return best, best_n
+
+    def prefetch(self, prompt: List[int], shared: Sequence[int], n_free_cells: int) -> Tuple[List[Prefix], bool]:
+        """Makes the runs a waiting prompt's shared starts will take, so that they are decoded before it is
+        admitted, in place of idle runs (least recently used first) but not of others made ahead, and as far
+        as their tokens fit n_free_cells. Returns those it can decode now (the others wait for a parent),
+        and whether every start has its run."""
+        best, best_n = self._longest_start(prompt[:len(prompt) - 1])
+        made: List[Prefix] = []
+        for length in shared:
+            if length - best_n < MIN_SHARED_TOKENS:
+                continue
+            n_free_cells -= length - best_n
+            if n_free_cells < 0 or (not self._free_seqs and not self._evict_one(keep=best, ahead_too=False)):
+                return made, False
+            p = self._make(prompt[:length], best, best_n, -1)
+            p.ahead = True
+            self._touch(p)
+            if not p.awaiting_parent:
+                made.append(p)
+            best, best_n = p, length
+        return made, True
+
+    def _longest_start(self, start: List[int]) -> Tuple[Optional[Prefix], int]:
+        """The run that serves the longest part of start (whole, being decoded, or a ready run cut)."""
+        limit = len(start)
+        best, best_n = None, 0
+        for p in self._entries.values():
+            if p.n_tokens <= best_n:
+                continue
+            if p.n_tokens <= limit and start[:p.n_tokens] == p.token_list:  # whole (ready, or wait for it)
+                n = p.n_tokens
+            elif p.ready and self.can_cut(p.n_tokens):
+                n = common_prefix_length(start, p.token_list)
+                if n < MIN_SHARED_TOKENS:
+                    continue
+            else:
+                continue
+            if n > best_n:
+                best, best_n = p, n
         return best, best_n
 
     def _learn_from_ghosts(self, start: List[int], n_served: int) -> None:
@@ -319,6 +354,8 @@ class PrefixCache:
 
     def prefix_ready(self, parent: Prefix) -> None:
         """A run is decoded: the runs waiting for it copy it."""
+        if parent.users == 0:  # made ahead of its prompts: idle from now
+            parent.fed_mark = self._fed
         for p in list(self._entries.values()):
             if p.parent is parent and p.awaiting_parent:
                 self._inherit(p)
@@ -356,9 +393,9 @@ class PrefixCache:
     def _idle_limit(self, p: Prefix) -> int:
         return self.kept_idle_tokens if p.kept else self._idle_tokens
 
-    def _evict_one(self, keep: Optional[Prefix] = None, kept_only: bool = False) -> bool:
-        idle = [p for p in self._entries.values()
-                if p.users == 0 and p.ready and p is not keep and (p.kept or not kept_only)]
+    def _evict_one(self, keep: Optional[Prefix] = None, kept_only: bool = False, ahead_too: bool = True) -> bool:
+        idle = [p for p in self._entries.values() if p.users == 0 and p.ready and p is not keep
+                and (p.kept or not kept_only) and (ahead_too or not p.ahead)]
         if not idle:
             return False
         self._evict(min(idle, key=lambda p: p.last_used))
@@ -386,6 +423,16 @@ class PrefixCache:
         lib.newrllama_seq_clear(self._ctx, p.seq, ffi.NULL)
         del self._entries[tuple(p.token_list)]
         self._free_seqs.append(p.seq)
+
+    def drop_unclaimed(self) -> None:
+        """Drops the runs still being decoded that no admitted prompt waits for (made ahead for prompts that
+        were cancelled, or for a call that ended): decoding them would only take room from the steps."""
+        while True:
+            unclaimed = [p for p in self._entries.values() if p.users == 0 and not p.ready]
+            if not unclaimed:
+                return
+            for p in unclaimed:
+                self._drop(p)
 
     def clear(self) -> None:
         for p in list(self._entries.values()):

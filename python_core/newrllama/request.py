@@ -23,7 +23,7 @@ Sink = Callable[[bytes, bool], None]
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "prefix", "n_copied", "n_cached", "choice", "grammar")
+                 "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
@@ -50,6 +50,7 @@ class Request:
         self.cancelled = False
         self.completion: Optional[Completion] = None
         self.shared = shared    # lengths of starts shared with other prompts (shortest first), worth caching
+        self.runs_ahead = False  # while it waits: the cache holds (or decodes) a run for each of those starts
         self.prefix = None      # the cached run it copied (n_copied > 0) or waits for (n_copied == 0)
         self.n_copied = 0       # prompt tokens its sequence got from a cached run or a running prompt
         self.n_cached = 0       # of those, the ones no step decoded on its behalf

@@ -10,7 +10,8 @@ policy lives here: admission, stop strings, max_tokens, cancellation, the fallba
 to decoding requests one at a time when a batched step fails, the prefix cache
 (prefix_cache.py: at admission a prompt copies the longest start that a cached run
 or a running prompt holds, or waits in its sequence while a start it shares with
-other prompts is decoded as part of the steps; a finished prompt's run is kept),
+other prompts is decoded as part of the steps; room a step leaves goes to the runs
+of prompts still waiting for a sequence; a finished prompt's run is kept),
 statistics. Its Python cost is per event (an admitted prompt, a sampled token),
 not per vocabulary entry; EngineStats.python_us_per_step measures it.
 
@@ -20,6 +21,7 @@ SlotHolder."""
 from __future__ import annotations
 
 import collections
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Deque, Iterable, List, Optional, Protocol, Tuple
@@ -152,6 +154,8 @@ class Scheduler:
                 self._reap_cancelled()
             self._admit()
             t_step = self._step() if any(r is not None for r in self._active) else 0.0
+            if self.cache is not None and not self._has_work():
+                self.cache.drop_unclaimed()
         except BaseException as exc:  # a bug must not hang every caller: fail what runs, keep serving
             self._fail_all(f"internal error in the scheduler: {exc!r}")
             return
@@ -161,9 +165,14 @@ class Scheduler:
         return bool(self._waiting) or any(r is not None for r in self._active)
 
     def _reap_cancelled(self) -> None:
-        for r in [r for r in self._waiting if r.cancelled]:
+        cancelled = [r for r in self._waiting if r.cancelled]
+        for r in cancelled:
             self._waiting.remove(r)
             r.finish("cancelled", "cancelled")
+        if cancelled and self.cache is not None:  # runs made ahead for them go; the others' are made again
+            self.cache.drop_unclaimed()
+            for r in self._waiting:
+                r.runs_ahead = False
         for r in self._active:
             if r is not None and r.cancelled:
                 self.retire(r, "cancelled", "cancelled")
@@ -279,7 +288,8 @@ class Scheduler:
         chunks. True if the step carries prompt tokens."""
         holders = self._slot_holders = []
         room = self._n_batch
-        prefilling: List[SlotHolder] = self.cache.decoding() if self.cache is not None else []
+        runs = self.cache.decoding() if self.cache is not None else []
+        prefilling: List[SlotHolder] = [p for p in runs if p.users > 0]
         for r in self._active:
             if r is None or r.awaiting_prefix:
                 continue
@@ -290,6 +300,7 @@ class Scheduler:
                 holders.append(r)
             else:
                 prefilling.append(r)
+        prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
         prefill = False
         for h in prefilling:
             if room <= 0:
@@ -299,8 +310,31 @@ class Scheduler:
             prefill = True
         if self.cache is not None:
             own = sum(r.n_past - r.n_copied for r in self._active if r is not None)
+            if room > 0 and self._waiting:
+                free_cells = self.cache.n_cells - self.cache.n_cells_held() - own - (self._n_batch - room)
+                for p in self._runs_ahead(room, free_cells):
+                    room -= self._fill(len(holders), p, room)
+                    holders.append(p)
+                    prefill = True
             self.cache.make_room(own + self._n_batch - room, self._n_batch - room)
         return prefill
+
+    def _runs_ahead(self, room: int, free_cells: int) -> List[Prefix]:
+        """Room a step leaves goes to the runs that the next waiting prompts will start from (their starts
+        shared with their call's other prompts), so that they are decoded by the time the prompts are
+        admitted; runs whose tokens would not fit the free cells are left to be made at admission."""
+        made: List[Prefix] = []
+        for r in itertools.islice(self._waiting, len(self._active)):
+            if room <= 0:
+                break
+            if r.cancelled or r.runs_ahead or not r.shared:
+                continue
+            runs, r.runs_ahead = self.cache.prefetch(r.prompt, r.shared, free_cells)
+            n_new = sum(p.n_tokens - p.n_past for p in runs)
+            room -= n_new
+            free_cells -= n_new
+            made += runs
+        return made
 
     def _add_label_jobs(self, r: Request, holders: List[SlotHolder], room: int) -> int:
         """Starts scoring r's waiting label paths, as many as scratch sequences and room allow."""

@@ -2,8 +2,11 @@
 ones (the next turn of a chat); faults and pressure neither fail a prompt nor leak a sequence."""
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+
+import pytest
 
 import newrllama
 from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS
@@ -163,6 +166,55 @@ def test_a_prompt_cancelled_while_its_start_is_decoded_for_others(model, referen
         assert [c.error for c in others] == [None] * 3
         for p, c in zip(prompts[1:], others):
             assert_greedy_alone(reference_llama, model, p, c)
+        assert_idle(ctx)
+
+
+def test_the_runs_of_waiting_prompts_are_decoded_in_room_a_step_leaves(model, reference_llama):
+    """Two sequences, two instructions with two stories each: the second instruction is decoded in the first
+    step, beside the first one, so its prompts find it ready when the sequences free: 3 steps, not 4."""
+    prompts = annotation_prompts(STORIES[:2]) + annotation_prompts(STORIES[2:4], OTHER_INSTRUCTION)
+    params = newrllama.SamplingParams(max_tokens=1)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, params)
+        assert [c.error for c in completions] == [None] * 4
+        assert ctx.engine_stats().n_steps == 3
+        assert ctx.last_stats.n_cached_tokens >= (instruction_tokens(model) - 1
+                                                  + instruction_tokens(model, OTHER_INSTRUCTION) - 1)
+        for p, c in zip(prompts[1:], completions[1:]):
+            assert_greedy_alone(reference_llama, model, p, c)
+        assert_idle(ctx)
+
+
+def test_a_run_decoded_ahead_for_prompts_cancelled_before_their_turn(model, reference_llama):
+    """Both sequences generate; a call of two prompts that share a long instruction waits, and its instruction
+    is decoded in the room the steps leave. Cancelled before its turn, the call takes that run with it."""
+    prompts = annotation_prompts(STORIES[:2], OTHER_INSTRUCTION)
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=2, n_threads=2, n_batch=64) as ctx:
+        cache = ctx._scheduler.cache
+
+        def decoding_ahead() -> bool:
+            return any(p.ahead and not p.ready for p in cache.entries)
+
+        async def main() -> None:
+            streams = [asyncio.ensure_future(ctx.agenerate(f"{k} Once upon a time", newrllama.SamplingParams(
+                max_tokens=60))) for k in range(2)]
+            while ctx.engine_stats().n_running < 2:
+                await asyncio.sleep(0.001)
+            waiting = asyncio.ensure_future(ctx.agenerate_parallel(prompts, GREEDY))
+            while not decoding_ahead():
+                await asyncio.sleep(0.001)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            while decoding_ahead():
+                await asyncio.sleep(0.001)
+            assert not any(p.ahead for p in cache.entries)  # dropped, not finished
+            assert ctx.engine_stats().n_running == 2  # while the others still ran
+            await asyncio.gather(*streams)
+
+        asyncio.run(main())
+        c = ctx.generate(prompts[1], GREEDY)
+        assert_greedy_alone(reference_llama, model, prompts[1], c)
         assert_idle(ctx)
 
 
