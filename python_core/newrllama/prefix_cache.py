@@ -245,8 +245,7 @@ class PrefixCache:
     def prefetch(self, prompt: List[int], shared: Sequence[int], n_free_cells: int) -> Tuple[List[Prefix], bool]:
         """Makes the runs a waiting prompt's shared starts will take, so that they are decoded before it is
         admitted, in place of idle runs (least recently used first) but not of others made ahead, and as far
-        as their tokens fit n_free_cells. Returns those it can decode now (the others wait for a parent),
-        and whether every start has its run."""
+        as the cells they add fit n_free_cells. Returns the runs made, and whether every start has its run."""
         best, best_n = self._longest_start(prompt[:len(prompt) - 1])
         made: List[Prefix] = []
         for length in shared:
@@ -258,8 +257,7 @@ class PrefixCache:
             p = self._make(prompt[:length], best, best_n, -1)
             p.ahead = True
             self._touch(p)
-            if not p.awaiting_parent:
-                made.append(p)
+            made.append(p)
             best, best_n = p, length
         return made, True
 

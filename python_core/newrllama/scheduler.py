@@ -267,6 +267,12 @@ class Scheduler:
                 self.let_go_of_prefix(r)
         self.cache.drop(p)
 
+    def _take(self, holders: List[SlotHolder], h: SlotHolder, room: int) -> int:
+        """Gives h the step's next slot: how many tokens it takes of room."""
+        n = self._fill(len(holders), h, room)
+        holders.append(h)
+        return n
+
     def _fill(self, i: int, h: SlotHolder, room: int) -> int:
         left = h.n_tokens - h.n_past
         n = left if left < room else room
@@ -296,8 +302,7 @@ class Scheduler:
             if r.scoring_labels:
                 room = self._add_label_jobs(r, holders, room)
             elif r.n_tokens - r.n_past == 1:
-                room -= self._fill(len(holders), r, room)
-                holders.append(r)
+                room -= self._take(holders, r, room)
             else:
                 prefilling.append(r)
         prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
@@ -305,16 +310,14 @@ class Scheduler:
         for h in prefilling:
             if room <= 0:
                 break
-            room -= self._fill(len(holders), h, room)
-            holders.append(h)
+            room -= self._take(holders, h, room)
             prefill = True
         if self.cache is not None:
             own = sum(r.n_past - r.n_copied for r in self._active if r is not None)
             if room > 0 and self._waiting:
                 free_cells = self.cache.n_cells - self.cache.n_cells_held() - own - (self._n_batch - room)
                 for p in self._runs_ahead(room, free_cells):
-                    room -= self._fill(len(holders), p, room)
-                    holders.append(p)
+                    room -= self._take(holders, p, room)
                     prefill = True
             self.cache.make_room(own + self._n_batch - room, self._n_batch - room)
         return prefill
@@ -330,9 +333,9 @@ class Scheduler:
             if r.cancelled or r.runs_ahead or not r.shared:
                 continue
             runs, r.runs_ahead = self.cache.prefetch(r.prompt, r.shared, free_cells)
-            n_new = sum(p.n_tokens - p.n_past for p in runs)
-            room -= n_new
-            free_cells -= n_new
+            free_cells -= sum(p.n_tokens - p.n_inherited for p in runs)
+            runs = [p for p in runs if not p.awaiting_parent]  # the others start when their parent is ready
+            room -= sum(p.n_tokens - p.n_past for p in runs)
             made += runs
         return made
 
@@ -343,8 +346,7 @@ class Scheduler:
             job = LabelJob(r, choice.waiting.pop(), self._scratch.pop(), r.n_tokens)
             _lib.check(lib.newrllama_seq_copy(self._ctx, r.seq, job.seq, -1, self._err), self._err)
             choice.running.append(job)
-            room -= self._fill(len(holders), job, room)
-            holders.append(job)
+            room -= self._take(holders, job, room)
         return room
 
     def end_label_job(self, job: LabelJob) -> None:
