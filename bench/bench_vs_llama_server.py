@@ -10,7 +10,12 @@ driven by the same 16 concurrent clients (the openai package's AsyncOpenAI), gre
 - free generation: 64 short prompts, 128 tokens each;
 - chat: 16 conversations of 5 turns (32 tokens per answer), each turn sending the whole
   conversation so far through /v1/chat/completions.
-Each repeat runs every workload on both servers in turn, the first server alternating
+llama-server as users start it keeps gemma 3's sliding-window layers in a cache of the
+window's size, so a slot cannot take a new prompt's start from its cached one and decodes
+every prompt in full; the workloads whose prompts repeat a start (annotation, chat) also
+run on `llama-server --swa-full` (a full-size cache, where its prompt cache works), and
+our server's rate is also given as a ratio to that one.
+Each repeat runs every workload on every server in turn, the first server alternating
 between repeats, after a warm-up at full width on both; ratios are medians of the
 ratios within each repeat. Beside them, in this process and while both servers idle:
 round 1 as one Context.generate_parallel call of 64 documents; 16 threads each calling
@@ -84,13 +89,13 @@ def unshared_prompts(task: int, docs: List[str]) -> List[str]:
 class LlamaServer:
     """llama-server on a free loopback port, as a user starts it."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [binary, "-m", newrllama.default_model_path(), "--host", "127.0.0.1", "--port", str(self.port),
-             "-np", str(N_SEQ), "-c", str(N_CTX), "-t", str(N_THREADS), "-tb", str(N_THREADS)],
+             "-np", str(N_SEQ), "-c", str(N_CTX), "-t", str(N_THREADS), "-tb", str(N_THREADS), *extra],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -216,10 +221,25 @@ def in_process(model: newrllama.Model, task: int, n_docs: int) -> Dict[str, floa
 # workloads where nothing is shared.
 PLAIN = "newrllama serve --no-prefix-cache"
 PLAIN_WORKLOADS = ("nothing shared", "free generation")
+# llama-server with a full-size sliding-window cache, where its slots reuse a cached prompt start, runs the
+# workloads whose prompts repeat one.
+SWA_FULL = "llama-server --swa-full"
+SWA_FULL_WORKLOADS = ("annotation round 1", "annotation round 2", "chat, 5 turns")
+
+
+def unit_of(workload: str) -> str:
+    return "tokens" if workload in ("free generation", "chat, 5 turns") else "docs"
+
+
+def rate_of(r: Dict, workload: str, engine: str) -> float:
+    """Documents or tokens per second of one engine on one workload in repeat r."""
+    result = r["servers"][f"{workload} | {engine}"]
+    return (result["tokens"] if unit_of(workload) == "tokens" else result["jobs"]) / result["seconds"]
 
 
 def engines_of(workload: str) -> List[str]:
-    return ["llama-server", "newrllama serve"] + ([PLAIN] if workload in PLAIN_WORKLOADS else [])
+    return (["llama-server", "newrllama serve"] + ([PLAIN] if workload in PLAIN_WORKLOADS else [])
+            + ([SWA_FULL] if workload in SWA_FULL_WORKLOADS else []))
 
 
 def main() -> None:
@@ -233,9 +253,11 @@ def main() -> None:
     binary = llama_tool_binary("llama-server")
     raw: List[Dict] = []
     ours_args = ["--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads", str(N_THREADS)]
-    with LlamaServer(binary) as theirs, ServerProcess(*ours_args) as ours, \
-            ServerProcess(*ours_args, "--no-prefix-cache") as plain, newrllama.Model() as model:
-        engines = {"llama-server": theirs.url, "newrllama serve": ours.url, PLAIN: plain.url}
+    with LlamaServer(binary) as theirs, LlamaServer(binary, "--swa-full") as theirs_full, \
+            ServerProcess(*ours_args) as ours, ServerProcess(*ours_args, "--no-prefix-cache") as plain, \
+            newrllama.Model() as model:
+        engines = {"llama-server": theirs.url, SWA_FULL: theirs_full.url, "newrllama serve": ours.url,
+                   PLAIN: plain.url}
         warm = short_prompts(N_SEQ)
         for url in engines.values():
             asyncio.run(drive(url, warm, completion(8)))
@@ -265,18 +287,15 @@ def main() -> None:
     print(f"\n{args.docs} documents per workload, {CLIENTS} concurrent clients, {N_SEQ} sequences, {N_THREADS} threads, "
           f"embedded model; median over {args.repeats} repeats of ratios to llama-server within a repeat")
     for workload in chosen:
-        unit = "tokens" if workload in ("free generation", "chat, 5 turns") else "docs"
-
-        def rate(r: Dict, engine: str) -> float:
-            result = r["servers"][f"{workload} | {engine}"]
-            return (result["tokens"] if unit == "tokens" else result["jobs"]) / result["seconds"]
         engines_here = engines_of(workload)
         workloads[workload] = {
-            "unit": f"{unit}/s", "rates": {e: statistics.median(rate(r, e) for r in raw) for e in engines_here},
-            "ratios": {e: median_ratio(lambda r: rate(r, e) / rate(r, "llama-server")) for e in engines_here[1:]}}
+            "unit": f"{unit_of(workload)}/s",
+            "rates": {e: statistics.median(rate_of(r, workload, e) for r in raw) for e in engines_here},
+            "ratios": {e: median_ratio(lambda r: rate_of(r, workload, e) / rate_of(r, workload, "llama-server"))
+                       for e in engines_here[1:]}}
         for e in engines_here:
             ratio = workloads[workload]["ratios"].get(e)
-            print(f"{workload:>22} {e:>34} {workloads[workload]['rates'][e]:9.2f} {unit}/s"
+            print(f"{workload:>22} {e:>34} {workloads[workload]['rates'][e]:9.2f} {unit_of(workload)}/s"
                   + (f" {ratio:6.2f}" if ratio else ""))
     in_proc = {}
     if "annotation round 1" in chosen:
@@ -288,10 +307,16 @@ def main() -> None:
         lambda r: r["in_process_s"]["chat, 5 turns, prefix cache off"] / r["in_process_s"]["chat, 5 turns, prefix cache on"])
     for name, value in in_proc.items():
         print(f"{name}: {value:.2f}x")
+    against_swa_full = {
+        workload: median_ratio(lambda r: rate_of(r, workload, "newrllama serve") / rate_of(r, workload, SWA_FULL))
+        for workload in chosen if workload in SWA_FULL_WORKLOADS}
+    for name, value in against_swa_full.items():
+        print(f"{name}, newrllama serve / {SWA_FULL}: {value:.2f}x")
     name = "vs-llama-server" + ("-" + "-".join(w.split(",")[0].replace(" ", "-") for w in chosen) if args.workloads else "")
     write_results(name, {"repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
                          "threads": N_THREADS, "n_ctx": N_CTX, "llama_server": binary,
-                         "workloads": workloads, "in_process": in_proc, "raw": raw})
+                         "workloads": workloads, "in_process": in_proc, "against_swa_full": against_swa_full,
+                         "raw": raw})
 
 
 if __name__ == "__main__":

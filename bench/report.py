@@ -96,7 +96,10 @@ def vs_llama_server(r: dict) -> List[str]:
         f"{r['repeats']} repeats (ratio to llama-server: median of the ratios within a repeat):",
         ["workload", "engine", "rate", "ratio"], rows) + [""] + table(
         "In process, beside the servers:", ["comparison", "ratio"],
-        [[name, f"{value:.2f}"] for name, value in r["in_process"].items()])
+        [[name, f"{value:.2f}"] for name, value in r["in_process"].items()]) + ([""] + table(
+            "`newrllama serve` against `llama-server --swa-full` (median of the ratios within a repeat):",
+            ["workload", "ratio"], [[name, f"{value:.2f}"] for name, value in r["against_swa_full"].items()])
+            if r.get("against_swa_full") else [])
 
 
 def two_contexts(r: dict) -> List[str]:
