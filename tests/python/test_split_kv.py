@@ -6,6 +6,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
+from newrllama.scheduler import Scheduler
 from oracle import assert_greedy_alone
 from samples import PROMPTS
 from test_choices import STORIES, TOPICS, assert_close_to_oracle, check_labels, oracle_probs
@@ -87,3 +88,31 @@ def test_a_decode_failure_stays_with_its_prompt(split4):
     assert all(completions[i].n_gen_tokens == GREEDY.max_tokens for i in (0, 2, 3))
     assert split4.n_used_cells() == 0
     assert all(c.error is None for c in split4.generate_parallel(PROMPTS[:4], GREEDY))
+
+
+def test_a_prompt_waits_for_room_rather_than_start_with_a_few_tokens(model, reference_llama, monkeypatch):
+    """Over a stream per sequence each distinct number of tokens in a step is a pass over the weights: in a step of
+    prefill alone, a prompt's prefill does not begin with a piece of under n_batch / 4 tokens beside another
+    prompt's chunk. One stream has no such passes, and there every step is filled."""
+    steps = []
+    build = Scheduler._build
+
+    def recording(self) -> bool:
+        prefill = build(self)
+        steps.append([self._slots[i].n_tokens for i in range(len(self._slot_holders))])
+        return prefill
+    monkeypatch.setattr(Scheduler, "_build", recording)
+    body = "the old harbour town grew around its market, its mill and the long bridge over the river. " * 3
+    prompts = [f"{word.capitalize()} says: {body}" for word in ("anna", "boris", "clara")]
+    n = [len(model.tokenize(p)) for p in prompts]
+    assert all(64 - 16 < k <= 64 for k in n)
+    one = newrllama.SamplingParams(max_tokens=1)
+    with newrllama.Context(model, n_ctx=3072, n_seq_max=3, n_batch=64, n_threads=2, prefix_cache=False) as ctx:
+        completions = ctx.generate_parallel(prompts, one)
+    assert steps == [[k] for k in n]
+    for prompt, c in zip(prompts, completions):
+        assert_greedy_alone(reference_llama, model, prompt, c)
+    steps.clear()
+    with newrllama.Context(model, n_ctx=3072, n_seq_max=3, n_batch=64, n_threads=2) as ctx:
+        ctx.generate_parallel(prompts, one)
+    assert steps[0] == [n[0], 64 - n[0]]
