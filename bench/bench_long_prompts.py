@@ -7,7 +7,8 @@ off, each on a new context of 16 x (length + 256) cells. The references, same sh
 work (-npp length -ntg 1 -npl 16, -b/-ub 512): llama-batched-bench with one KV stream per
 sequence, as llama-server runs its slots, and with the unified cache (-kvu), as ours.
 Each repeat runs the four in turn, the first rotating between repeats, after a warm-up
-of each; ratios are medians of the ratios within a repeat.
+of each; every run's context first decodes one 16-token prompt, as llama-batched-bench
+does in its own before it times. Ratios are medians of the ratios within a repeat.
 
     .venv/bin/python bench/bench_long_prompts.py [--lengths 500 1000 2000] [--repeats 2]
 Writes bench/results/long-prompts-<date>-<cpu>.json.
@@ -55,6 +56,8 @@ def main() -> None:
                 prompts = distinct_prompts(model, n, seed)
                 with newrllama.Context(model, n_ctx=n_ctx, n_seq_max=N_SEQ, n_threads=N_THREADS,
                                        prefix_cache=cache) as ctx:
+                    # llama-batched-bench decodes one 16-token sequence in its context before it times
+                    ctx.generate_parallel([distinct_prompts(model, 16, -seed)[0]], one)
                     t0 = time.perf_counter()
                     ctx.generate_parallel(prompts, one)
                     return time.perf_counter() - t0
