@@ -11,12 +11,13 @@ driven by the same 16 concurrent clients (the openai package's AsyncOpenAI), gre
 - chat: 16 conversations of 5 turns (32 tokens per answer), each turn sending the whole
   conversation so far through /v1/chat/completions.
 llama-server as users start it keeps gemma 3's sliding-window layers in a cache of the
-window's size, so a slot cannot take a new prompt's start from its cached one and decodes
-every prompt in full; the workloads whose prompts repeat a start (annotation, chat) also
-run on `llama-server --swa-full` (a full-size cache, where its prompt cache works), and
-our server's rate is also given as a ratio to that one.
+window's size, so a slot can take a new prompt's start from its cached one only back to a
+checkpoint near that prompt's end, and decodes every annotation prompt in full; the
+workloads whose prompts repeat a start (annotation, chat) also run on `llama-server
+--swa-full` (a full-size cache, where its slots reuse a cached start), and our server's
+rate is also given as a ratio to that one.
 Each repeat runs every workload on every server in turn, the first server alternating
-between repeats, after a warm-up at full width on both; ratios are medians of the
+between repeats, after a warm-up at full width on each; ratios are medians of the
 ratios within each repeat. Beside them, in this process and while both servers idle:
 round 1 as one Context.generate_parallel call of 64 documents; 16 threads each calling
 Context.generate() on one document against one call of those 16; the chat's 16
