@@ -136,6 +136,6 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:
-        for request, lengths in zip(requests, shared_start_lengths([r.prompt for r in requests])):
+        for request, lengths in zip(requests, shared_start_lengths([r.key for r in requests])):
             request.shared = lengths
     return call, requests

@@ -14,6 +14,7 @@ from .errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
+from .prefix_cache import token_key
 from .stops import StopMatcher
 
 # Called from the engine thread with the bytes a stream may show, and True once at the end.
@@ -21,7 +22,7 @@ Sink = Callable[[bytes, bool], None]
 
 
 class Request:
-    __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
+    __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "key", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
                  "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar")
 
@@ -33,6 +34,7 @@ class Request:
         self.params = params
         self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
         self.prompt = prompt_tokens
+        self.key = token_key(prompt_tokens)  # made in the caller's thread: the engine compares keys
         self.n_prompt = len(prompt_tokens)
         # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
         self.seed = lib.newrllama_prompt_seed(max(params.seed, -1), prompt_tokens, self.n_prompt, repeat)

@@ -31,8 +31,8 @@ from ._lib import ffi, lib
 from .engine_thread import engine
 from .errors import ClosedError
 from .choices import LabelJob, ScoreRows
-from .prefix_cache import (MIN_SHARED_TOKENS, Prefix, PrefixCache, common_prefix_length, shared_start_lengths,
-                           worth_caching)
+from .prefix_cache import (MIN_SHARED_TOKENS, TOKEN_BYTES, Prefix, PrefixCache, common_prefix_length,
+                           shared_start_lengths, shares_start, worth_caching)
 from .request import Call, Request, free_sampler
 
 
@@ -196,7 +196,7 @@ class Scheduler:
         if self.cache is None:
             return
         if len(admitted) > 1:  # prompts admitted together, from any callers, share their common starts
-            for r, lengths in zip(admitted, shared_start_lengths([r.prompt for r in admitted])):
+            for r, lengths in zip(admitted, shared_start_lengths([r.key for r in admitted])):
                 if lengths:
                     r.shared = worth_caching(r.shared + lengths, r.n_prompt - 1)
         for r in admitted:
@@ -224,7 +224,7 @@ class Scheduler:
 
     def _attach_prefix(self, r: Request) -> None:
         running_seq, n_running = self._running_start(r)
-        prefix, n = self.cache.lookup(r.prompt, r.shared, (running_seq, n_running))
+        prefix, n = self.cache.lookup(r.key, r.shared, (running_seq, n_running))
         if prefix is not None:
             r.prefix = prefix
             if prefix.ready:
@@ -241,11 +241,10 @@ class Scheduler:
             if d is None or d is r:
                 continue
             n = min(d.n_past, d.n_prompt, limit)
-            if n < MIN_SHARED_TOKENS or n <= best_n or not self.cache.can_cut(d.n_past):
+            if (n < MIN_SHARED_TOKENS or n <= best_n or not self.cache.can_cut(d.n_past)
+                    or not shares_start(r.key, d.key, max(best_n + 1, MIN_SHARED_TOKENS))):
                 continue
-            m = common_prefix_length(r.prompt[:n], d.prompt[:n])
-            if m >= MIN_SHARED_TOKENS and m > best_n:
-                best_seq, best_n = d.seq, m
+            best_seq, best_n = d.seq, min(n, common_prefix_length(r.key, d.key))
         return best_seq, best_n
 
     def _copy_prefix(self, r: Request, n: int) -> None:
@@ -341,7 +340,7 @@ class Scheduler:
                 break
             if r.cancelled or r.runs_ahead or not r.shared:
                 continue
-            runs, r.runs_ahead = self.cache.prefetch(r.prompt, r.shared, free_cells)
+            runs, r.runs_ahead = self.cache.prefetch(r.key, r.shared, free_cells)
             free_cells -= sum(p.n_tokens - p.n_inherited for p in runs)
             runs = [p for p in runs if not p.awaiting_parent]  # the others start when their parent is ready
             room -= sum(p.n_tokens - p.n_past for p in runs)
@@ -465,7 +464,7 @@ class Scheduler:
             r.prefix = None
         if r.seq >= 0:
             if self.cache is not None and reason != "error" and r.n_past > 0:
-                self.cache.keep(r.seq, ffi.unpack(r.tokens, r.n_past), source, r.n_copied)
+                self.cache.keep(r.seq, ffi.buffer(r.tokens, r.n_past * TOKEN_BYTES)[:], source, r.n_copied)
             lib.newrllama_seq_clear(self._ctx, r.seq, ffi.NULL)
             self._active[r.seq] = None
             r.seq = -1

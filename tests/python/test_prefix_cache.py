@@ -6,7 +6,8 @@ import threading
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, worth_caching
+from newrllama.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, shares_start,
+                                    token_key, worth_caching)
 from oracle import assert_expected_or_rounding, assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=6)
@@ -37,27 +38,44 @@ def cached(model):
         yield c
 
 
+def starts_of(prompts):
+    return shared_start_lengths([token_key(p) for p in prompts])
+
+
 def test_shared_start_lengths_are_where_the_prompts_branch():
     a = list(range(100))
-    starts = shared_start_lengths([a + [1, 2], [7] * 50, a + [3], a + [1, 5, 6], [8] * 40, [7] * 50 + [9]])
+    starts = starts_of([a + [1, 2], [7] * 50, a + [3], a + [1, 5, 6], [8] * 40, [7] * 50 + [9]])
     assert starts[0] == starts[2] == starts[3] == (100,)  # a + [1]: one token more, not worth a run of its own
     assert starts[1] == (49,) and starts[5] == (50,)      # the shorter keeps its last token to decode
     assert starts[4] == ()                                # alone
-    assert shared_start_lengths([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [(), ()]
-    assert common_prefix_length([1, 2, 3], [1, 2, 4, 5]) == 2 and common_prefix_length([], [1]) == 0
+    assert starts_of([[1] * (MIN_SHARED_TOKENS - 1) + [2], [1] * (MIN_SHARED_TOKENS - 1) + [3]]) == [(), ()]
+
+
+def test_token_keys_compare_whole_tokens():
+    """Keys are the tokens' bytes: tokens that differ in a high byte only, and prompts whose byte order is not
+    their token order, still compare and group by whole tokens."""
+    key = token_key
+    assert common_prefix_length(key([1, 2, 3]), key([1, 2, 4, 5])) == 2
+    assert common_prefix_length(key([]), key([1])) == 0
+    assert common_prefix_length(key([5, 0x10203]), key([5, 0x10303])) == 1
+    assert common_prefix_length(key([7, 262143]), key([7, 262143, 1])) == 2
+    assert shares_start(key([1, 2, 3]), key([1, 2, 9]), 2) and not shares_start(key([1, 2, 3]), key([1, 2, 9]), 3)
+    assert not shares_start(key([1, 2]), key([1, 2]), 3)  # neither has three tokens
+    high, low = [300] * 20, [1] * 20
+    assert starts_of([high + [1], low + [2], high + [2], low + [3], [256] * 20]) == [(20,), (20,), (20,), (20,), ()]
 
 
 def test_shared_starts_nest_a_system_prompt_then_each_text():
     system, text1, text2 = [5] * 40, [1] * 60, [2] * 60
     prompts = [system + text1 + [3, 3], system + text1 + [4], system + text2 + [3], system + text2 + [3, 9],
                [7] * 50, system + [9] * 10]
-    starts = shared_start_lengths(prompts)
+    starts = starts_of(prompts)
     assert starts[:4] == [(40, 100)] * 3 + [(40, 101)]  # the system all share, then each text's own (capped)
     assert starts[4] == () and starts[5] == (40,)
     # Two texts that begin alike for fewer than MIN_SHARED_TOKENS tokens more: one run, at the system.
     alike = [1] * (MIN_SHARED_TOKENS - 1)
     near = [system + alike + [2] * 40, system + alike + [3] * 40, system + [4] * 50]
-    assert shared_start_lengths(near) == [(40,)] * 3
+    assert starts_of(near) == [(40,)] * 3
     assert worth_caching([40, 41, 100, 200], 150) == (40, 100, 150)
 
 
@@ -67,7 +85,7 @@ def test_nested_starts_decode_every_token_once(cached, model, reference_llama):
     prompts = [f"{INSTRUCTION}Story: {s}\n{q}" for s in stories for q in ("Label:", "Topic:")]
     completions = cached.generate_parallel(prompts, GREEDY)
     tokens = [model.tokenize(p) for p in prompts]
-    starts = shared_start_lengths(tokens)
+    starts = starts_of(tokens)
     assert all(len(s) == 2 for s in starts)  # the instruction, then the story
     runs = {tuple(t[:n]) for t, s in zip(tokens, starts) for n in s}
     assert len(runs) == 1 + len(stories)
