@@ -22,7 +22,7 @@ Sink = Callable[[bytes, bool], None]
 
 
 class Request:
-    __slots__ = ("call", "index", "params", "c_params", "seed", "prompt", "key", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
+    __slots__ = ("call", "index", "params", "c_params", "seed", "key", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
                  "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar")
 
@@ -33,7 +33,6 @@ class Request:
         self.index = index
         self.params = params
         self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
-        self.prompt = prompt_tokens
         self.key = token_key(prompt_tokens)  # made in the caller's thread: the engine compares keys
         self.n_prompt = len(prompt_tokens)
         # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
@@ -64,7 +63,7 @@ class Request:
         now, so that waiting requests hold only their prompt."""
         room = min(self.n_prompt + self.params.max_tokens, self.n_ctx_seq + 1)
         self.tokens = ffi.new("int32_t[]", room)
-        self.tokens[0:self.n_prompt] = self.prompt
+        ffi.memmove(self.tokens, self.key, len(self.key))
         self.seq = seq
         self.sampler = sampler
         self.n_past = 0
