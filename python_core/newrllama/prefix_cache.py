@@ -22,26 +22,27 @@ thread, request or stream they came from:
 - running prompts (the scheduler offers them): a prompt admitted while another one
   that starts the same way is running copies the cells that one has decoded so far.
 
-Runs are evicted least recently used when a cache sequence or KV cells are needed,
-never while a prompt waits for them, and a finished prompt's run displaces only another
-kept run (a run made for shared starts may serve prompts of its call still waiting);
-and an idle run (no prompt holds it) is evicted once the steps have fed a number of
-tokens since it was last used. Idle cells are not free: one KV cache holds every
-sequence, and llama.cpp's attention reads the mask of every cell in use for every token
-of a step, so a cache full of runs of distinct long prompts made prefill with nothing
-shared 45% slower (16 prompts of 1,371 tokens). A run's cost grows with the tokens fed
-while it waits, not with time or with steps of generation, so runs survive pauses and
-the gaps between a chat's turns. Runs made for
-shared starts stay IDLE_BATCHES x n_batch tokens. For runs kept from finished prompts,
-which only some workloads reuse, the limit adapts: it falls by a quarter whenever one
-is evicted unused (for waiting too long, or to make way for another run: after a
-workload that reused them, the limit is high and runs of one that does not are evicted
-for want of a sequence before they wait too long), and doubles whenever a prompt arrives
-that a run evicted unused would have served (the cache remembers the last GHOSTS of
-them), between n_batch / 8 and 64 x n_batch. Growing faster than it falls, it learns to
-hold runs in a workload that comes back to each prompt after a few others, where each
-miss follows an unused eviction. Every method runs on the engine thread except the pure
-functions that find shared starts, which callers run in their own thread.
+Runs are evicted least recently used when a cache sequence or KV cells are needed, never
+while a prompt waits for them, and a finished prompt's run displaces only another kept
+run (a run made for shared starts may serve prompts of its call still waiting); and an
+idle run (no prompt holds it) is evicted once the steps have fed a number of tokens
+since it was last used. Idle cells are not free: one KV cache holds every sequence, and
+llama.cpp's attention reads the mask of every cell in use for every token of a step, so
+a cache full of runs of distinct long prompts made prefill with nothing shared 45%
+slower (16 prompts of 1,371 tokens). A run's cost grows with the tokens fed while it
+waits, not with time or with steps of generation, so runs survive pauses and the gaps
+between a chat's turns. Runs made for shared starts stay IDLE_BATCHES x n_batch tokens.
+For runs kept from finished prompts, which only some workloads reuse, the limit adapts:
+it falls by a quarter whenever one is evicted unused (used by no prompt beyond the run
+it copied; for waiting too long, or to make way for another run: after a workload that
+reused them, the limit is high and runs of one that does not are evicted for want of a
+sequence before they wait too long), and doubles whenever a prompt arrives that a run
+evicted unused would have served with MIN_SHARED_TOKENS tokens more than it got (the
+cache remembers the last GHOSTS of them), between n_batch / 8 and 64 x n_batch. Growing
+faster than it falls, it learns to hold runs in a workload that comes back to each
+prompt after a few others, where each miss follows an unused eviction. Every method runs
+on the engine thread except the pure functions that find shared starts, which callers
+run in their own thread.
 
 Token accounting: a run made for waiting prompts is decoded on their behalf, so the
 first prompt that copies it is charged with those tokens (they are not "cached" for
@@ -284,7 +285,12 @@ class PrefixCache:
         return made, True
 
     def _longest_start(self, start: bytes) -> Tuple[Optional[Prefix], int]:
-        """The run that serves the longest part of start (whole, being decoded, or a ready run cut)."""
+        """The run that serves the longest part of start (whole, being decoded, or a ready run cut). A kept
+        run that would serve fewer than MIN_SHARED_TOKENS tokens beyond the run it copied leaves the prompt
+        to that run, so that kept runs count as reused (and stay) only when a prompt continues what their
+        finished prompt decoded itself: annotation prompts after a shared instruction often share a word or
+        two more ("Story: The"), and counting those kept every finished prompt's run, whose idle cells
+        slowed every step (a third more KV cells scanned, 20-30% slower steps)."""
         best, best_n = None, 0
         for p in self._entries.values():
             if p.n_tokens <= best_n:
@@ -297,12 +303,15 @@ class PrefixCache:
             else:
                 continue
             best, best_n = p, n
+        if (best is not None and best.kept and best.parent is not None and self._holds(best.parent)
+                and best_n - best.n_inherited < MIN_SHARED_TOKENS):
+            return best.parent, best.n_inherited  # what the finished prompt decoded itself is not reused
         return best, best_n
 
     def _learn_from_ghosts(self, start: bytes, n_served: int) -> None:
         """A kept run evicted unused would have served this prompt better: kept runs stay longer."""
         for ghost in self._ghosts:
-            if shares_start(start, ghost, max(MIN_SHARED_TOKENS, n_served + 1)):
+            if shares_start(start, ghost, n_served + MIN_SHARED_TOKENS):
                 self._ghosts.remove(ghost)
                 self.kept_idle_tokens = min(self._kept_idle_bounds[1], 2 * self.kept_idle_tokens)
                 return

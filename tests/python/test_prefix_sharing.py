@@ -9,7 +9,7 @@ import time
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS
+from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS, common_prefix_length, token_key
 from oracle import MARGIN, assert_greedy_alone, worst_gap
 from test_prefix_cache import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
@@ -98,6 +98,32 @@ def test_kept_runs_go_sooner_when_unused_and_stay_longer_when_missed(model):
         for prompt in distinct[:3]:
             assert ctx.generate(prompt + " Once more.", GREEDY).n_cached_tokens == 0
         assert cache.kept_idle_tokens > lowered
+        assert_idle(ctx)
+
+
+def test_a_word_shared_after_the_instruction_does_not_make_finished_runs_worth_keeping(model):
+    """Texts after a cached instruction often open alike ("The central bank ..."). A finished prompt's run that
+    would give a later prompt only those few tokens beyond the instruction (fewer than MIN_SHARED_TOKENS) is
+    not counted as reused, nor does its ghost make kept runs stay longer: counted, every finished prompt's run
+    stayed, and the idle cells slowed every step."""
+    opening = "The central bank"
+    first, second, later, last = annotation_prompts([f"{opening} raised rates.", "Oil prices fell.",
+                                                     f"{opening} cut its forecast.", f"{opening} bought bonds."])
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=4, n_threads=2) as ctx:
+        cache = ctx._scheduler.cache
+        ctx.generate_parallel([first, second], GREEDY)  # the instruction's run, and two kept runs after it
+        (instruction,) = [p for p in cache.entries if not p.kept]
+        kept = [p for p in cache.entries if p.kept]
+        assert len(kept) == 2 and all(p.parent is instruction for p in kept)
+        extra = common_prefix_length(token_key(model.tokenize(later)), kept[0].key) - instruction.n_tokens
+        assert 0 < extra < MIN_SHARED_TOKENS
+        assert ctx.generate(later, GREEDY).n_cached_tokens >= instruction.n_tokens
+        assert not any(p.reused for p in kept)  # the prompt took the instruction's run
+        for p in kept:
+            cache._evict(p)
+        limit = cache.kept_idle_tokens
+        assert ctx.generate(last, GREEDY).n_cached_tokens >= instruction.n_tokens
+        assert cache.kept_idle_tokens == limit  # the ghosts would have served `extra` tokens more: no lesson
         assert_idle(ctx)
 
 
