@@ -13,7 +13,7 @@ from .model import check_token_list, encode_text
 from ._lib import ffi
 from .choices import ChoiceScoring, LabelSet, label_tokens
 from .params import SamplingParams
-from .prefix_cache import shared_start_lengths
+from .prefix_cache import shared_start_lengths, token_key
 from .request import Call, Request, c_sampling_params
 from .vocab import Vocab
 
@@ -111,7 +111,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     grammars = _checked_grammars(vocab, plist)
     label_sets: Dict[Tuple[int, bool, Tuple[int, ...]], LabelSet] = {}
     requests = []
-    repeats: Dict[Tuple[int, ...], int] = {}
+    repeats: Dict[bytes, int] = {}  # by prompt key
     for i, tokens in enumerate(checked):
         p = plist[i]
         choice = None
@@ -128,10 +128,10 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
                 f"prompt has {len(tokens)} tokens but a sequence holds at most {n_ctx_seq} (n_ctx / n_seq_max) "
                 f"including {answer} (a cached shared prefix counts too); use a larger n_ctx or a smaller n_seq_max"))
         else:
-            key = tuple(tokens)
+            key = token_key(tokens)  # made here, in the caller's thread: the engine compares keys
             repeat = repeats.get(key, 0)
             repeats[key] = repeat + 1
-            request = Request(call, i, tokens, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice,
+            request = Request(call, i, tokens, key, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice,
                               grammar=grammars.get(id(p)))
             call.requests[i] = request
             requests.append(request)

@@ -14,7 +14,6 @@ from .errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
-from .prefix_cache import token_key
 from .stops import StopMatcher
 
 # Called from the engine thread with the bytes a stream may show, and True once at the end.
@@ -26,14 +25,14 @@ class Request:
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
                  "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar")
 
-    def __init__(self, call: "Call", index: int, prompt_tokens: List[int], params: SamplingParams, c_params,
+    def __init__(self, call: "Call", index: int, prompt_tokens: List[int], key: bytes, params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
                  choice: Optional[ChoiceScoring] = None, grammar=None) -> None:
         self.call = call
         self.index = index
         self.params = params
         self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
-        self.key = token_key(prompt_tokens)  # made in the caller's thread: the engine compares keys
+        self.key = key  # prefix_cache.token_key(prompt_tokens)
         self.n_prompt = len(prompt_tokens)
         # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
         self.seed = lib.newrllama_prompt_seed(max(params.seed, -1), prompt_tokens, self.n_prompt, repeat)
