@@ -9,6 +9,8 @@ import time
 import pytest
 
 import newrllama
+from newrllama.request import Request
+from newrllama.scheduler import ATTENTION_TILE, Scheduler
 from oracle import assert_greedy_alone
 from samples import FRANCE, PROMPTS
 
@@ -213,3 +215,69 @@ def test_engine_reports_its_python_cost_per_step(ctx16):
     assert stats.n_steps >= GREEDY.max_tokens and stats.t_step_s > 0
     # Per event, not per vocabulary entry: far below a step's decode time.
     assert 0 < stats.python_us_per_step < 0.1 * 1e6 * stats.t_step_s / stats.n_steps
+
+
+def record_steps(monkeypatch):
+    """Per step: (generated tokens, prompt tokens, generating requests left out, prefilling requests left out
+    (by the rule or for want of room))."""
+    steps = []
+    build = Scheduler._build
+
+    def recording(self) -> bool:
+        prefill = build(self)
+        taken = [h for h in self._slot_holders if isinstance(h, Request)]
+        running = [r for r in self._active if r is not None and not r.awaiting_prefix]
+        generating = [r for r in running if r.n_past >= r.n_prompt]
+        n_gen = sum(1 for r in generating if r in taken)
+        n_all = sum(self._slots[i].n_tokens for i in range(len(self._slot_holders)))
+        steps.append((n_gen, n_all - n_gen, len(generating) - n_gen,
+                      sum(1 for r in running if r.n_past < r.n_prompt and r not in taken)))
+        return prefill
+    monkeypatch.setattr(Scheduler, "_build", recording)
+    return steps
+
+
+def longest_run(flags) -> int:
+    best = run = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        best = max(best, run)
+    return best
+
+
+def test_generated_tokens_do_not_ride_beside_prefill_in_a_tiled_step(model, reference_llama, monkeypatch):
+    """Over the unified stream llama.cpp attends each group of ATTENTION_TILE tokens of a step over every
+    block of cells any of them sees, so a step of that size carries generated tokens or prefill, not both;
+    neither side is left out more than the quorum of steps in a row (n_seq_max / 4), and a smaller step
+    carries both. Answers stay those of each prompt decoded alone."""
+    steps = record_steps(monkeypatch)
+    prompts = [f"{p} " + " ".join(PROMPTS[(i + k) % len(PROMPTS)] for k in range(2 + i % 5)) * 3
+               for i, p in enumerate(PROMPTS * 2)]
+    params = [newrllama.SamplingParams(max_tokens=3 + i % 6) for i in range(len(prompts))]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=256, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, params)
+    quorum = 8 // 4
+    assert all(n_gen == 0 or n_prompt == 0 or n_gen + n_prompt < ATTENTION_TILE for n_gen, n_prompt, _, _ in steps)
+    assert any(n_gen and gen_out == 0 and prefill_out for n_gen, _, gen_out, prefill_out in steps), steps
+    assert any(n_prompt and gen_out for _, n_prompt, gen_out, _ in steps), steps
+    assert longest_run(gen_out > 0 for _, _, gen_out, _ in steps) <= quorum, steps
+    assert longest_run(n_prompt == 0 and prefill_out > 0 for _, n_prompt, _, prefill_out in steps) <= quorum, steps
+    for prompt, c in list(zip(prompts, completions))[::3]:
+        assert c.error is None and c.n_gen_tokens == len(c.token_ids)
+        assert_greedy_alone(reference_llama, model, prompt, c)
+
+    # One prompt generating while long ones are prefilled: its tokens do not wait for company.
+    steps.clear()
+    lone = [PROMPTS[0]] + [f"{p} {FRANCE}" + f" {FRANCE}" * 14 for p in PROMPTS[1:4]]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=128, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(lone, [newrllama.SamplingParams(max_tokens=n) for n in (12, 1, 1, 1)])
+    assert completions[0].n_gen_tokens == 12 and sum(1 for _, _, gen_out, _ in steps if gen_out) >= 4, steps
+    assert longest_run(gen_out > 0 for _, _, gen_out, _ in steps) <= quorum, steps
+
+    # Short prompts: a prompt admitted while another generates is decoded beside its token.
+    steps.clear()
+    short = [newrllama.SamplingParams(max_tokens=n) for n in (2, 12, 4)]
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(PROMPTS[:3], short)
+    assert any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps), steps
+    assert all(gen_out == 0 and prefill_out == 0 for _, _, gen_out, prefill_out in steps), steps
