@@ -2,12 +2,13 @@
 when prompts share nothing: the same 64 distinct ~450-token prompts of bench_vs_llama_server.py ("nothing
 shared"), 16 sequences, 2 threads, one generate_parallel call, with 1 and with 4 greedy tokens per prompt.
 
-With 1 token a prompt's answer comes from its prefill's last row, so every step is prefill; with 4, steps
-also carry a generated token of each sequence past its prefill. llama.cpp's CPU flash attention, in a step
-of 64 tokens or more, takes 64 of them at a time and computes every block of 64 cells that any of them
-sees: a group with tokens of several sequences sees all their cells in the unified stream, where a split
-cache attends each over its own stream. The four runs go in turn (bench/in_turn.py), each on a new context
-after a warm-up.
+With 1 token a prompt's answer comes from its prefill's last row, so every step is prefill; with 4, the
+sequences past their prefill also generate. llama.cpp's CPU flash attention, in a step of 64 tokens or
+more, takes 64 of them at a time and computes every block of 64 cells that any of them sees: a group with
+tokens of several sequences would see all their cells in the unified stream, where a split cache attends
+each over its own stream; over the unified stream the scheduler therefore gives such a step either the
+generated tokens or the prefill (scheduler.py, _step_sides). The four runs go in turn
+(bench/in_turn.py), each on a new context after a warm-up.
 
     .venv/bin/python bench/bench_unified_kv.py [--repeats 2] [--docs 64]
 Writes bench/results/unified-kv-<date>-<cpu>.json.
