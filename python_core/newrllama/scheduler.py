@@ -330,12 +330,13 @@ class Scheduler:
                 generating.append(r)
             else:
                 prefilling.append(r)
-        prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
         take_generated, take_prefill = self._step_sides(len(generating), prefilling)
         if take_generated:
             for r in generating:
                 room -= self._take(holders, r, room)
-        if not take_prefill:
+        if take_prefill:
+            prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
+        else:
             prefilling = []
         for r in scoring:
             room = self._add_label_jobs(r, holders, room)
