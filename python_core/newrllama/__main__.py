@@ -35,7 +35,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     serve.add_argument("--max-queue", type=int, default=256, help="requests waiting beyond the running ones")
     serve.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
                        help="share no prompt starts; each sequence gets a KV stream of its own, as llama-server's "
-                            "slots (faster prefill when requests share nothing)")
+                            "slots (a few percent faster when requests share nothing)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if args.command == "serve":

@@ -72,8 +72,8 @@ class Context(OwnedHandle):
     The cache needs one KV stream that every sequence's cells share, and there each
     token's attention scans every cell in use. ``prefix_cache=False`` gives each sequence
     a stream of its own, as llama-server does with its slots: prompts that share nothing
-    prefill about a quarter faster (bench/bench_long_prompts.py), while a step whose
-    prompts carry different numbers of tokens runs one pass per distinct count.
+    run 2-5% faster (bench/bench_unified_kv.py), while a step whose prompts carry
+    different numbers of tokens runs one pass per distinct count.
     """
 
     PREFIX_CACHE_SEQUENCES = 32

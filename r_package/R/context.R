@@ -19,7 +19,7 @@
 #' @param prefix_cache Decode a shared prompt prefix once (`TRUE`, the
 #'   default) or every prompt in full (`FALSE`). Without the cache each
 #'   sequence has KV cells of its own, as llama-server's slots: prompts that
-#'   share nothing are prefilled faster.
+#'   share nothing run a few percent faster.
 #' @param n_batch Most prompt tokens decoded in one step (prefill is done in
 #'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.

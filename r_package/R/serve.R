@@ -24,7 +24,8 @@
 #' @param timeout Seconds to wait for the model to load.
 #' @param prefix_cache Share prompt starts between requests (`TRUE`, the
 #'   default); `FALSE` gives each sequence KV cells of its own, as
-#'   llama-server's slots, which prefills requests that share nothing faster.
+#'   llama-server's slots, which runs requests that share nothing a few
+#'   percent faster.
 #' @return An object of class `newrllama_server`: a list with `url`,
 #'   `base_url` (`url` + `"/v1"`, for OpenAI clients), `model` (the model id
 #'   clients use), `process` (the processx process) and `stop()`.
