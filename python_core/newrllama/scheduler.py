@@ -106,7 +106,7 @@ class Scheduler:
         # where masked cells are skipped one by one); neither side is left out more than the quorum of
         # steps in a row. 64 prompts of ~450 tokens sharing nothing, 4 tokens each, 16 sequences, one
         # call: 59.7 and 60.0 s with quorum 4, 64.2-64.9 s with mixed steps, 58.1-58.7 s over a stream
-        # per sequence; quorum 1, 2, 3 (before the bound on the prefill's wait): 63.5, 60.5, 59.9 s.
+        # per sequence; quorum 1, 2, 3 with the prefill's wait unbounded: 63.5, 60.5, 59.9 s.
         self._generation_quorum = max(1, n_seq_max // 4) if unified else 0
         self._generation_deferred = 0  # steps that left the generated tokens out, in a row
         self._prefill_deferred = 0

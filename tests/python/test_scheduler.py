@@ -278,6 +278,6 @@ def test_generated_tokens_do_not_ride_beside_prefill_in_a_tiled_step(model, refe
     steps.clear()
     short = [newrllama.SamplingParams(max_tokens=n) for n in (2, 12, 4)]
     with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as ctx:
-        completions = ctx.generate_parallel(PROMPTS[:3], short)
+        ctx.generate_parallel(PROMPTS[:3], short)
     assert any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps), steps
     assert all(gen_out == 0 and prefill_out == 0 for _, _, gen_out, prefill_out in steps), steps
