@@ -23,7 +23,7 @@ Sink = Callable[[bytes, bool], None]
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "key", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar")
+                 "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar", "admitted")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], key: bytes, params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
@@ -56,16 +56,18 @@ class Request:
         self.n_cached = 0       # of those, the ones no step decoded on its behalf
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling
         self.grammar = grammar if grammar is not None else ffi.NULL  # C text of its GBNF grammar
+        self.admitted = -1      # its place in the order the scheduler admitted prompts in
 
-    def start(self, seq: int, sampler) -> None:
-        """Admitted to a sequence: the C buffer that steps read (prompt, then generated tokens) is made
-        now, so that waiting requests hold only their prompt."""
+    def start(self, seq: int, sampler, admitted: int) -> None:
+        """Admitted to a sequence, the admitted-th prompt: the C buffer that steps read (prompt, then
+        generated tokens) is made now, so that waiting requests hold only their prompt."""
         room = min(self.n_prompt + self.params.max_tokens, self.n_ctx_seq + 1)
         self.tokens = ffi.new("int32_t[]", room)
         ffi.memmove(self.tokens, self.key, len(self.key))
         self.seq = seq
         self.sampler = sampler
         self.n_past = 0
+        self.admitted = admitted
 
     @property
     def score(self):

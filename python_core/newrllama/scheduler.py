@@ -124,6 +124,7 @@ class Scheduler:
         self._slot_holders: List[SlotHolder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
+        self._n_admitted = 0
         self._n_steps = 0
         self._t_step = 0.0
         self._t_python = 0.0
@@ -236,7 +237,8 @@ class Scheduler:
             # Its grammar was checked when the call was prepared: what fails here is memory.
             r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"), engine_error=True)
             return False
-        r.start(seq, out[0])
+        r.start(seq, out[0], self._n_admitted)
+        self._n_admitted += 1
         self._active[seq] = r
         return True
 
@@ -318,9 +320,9 @@ class Scheduler:
         holders = self._slot_holders = []
         room = self._n_batch
         runs = self.cache.decoding() if self.cache is not None else []
-        prefilling: List[SlotHolder] = [p for p in runs if p.users > 0]
         generating: List[Request] = []
         scoring: List[Request] = []
+        prompts: List[Request] = []
         for r in self._active:
             if r is None or r.awaiting_prefix:
                 continue
@@ -329,7 +331,11 @@ class Scheduler:
             elif r.n_tokens - r.n_past == 1:
                 generating.append(r)
             else:
-                prefilling.append(r)
+                prompts.append(r)
+        # First come, first prefilled: in sequence order, a prompt on a high sequence would wait while new
+        # prompts kept taking the lower ones.
+        prompts.sort(key=lambda r: r.admitted)
+        prefilling: List[SlotHolder] = [p for p in runs if p.users > 0] + prompts
         take_generated, take_prefill = self._step_sides(len(generating), prefilling)
         if take_generated:
             for r in generating:

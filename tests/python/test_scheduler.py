@@ -281,3 +281,26 @@ def test_generated_tokens_do_not_ride_beside_prefill_in_a_tiled_step(model, refe
         ctx.generate_parallel(PROMPTS[:3], short)
     assert any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps), steps
     assert all(gen_out == 0 and prefill_out == 0 for _, _, gen_out, prefill_out in steps), steps
+
+
+def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatch):
+    """A prompt still being prefilled is not passed over by one admitted after it to a lower sequence (in
+    sequence order, prompts that kept arriving on the low sequences would starve one on a high one)."""
+    steps = []  # per step: admission numbers of the prompts that took prefill tokens, and of those left out
+    build = Scheduler._build
+
+    def recording(self) -> bool:
+        prefill = build(self)
+        taken = [h for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
+        left = [r for r in self._active
+                if r is not None and not r.awaiting_prefix and r.n_past < r.n_prompt and r not in taken]
+        steps.append(([r.admitted for r in taken], [r.admitted for r in left]))
+        return prefill
+    monkeypatch.setattr(Scheduler, "_build", recording)
+    prompts = [f"{i}. {FRANCE}" + f" {PROMPTS[i % len(PROMPTS)]}" * 6 for i in range(8)]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_batch=64, n_threads=2) as ctx:
+        completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
+    assert all(c.error is None and c.n_gen_tokens == 1 for c in completions)
+    assert sum(1 for taken, left in steps if taken and left) >= 4, steps
+    assert all(max(taken) < min(left) for taken, left in steps if taken and left), steps
+
