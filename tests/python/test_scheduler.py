@@ -304,3 +304,16 @@ def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatc
     assert sum(1 for taken, left in steps if taken and left) >= 4, steps
     assert all(max(taken) < min(left) for taken, left in steps if taken and left), steps
 
+
+def test_a_streamed_answer_waits_at_most_one_step_beside_prefill(model, monkeypatch):
+    """Over the unified stream a lone generating sequence beside long prompts may wait the quorum of steps
+    (n_seq_max / 4) for company; a streamed answer, read as it comes, waits one step at most."""
+    steps = record_steps(monkeypatch)
+    long = [f"{p} {FRANCE}" + f" {FRANCE}" * 14 for p in PROMPTS[1:4]]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=128, n_threads=2) as ctx:
+        stream = ctx.stream(PROMPTS[0], newrllama.SamplingParams(max_tokens=12))
+        ctx.generate_parallel(long, newrllama.SamplingParams(max_tokens=1))
+        text = "".join(stream)
+    assert stream.completion.n_gen_tokens == 12 and text == stream.completion.text
+    waits = [gen_out > 0 for _, _, gen_out, _ in steps]
+    assert sum(waits) >= 3 and longest_run(waits) == 1, steps
