@@ -334,9 +334,9 @@ class Scheduler:
                 generating.append(r)
             else:
                 prompts.append(r)
-        # First come, first prefilled: in sequence order, a prompt on a high sequence would wait while new
-        # prompts kept taking the lower ones.
-        prompts.sort(key=lambda r: r.admitted)
+        # Streamed answers first (someone waits to read them), then first come, first prefilled: in
+        # sequence order, a prompt on a high sequence would wait while new prompts kept taking the lower ones.
+        prompts.sort(key=lambda r: (r.sink is None, r.admitted))
         prefilling: List[SlotHolder] = [p for p in runs if p.users > 0] + prompts
         take_generated, take_prefill = self._step_sides(generating, prefilling)
         if take_generated:

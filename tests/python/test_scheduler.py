@@ -317,3 +317,32 @@ def test_a_streamed_answer_waits_at_most_one_step_beside_prefill(model, monkeypa
     assert stream.completion.n_gen_tokens == 12 and text == stream.completion.text
     waits = [gen_out > 0 for _, _, gen_out, _ in steps]
     assert sum(waits) >= 3 and longest_run(waits) == 1, steps
+
+
+def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, monkeypatch):
+    """Someone reads a stream as it comes: its prompt does not wait behind long prompts already being
+    prefilled, and they go on in their order after it."""
+    steps = []  # per step: admission numbers of the prompts that took prefill tokens, of the stream's, of the others'
+    build = Scheduler._build
+
+    def recording(self) -> bool:
+        prefill = build(self)
+        taken = [h.admitted for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
+        prefilling = [r for r in self._active if r is not None and r.n_past < r.n_prompt]
+        steps.append((taken, [r.admitted for r in prefilling if r.sink is not None],
+                      [r.admitted for r in prefilling if r.sink is None]))
+        return prefill
+    monkeypatch.setattr(Scheduler, "_build", recording)
+    long = [f"{i}. {FRANCE}" + f" {PROMPTS[i]}" * 16 for i in range(3)]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_batch=64, n_threads=2) as ctx:
+        batch = threading.Thread(target=ctx.generate_parallel, args=(long, newrllama.SamplingParams(max_tokens=1)))
+        batch.start()
+        while ctx.engine_stats().n_steps < 2:
+            time.sleep(0.01)
+        with ctx.stream(PROMPTS[3], newrllama.SamplingParams(max_tokens=4)) as s:
+            text = "".join(s)
+        batch.join()
+    assert s.completion.n_gen_tokens == 4 and text == s.completion.text
+    beside_others = [(taken, streamed) for taken, streamed, others in steps if streamed and others]
+    assert beside_others and all(taken[0] == streamed[0] for taken, streamed in beside_others), steps
+    assert all(taken == sorted(taken) for taken, streamed, _ in steps if not streamed), steps
