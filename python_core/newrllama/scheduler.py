@@ -169,7 +169,14 @@ class Scheduler:
         return not self._closing and bool(self._incoming or self._cancel_requested or self._has_work())
 
     def take_incoming(self) -> bool:
-        self._waiting.extend(self._incoming)
+        for r in self._incoming:
+            if r.sink is None:
+                self._waiting.append(r)
+            else:  # someone reads it as it comes: it goes ahead of prompts only waited on, behind other streams
+                i = 0
+                while i < len(self._waiting) and self._waiting[i].sink is not None:
+                    i += 1
+                self._waiting.insert(i, r)
         self._incoming.clear()
         reap, self._cancel_requested = self._cancel_requested, False
         return reap

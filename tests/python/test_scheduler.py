@@ -346,3 +346,23 @@ def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, m
     beside_others = [(taken, streamed) for taken, streamed, others in steps if streamed and others]
     assert beside_others and all(taken[0] == streamed[0] for taken, streamed in beside_others), steps
     assert all(taken == sorted(taken) for taken, streamed, _ in steps if not streamed), steps
+
+
+def test_a_streamed_prompt_is_admitted_before_waiting_prompts(model):
+    """A stream opened while a call's prompts wait for a sequence takes the next free one; the call's
+    prompts keep their order and answers."""
+    prompts = [f"{i}. {FRANCE}" + f" {PROMPTS[i % len(PROMPTS)]}" * 12 for i in range(6)]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_batch=64, n_threads=2) as ctx:
+        results = []
+        batch = threading.Thread(target=lambda: results.extend(
+            ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=2))))
+        batch.start()
+        while ctx.engine_stats().n_steps < 2:
+            time.sleep(0.01)
+        with ctx.stream(PROMPTS[0], newrllama.SamplingParams(max_tokens=4)) as s:
+            text = "".join(s)
+        waiting_after_stream = ctx.engine_stats().n_waiting
+        batch.join()
+    assert s.completion.n_gen_tokens == 4 and text == s.completion.text
+    assert waiting_after_stream >= 2, waiting_after_stream
+    assert [c.error for c in results] == [None] * 6 and all(c.n_gen_tokens == 2 for c in results)
