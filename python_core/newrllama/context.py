@@ -201,9 +201,10 @@ class Context(OwnedHandle):
     def stream(self, prompt: Prompt, params: Optional[SamplingParams] = None) -> TextStream:
         """The answer to one prompt as an iterator of text pieces, yielded as they are generated.
 
-        It shares the batch with every other call on this context. ``stream.completion``
-        holds the whole answer once the iteration has ended; ``close()`` (or a ``with``
-        block) stops it early.
+        It shares the batch with every other call on this context, ahead of them: someone
+        reads it as it comes, so its prompt is admitted and prefilled before theirs and its
+        tokens wait at most one step of their prefill. ``stream.completion`` holds the whole
+        answer once the iteration has ended; ``close()`` (or a ``with`` block) stops it early.
         """
         self.check_open()
         call, requests = prepare_call(self._vocab, self._n_ctx_seq, [prompt], _one_params(params))
