@@ -123,10 +123,10 @@ class LlamaServer:
         self.stop()
 
 
-async def drive(url: str, jobs: List, run_one: Callable) -> Dict[str, float]:
-    """Runs the jobs with CLIENTS concurrent clients; returns seconds and tokens generated."""
+async def drive(url: str, jobs: List, run_one: Callable, clients: int = CLIENTS) -> Dict[str, float]:
+    """Runs the jobs with that many concurrent clients; returns seconds and tokens generated."""
     client = AsyncOpenAI(base_url=url + "/v1", api_key="none", timeout=3600, max_retries=0,
-                         http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=CLIENTS + 4), timeout=3600))
+                         http_client=httpx.AsyncClient(limits=httpx.Limits(max_connections=clients + 4), timeout=3600))
     queue: "asyncio.Queue" = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
@@ -137,7 +137,7 @@ async def drive(url: str, jobs: List, run_one: Callable) -> Dict[str, float]:
             generated.append(await run_one(client, queue.get_nowait()))
 
     t0 = time.perf_counter()
-    await asyncio.gather(*[worker() for _ in range(CLIENTS)])
+    await asyncio.gather(*[worker() for _ in range(clients)])
     seconds = time.perf_counter() - t0
     await client.close()
     return {"seconds": seconds, "jobs": len(jobs), "tokens": sum(generated)}

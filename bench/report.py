@@ -247,10 +247,22 @@ def server(r: dict) -> List[str]:
                  [[str(row["clients"]), f"{row['tokens_per_s']:.1f}", f"{row['over_generate_parallel']:.2f}",
                    f"{row['ttft_median_s']:.3f} s", f"{row['ttft_p90_s']:.3f} s"] for row in r["rows"]])
 
+def stream_latency(r: dict) -> List[str]:
+    return table(f"{r['batch_clients']} clients sending 64 distinct prompts of ~450 tokens (4 greedy tokens each) and "
+                 f"one client streaming answers of {r['stream_tokens']} greedy tokens one after another, {r['n_seq']} "
+                 f"sequences (slots), {r['threads']} threads, embedded model, {r['machine']['cpu']}; medians of "
+                 f"{r['repeats']} repeats, engines in turn; gaps between streamed tokens that arrived while the "
+                 "batch ran:",
+                 ["engine", "batch s", "batch speed vs llama-server", "first token s", "gap median s", "gap p90 s",
+                  "gap max s"],
+                 [[name, f"{m['seconds']:.1f}", f"{r['batch_speed_vs_llama_server'].get(name, 1.0):.2f}",
+                   f"{m['first_token_median_s']:.1f}", f"{m['gap_median_s']:.2f}", f"{m['gap_p90_s']:.2f}",
+                   f"{m['gap_max_s']:.2f}"] for name, m in r["medians"].items()])
+
 
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
-    "unified-kv": unified_kv,
+    "unified-kv": unified_kv, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
 
