@@ -80,6 +80,11 @@ class Request:
         return self.choice is not None and self.n_past == self.n_tokens
 
     @property
+    def streamed(self) -> bool:
+        """Someone reads its answer as it comes: the scheduler puts it ahead of prompts that are only waited on."""
+        return self.sink is not None
+
+    @property
     def awaiting_prefix(self) -> bool:
         return self.prefix is not None and self.n_copied == 0
 

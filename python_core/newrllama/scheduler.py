@@ -170,11 +170,11 @@ class Scheduler:
 
     def take_incoming(self) -> bool:
         for r in self._incoming:
-            if r.sink is None:
+            if not r.streamed:
                 self._waiting.append(r)
-            else:  # someone reads it as it comes: it goes ahead of prompts only waited on, behind other streams
+            else:  # ahead of the prompts only waited on, behind streams that came before it
                 i = 0
-                while i < len(self._waiting) and self._waiting[i].sink is not None:
+                while i < len(self._waiting) and self._waiting[i].streamed:
                     i += 1
                 self._waiting.insert(i, r)
         self._incoming.clear()
@@ -341,9 +341,9 @@ class Scheduler:
                 generating.append(r)
             else:
                 prompts.append(r)
-        # Streamed answers first (someone waits to read them), then first come, first prefilled: in
-        # sequence order, a prompt on a high sequence would wait while new prompts kept taking the lower ones.
-        prompts.sort(key=lambda r: (r.sink is None, r.admitted))
+        # Streamed answers first, then first come, first prefilled: in sequence order, a prompt on a high
+        # sequence would wait while new prompts kept taking the lower ones.
+        prompts.sort(key=lambda r: (not r.streamed, r.admitted))
         prefilling: List[SlotHolder] = [p for p in runs if p.users > 0] + prompts
         take_generated, take_prefill = self._step_sides(generating, prefilling)
         if take_generated:
@@ -383,8 +383,7 @@ class Scheduler:
             self._generation_deferred = self._prefill_deferred = 0
             return True, True
         quorum = self._generation_quorum
-        # Someone reads a streamed answer as it comes: its tokens are left out of one step at most.
-        wait = 1 if any(r.sink is not None for r in generating) else quorum
+        wait = 1 if any(r.streamed for r in generating) else quorum  # a streamed answer's tokens: one step
         generate = self._prefill_deferred < quorum and (n_gen >= quorum or self._generation_deferred >= wait)
         self._generation_deferred = 0 if generate else self._generation_deferred + 1
         self._prefill_deferred = self._prefill_deferred + 1 if generate else 0

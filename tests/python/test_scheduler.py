@@ -329,8 +329,8 @@ def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, m
         prefill = build(self)
         taken = [h.admitted for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
         prefilling = [r for r in self._active if r is not None and r.n_past < r.n_prompt]
-        steps.append((taken, [r.admitted for r in prefilling if r.sink is not None],
-                      [r.admitted for r in prefilling if r.sink is None]))
+        steps.append((taken, [r.admitted for r in prefilling if r.streamed],
+                      [r.admitted for r in prefilling if not r.streamed]))
         return prefill
     monkeypatch.setattr(Scheduler, "_build", recording)
     long = [f"{i}. {FRANCE}" + f" {PROMPTS[i]}" * 16 for i in range(3)]
