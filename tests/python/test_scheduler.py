@@ -217,24 +217,31 @@ def test_engine_reports_its_python_cost_per_step(ctx16):
     assert 0 < stats.python_us_per_step < 0.1 * 1e6 * stats.t_step_s / stats.n_steps
 
 
-def record_steps(monkeypatch):
-    """Per step: (generated tokens, prompt tokens, generating requests left out, prefilling requests left out
-    (by the rule or for want of room))."""
+def record_each_step(monkeypatch, what):
+    """what(scheduler) for every step, once the step is built; returns the list they go in."""
     steps = []
     build = Scheduler._build
 
     def recording(self) -> bool:
         prefill = build(self)
+        steps.append(what(self))
+        return prefill
+    monkeypatch.setattr(Scheduler, "_build", recording)
+    return steps
+
+
+def record_steps(monkeypatch):
+    """Per step: (generated tokens, prompt tokens, generating requests left out, prefilling requests left out
+    (by the rule or for want of room))."""
+    def sides(self):
         taken = [h for h in self._slot_holders if isinstance(h, Request)]
         running = [r for r in self._active if r is not None and not r.awaiting_prefix]
         generating = [r for r in running if r.n_past >= r.n_prompt]
         n_gen = sum(1 for r in generating if r in taken)
         n_all = sum(self._slots[i].n_tokens for i in range(len(self._slot_holders)))
-        steps.append((n_gen, n_all - n_gen, len(generating) - n_gen,
-                      sum(1 for r in running if r.n_past < r.n_prompt and r not in taken)))
-        return prefill
-    monkeypatch.setattr(Scheduler, "_build", recording)
-    return steps
+        return (n_gen, n_all - n_gen, len(generating) - n_gen,
+                sum(1 for r in running if r.n_past < r.n_prompt and r not in taken))
+    return record_each_step(monkeypatch, sides)
 
 
 def longest_run(flags) -> int:
@@ -286,17 +293,13 @@ def test_generated_tokens_do_not_ride_beside_prefill_in_a_tiled_step(model, refe
 def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatch):
     """A prompt still being prefilled is not passed over by one admitted after it to a lower sequence (in
     sequence order, prompts that kept arriving on the low sequences would starve one on a high one)."""
-    steps = []  # per step: admission numbers of the prompts that took prefill tokens, and of those left out
-    build = Scheduler._build
-
-    def recording(self) -> bool:
-        prefill = build(self)
+    def prefill_order(self):
+        """Admission numbers of the prompts that took prefill tokens, and of those left out."""
         taken = [h for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
         left = [r for r in self._active
                 if r is not None and not r.awaiting_prefix and r.n_past < r.n_prompt and r not in taken]
-        steps.append(([r.admitted for r in taken], [r.admitted for r in left]))
-        return prefill
-    monkeypatch.setattr(Scheduler, "_build", recording)
+        return [r.admitted for r in taken], [r.admitted for r in left]
+    steps = record_each_step(monkeypatch, prefill_order)
     prompts = [f"{i}. {FRANCE}" + f" {PROMPTS[i % len(PROMPTS)]}" * 6 for i in range(8)]
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_batch=64, n_threads=2) as ctx:
         completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
@@ -322,17 +325,13 @@ def test_a_streamed_answer_waits_at_most_one_step_beside_prefill(model, monkeypa
 def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, monkeypatch):
     """Someone reads a stream as it comes: its prompt does not wait behind long prompts already being
     prefilled, and they go on in their order after it."""
-    steps = []  # per step: admission numbers of the prompts that took prefill tokens, of the stream's, of the others'
-    build = Scheduler._build
-
-    def recording(self) -> bool:
-        prefill = build(self)
+    def prefill_order(self):
+        """Admission numbers of the prompts that took prefill tokens, of the stream's and of the others'."""
         taken = [h.admitted for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
         prefilling = [r for r in self._active if r is not None and r.n_past < r.n_prompt]
-        steps.append((taken, [r.admitted for r in prefilling if r.streamed],
-                      [r.admitted for r in prefilling if not r.streamed]))
-        return prefill
-    monkeypatch.setattr(Scheduler, "_build", recording)
+        return (taken, [r.admitted for r in prefilling if r.streamed],
+                [r.admitted for r in prefilling if not r.streamed])
+    steps = record_each_step(monkeypatch, prefill_order)
     long = [f"{i}. {FRANCE}" + f" {PROMPTS[i]}" * 16 for i in range(3)]
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_batch=64, n_threads=2) as ctx:
         batch = threading.Thread(target=ctx.generate_parallel, args=(long, newrllama.SamplingParams(max_tokens=1)))
@@ -350,7 +349,7 @@ def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, m
 
 def test_a_streamed_prompt_is_admitted_before_waiting_prompts(model):
     """A stream opened while a call's prompts wait for a sequence takes the next free one; the call's
-    prompts keep their order and answers."""
+    prompts all run after it."""
     prompts = [f"{i}. {FRANCE}" + f" {PROMPTS[i % len(PROMPTS)]}" * 12 for i in range(6)]
     with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_batch=64, n_threads=2) as ctx:
         results = []
