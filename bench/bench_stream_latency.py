@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 from bench_results import write_results  # noqa: E402
-from bench_vs_llama_server import (ANSWER_TOKENS, N_CTX, N_SEQ, N_THREADS, LlamaServer, completion,  # noqa: E402
-                                   documents, drive, unshared_prompts)
+from bench_vs_llama_server import (ANSWER_TOKENS, N_SEQ, N_THREADS, OUR_SERVER_ARGS, LlamaServer,  # noqa: E402
+                                   completion, documents, drive, unshared_prompts)
 from in_turn import median_of, paired_median, run_in_turn  # noqa: E402
 from llama_tools import llama_tool_binary  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
@@ -87,9 +87,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     binary = llama_tool_binary("llama-server")
-    ours = ["--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads", str(N_THREADS)]
-    with LlamaServer(binary) as theirs, ServerProcess(*ours) as unified, \
-            ServerProcess(*ours, "--no-prefix-cache") as split:
+    with LlamaServer(binary) as theirs, ServerProcess(*OUR_SERVER_ARGS) as unified, \
+            ServerProcess(*OUR_SERVER_ARGS, "--no-prefix-cache") as split:
         urls = {"llama-server": theirs.url, "newrllama serve": unified.url,
                 "newrllama serve --no-prefix-cache": split.url}
         for url in urls.values():

@@ -63,6 +63,8 @@ ANSWER_TOKENS = 4
 FREE_TOKENS = 128
 CHAT_TURNS = 5
 CHAT_TOKENS = 32
+# `newrllama serve` in the shape of llama-server's: N_SEQ sequences (slots) sharing N_CTX cells, N_THREADS threads.
+OUR_SERVER_ARGS = ("--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads", str(N_THREADS))
 FOLLOW_UPS = ["Tell me more.", "Why is that?", "Give an example.", "Sum it up in one sentence."]
 
 
@@ -253,9 +255,8 @@ def main() -> None:
     chosen = args.workloads or list(server_workloads(1, 1))
     binary = llama_tool_binary("llama-server")
     raw: List[Dict] = []
-    ours_args = ["--n-seq-max", str(N_SEQ), "--n-ctx", str(N_CTX), "--threads", str(N_THREADS)]
     with LlamaServer(binary) as theirs, LlamaServer(binary, "--swa-full") as theirs_full, \
-            ServerProcess(*ours_args) as ours, ServerProcess(*ours_args, "--no-prefix-cache") as plain, \
+            ServerProcess(*OUR_SERVER_ARGS) as ours, ServerProcess(*OUR_SERVER_ARGS, "--no-prefix-cache") as plain, \
             newrllama.Model() as model:
         engines = {"llama-server": theirs.url, SWA_FULL: theirs_full.url, "newrllama serve": ours.url,
                    PLAIN: plain.url}

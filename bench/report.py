@@ -247,6 +247,7 @@ def server(r: dict) -> List[str]:
                  [[str(row["clients"]), f"{row['tokens_per_s']:.1f}", f"{row['over_generate_parallel']:.2f}",
                    f"{row['ttft_median_s']:.3f} s", f"{row['ttft_p90_s']:.3f} s"] for row in r["rows"]])
 
+
 def stream_latency(r: dict) -> List[str]:
     return table(f"{r['batch_clients']} clients sending 64 distinct prompts of ~450 tokens (4 greedy tokens each) and "
                  f"one client streaming answers of {r['stream_tokens']} greedy tokens one after another, {r['n_seq']} "
