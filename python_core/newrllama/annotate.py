@@ -142,7 +142,8 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
         return done
 
     with _model_of(context, model) as use:
-        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run)
+        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run,
+                                     context.engine_stats().determinism if context is not None else None)
     return results
 
 

@@ -15,6 +15,7 @@ from .model import Model
 from .params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
 from .prefix_cache import PrefixCache
+from .reproducibility import Determinism, build_fingerprint
 from .request import Call, Request
 from .results_file import run_recorded
 from .results import Completion, GenerationStats
@@ -82,39 +83,48 @@ class Context(OwnedHandle):
     _what = "context"
 
     def __init__(self, model: Model, *, n_ctx: int = 4096, n_seq_max: int = 8,
-                 n_threads: Optional[int] = None, n_batch: int = 512, prefix_cache: bool = True) -> None:
+                 n_threads: Optional[int] = None, n_batch: int = 512, prefix_cache: bool = True,
+                 batch_invariant: bool = True) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
         n_threads = usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
-        if not isinstance(prefix_cache, bool):
-            raise InvalidArgumentError(f"prefix_cache must be True or False, got {prefix_cache!r}")
+        for name, value in (("prefix_cache", prefix_cache), ("batch_invariant", batch_invariant)):
+            if not isinstance(value, bool):
+                raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
         n_batch = min(n_batch, n_ctx)
-        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
-        room = max(0, min(256, n_batch) - n_seq_max)
+        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows); a batch-invariant
+        # scheduler keeps one for the companion of a lone one-token sequence (scheduler.py).
+        n_pad = int(batch_invariant and min(256, n_batch) > n_seq_max)
+        room = max(0, min(256, n_batch) - n_seq_max - n_pad)
         n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, room) if prefix_cache else 0
-        # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each).
-        # Without the cache, the KV cache has a stream per sequence, each of n_ctx_seq cells: fewer.
-        n_seq_scratch = min(self.SCRATCH_SEQUENCES if prefix_cache else n_seq_max, room - n_seq_cache)
+        # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each);
+        # every sequence has a KV stream of n_ctx_seq cells, so they are as many as the prompts.
+        n_seq_scratch = min(n_seq_max, room - n_seq_cache)
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
-                                                      n_seq_cache + n_seq_scratch, int(prefix_cache), out, err), err)
+                                                      n_seq_cache + n_seq_scratch + n_pad, 0, out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
+        self.batch_invariant = batch_invariant
         self._vocab = model.vocab
         self._n_ctx_seq = lib.newrllama_context_n_ctx_seq(out[0])
         n_seq = lib.newrllama_context_n_seq_max(out[0])
         self.prefix_cache = n_seq_cache > 0
+        # Every run and every prompt has a stream of n_ctx_seq cells: the cache never runs out of cells.
         cache = PrefixCache(out[0], n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
-                            lib.newrllama_context_n_ctx(out[0]), lib.newrllama_context_n_batch(out[0])) \
+                            self._n_ctx_seq * (n_seq + n_seq_cache), lib.newrllama_context_n_batch(out[0])) \
             if self.prefix_cache else None
         first_scratch = n_seq + n_seq_cache
+        pad_seq = first_scratch + n_seq_scratch if n_pad else -1
         self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache,
-                                    list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)))
+                                    list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
+                                    pad_seq, Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
+                                                         build_fingerprint()))
 
     def close(self) -> None:
         """Takes the context off the engine thread (calls still running end with ClosedError) and frees it."""
@@ -183,7 +193,8 @@ class Context(OwnedHandle):
             return self._run_call(todo_prompts, todo_params, progress,
                                   lambda done: record([todo[i] for i, _ in done], [c for _, c in done]))
 
-        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, self.model.identity, run)
+        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, self.model.identity, run,
+                                     self._scheduler.determinism)
         return results
 
     def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: bool,

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optio
 from .errors import InvalidArgumentError
 from .jobs import Job, check_ids
 from .model_hash import ModelIdentity
+from .reproducibility import Determinism
 
 try:
     import fcntl
@@ -159,10 +160,12 @@ Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], L
 
 
 def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_errors: bool,
-                 model: Callable[[], ModelIdentity], run: Runner) -> Tuple[List[Any], int, float]:
+                 model: Callable[[], ModelIdentity], run: Runner,
+                 determinism: Optional[Determinism] = None) -> Tuple[List[Any], int, float]:
     """The job's results in input order, those already in ``output`` read back (but for failed ones, with
-    ``retry_errors``) and the others run by ``run`` on ``model`` and appended to it as they come; also how
-    many were read back and the time spent writing."""
+    ``retry_errors``) and the others run by ``run`` on ``model`` and appended to it as they come, each line
+    with what its numbers repeat with (``determinism``, when one context ran them); also how many were read
+    back and the time spent writing."""
     checked_ids = check_ids(ids, len(job))
     keys = keys_of(len(job), checked_ids)
     out = open_results(output, resume, retry_errors, dict(zip(keys, job.digests)), model)
@@ -173,7 +176,7 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_erro
         nonlocal t_write
         if out is not None:
             t0 = time.perf_counter()
-            out.append(_record(i, checked_ids, job, r, out.model) for i, r in zip(indices, done))
+            out.append(_record(i, checked_ids, job, r, out.model, determinism) for i, r in zip(indices, done))
             t_write += time.perf_counter() - t0
 
     try:
@@ -191,11 +194,14 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_erro
     return results, len(job) - len(todo), t_write
 
 
-def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any, model: ModelIdentity) -> dict:
+def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any, model: ModelIdentity,
+            determinism: Optional[Determinism]) -> dict:
     record: dict = {"index": index}
     if ids is not None:
         record["id"] = ids[index]
     record.update(job.record(result))
     record["input_sha256"] = job.digests[index]
     record["model_sha256"] = model.sha256
+    if determinism is not None:
+        record["determinism"] = determinism.as_record()
     return record

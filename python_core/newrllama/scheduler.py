@@ -4,8 +4,8 @@
 Callers (generate_parallel, generate, stream, from any thread) hand it Requests and
 wait; the engine thread admits waiting requests to free sequences as soon as one
 is free (continuous batching), builds each step (one token for every generating
-request, then prefill chunks in the room left in n_batch; over the unified KV stream a
-step of ATTENTION_TILE tokens or more takes one of the two sides), and runs it with one C
+request, then prefill pieces in the room left in n_batch, each under ATTENTION_TILE tokens
+when the context is batch-invariant), and runs it with one C
 call (newrllama_step: decode, then sample every request that wants a token). The
 policy lives here: admission, stop strings, max_tokens, cancellation, the fallback
 to decoding requests one at a time when a batched step fails, the prefix cache
@@ -34,11 +34,14 @@ from .errors import ClosedError
 from .choices import LabelJob, ScoreRows
 from .prefix_cache import (MIN_SHARED_TOKENS, TOKEN_BYTES, Prefix, PrefixCache, common_prefix_length,
                            shared_start_lengths, shares_start, worth_caching)
+from .reproducibility import Determinism
 from .request import Call, Request, free_sampler
 
 
-# llama.cpp's CPU flash attention (GGML_FA_TILE_Q) takes a step of this many tokens or more in groups of
-# this many, each attending over every block of cells that any of its tokens sees.
+# llama.cpp's CPU flash attention (GGML_FA_TILE_Q) attends a sequence's piece of this many tokens or more
+# tile by tile, which rounds otherwise than its cell-by-cell path for shorter pieces: a batch-invariant
+# context feeds no sequence this many tokens in one step, so a token's numbers never depend on how its
+# prompt was cut into pieces (by room in the step, by a start copied from the prefix cache).
 ATTENTION_TILE = 64
 
 
@@ -81,6 +84,7 @@ class EngineStats:
     n_prefix_evictions: int = 0
     n_running: int = 0          # prompts holding a sequence now
     n_waiting: int = 0          # prompts submitted and waiting for a sequence
+    determinism: Optional[Determinism] = None  # what the context's numbers repeat with
 
     @property
     def python_us_per_step(self) -> float:
@@ -89,29 +93,23 @@ class EngineStats:
 
 class Scheduler:
     def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
-                 scratch_seqs: List[int]) -> None:
+                 scratch_seqs: List[int], pad_seq: int, determinism: Determinism) -> None:
         self._ctx = ctx_handle
         self._n_batch = n_batch
-        # Over a KV stream per sequence, llama.cpp splits a step into one pass over the weights per distinct
-        # number of tokens its sequences carry: in a step of prefill alone, a small piece of a prompt after
-        # another prompt's chunk would cost a pass for little work, so it waits for a step with more room.
-        # (Beside generated tokens the step has several passes anyway, and waiting only added steps: 67
-        # against 62, 1% slower, for 64 prompts of ~460 tokens with 4 generated each.)
-        unified = lib.newrllama_context_kv_unified(ctx_handle) == 1
-        self._min_prefill_piece = 0 if unified else n_batch // 4
-        # Over the one unified stream, generated tokens riding beside a prompt's chunk in a step of
-        # ATTENTION_TILE tokens or more make their group attend over all their sequences' cells at the
-        # group's full width. Such a step takes one side instead: the prefill while fewer than the quorum
-        # of sequences generate, else their tokens in a step of their own (under ATTENTION_TILE tokens,
-        # where masked cells are skipped one by one); neither side is left out more than the quorum of
-        # steps in a row. 64 prompts of ~450 tokens sharing nothing, 4 tokens each, 16 sequences, one
-        # call: 59.7 and 60.0 s with quorum 4, 64.2-64.9 s with mixed steps, 58.1-58.7 s over a stream
-        # per sequence; quorum 1, 2, 3 with the prefill's wait unbounded: 63.5, 60.5, 59.9 s. The tokens
-        # of a streamed answer wait one step at most: beside 15 threads prefilling those prompts, one
-        # every 1.05 s (median) for the stream, while the batch took 2% longer than without it.
-        self._generation_quorum = max(1, n_seq_max // 4) if unified else 0
-        self._generation_deferred = 0  # steps that left the generated tokens out, in a row
-        self._prefill_deferred = 0
+        # llama.cpp splits a step into one pass over the weights per distinct number of tokens its sequences
+        # carry (every sequence has a KV stream of its own): in a step of prefill alone, a small piece of a
+        # prompt after another prompt's piece would cost a pass for little work, so it waits for a step with
+        # more room. (Beside generated tokens the step has several passes anyway, and waiting only added
+        # steps: 67 against 62, 1% slower, for 64 prompts of ~460 tokens with 4 generated each.)
+        batch_invariant = determinism.batch_invariant
+        self.determinism = determinism
+        self._max_piece = ATTENTION_TILE - 1 if batch_invariant else n_batch
+        self._min_prefill_piece = min(n_batch // 4, self._max_piece)
+        # A pass of one token in one sequence makes llama.cpp split that sequence's cells between the
+        # threads and add up their partial sums, which rounds by where the cells sit: a batch-invariant
+        # step gives such a token a companion in a sequence of its own (cleared after the step).
+        self._pad_seq = pad_seq if batch_invariant else -1
+        self._pad_token = ffi.new("int32_t[1]")
         self.cache = cache
         self._scratch_seqs = tuple(scratch_seqs)
         self._scratch = list(scratch_seqs)  # free sequences for LabelJobs (choices with multi-token labels)
@@ -122,7 +120,7 @@ class Scheduler:
         self._closing = False
         self._waiting: Deque[Request] = collections.deque()
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
-        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
+        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle) + 1)
         self._slot_holders: List[SlotHolder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
@@ -154,7 +152,8 @@ class Scheduler:
         with self._cv:
             n_waiting = len(self._incoming) + len(self._waiting)
         return EngineStats(self._n_steps, self._t_step, self._t_python, len(cache.entries) if cache else 0,
-                           cache.n_evictions if cache else 0, sum(r is not None for r in self._active), n_waiting)
+                           cache.n_evictions if cache else 0, sum(r is not None for r in self._active), n_waiting,
+                           self.determinism)
 
     def close(self) -> None:
         """Takes the scheduler off the engine thread; requests still running end with an error."""
@@ -309,7 +308,7 @@ class Scheduler:
 
     def _fill(self, i: int, h: SlotHolder, room: int) -> int:
         left = h.n_tokens - h.n_past
-        n = left if left < room else room
+        n = min(left, room, self._max_piece)
         s = self._slots[i]
         s.seq_id = h.seq
         s.pos = h.n_past
@@ -325,9 +324,9 @@ class Scheduler:
 
     def _build(self) -> bool:
         """Fills the slots: generating requests first, then label paths, runs being cached and prompts'
-        prefill chunks (one side or the other: _step_sides). True if the step carries prompt tokens."""
+        prefill pieces. True if the step carries prompt tokens."""
         holders = self._slot_holders = []
-        room = self._n_batch
+        room = self._n_batch - (self._pad_seq >= 0)  # a companion's token fits (see __init__)
         runs = self.cache.decoding() if self.cache is not None else []
         generating: List[Request] = []
         scoring: List[Request] = []
@@ -345,14 +344,9 @@ class Scheduler:
         # sequence would wait while new prompts kept taking the lower ones.
         prompts.sort(key=lambda r: (not r.streamed, r.admitted))
         prefilling: List[SlotHolder] = [p for p in runs if p.users > 0] + prompts
-        take_generated, take_prefill = self._step_sides(generating, prefilling)
-        if take_generated:
-            for r in generating:
-                room -= self._take(holders, r, room)
-        if take_prefill:
-            prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
-        else:
-            prefilling = []
+        prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
+        for r in generating:
+            room -= self._take(holders, r, room)
         for r in scoring:
             room = self._add_label_jobs(r, holders, room)
         prefill = False
@@ -366,28 +360,13 @@ class Scheduler:
             prefill = True
         if self.cache is not None:
             own = sum(r.n_past - r.n_copied for r in self._active if r is not None)
-            if room > 0 and self._waiting and take_prefill:
+            if room > 0 and self._waiting:
                 free_cells = self.cache.n_cells - self.cache.n_cells_held() - own - (self._n_batch - room)
                 for p in self._runs_ahead(room, free_cells):
                     room -= self._take(holders, p, room)
                     prefill = True
             self.cache.make_room(own + self._n_batch - room, self._n_batch - room)
         return prefill
-
-    def _step_sides(self, generating: List[Request], prefilling: List[SlotHolder]) -> Tuple[bool, bool]:
-        """Whether the step takes the generated tokens and whether it takes prefill: one side only when
-        together they would make a tiled step over the unified stream (see __init__)."""
-        n_gen = len(generating)
-        if not (self._generation_quorum and 0 < n_gen < ATTENTION_TILE and prefilling
-                and n_gen + sum(h.n_tokens - h.n_past for h in prefilling) >= ATTENTION_TILE):
-            self._generation_deferred = self._prefill_deferred = 0
-            return True, True
-        quorum = self._generation_quorum
-        wait = 1 if any(r.streamed for r in generating) else quorum  # a streamed answer's tokens: one step
-        generate = self._prefill_deferred < quorum and (n_gen >= quorum or self._generation_deferred >= wait)
-        self._generation_deferred = 0 if generate else self._generation_deferred + 1
-        self._prefill_deferred = self._prefill_deferred + 1 if generate else 0
-        return generate, not generate
 
     def _runs_ahead(self, room: int, free_cells: int) -> List[Prefix]:
         """Room a step leaves goes to the runs that the next waiting prompts will start from (their starts
@@ -437,9 +416,12 @@ class Scheduler:
         holders = self._slot_holders
         if not holders:  # every admitted request waits for a run that has no room yet
             return 0.0
+        n_slots = len(holders) + self._add_companion(len(holders))
         t0 = time.perf_counter()
-        code = lib.newrllama_step(self._ctx, self._slots, len(holders), self._decode_code, self._err)
+        code = lib.newrllama_step(self._ctx, self._slots, n_slots, self._decode_code, self._err)
         dt = time.perf_counter() - t0
+        if n_slots > len(holders):
+            lib.newrllama_seq_clear(self._ctx, self._pad_seq, ffi.NULL)
         self._n_steps += 1
         self._t_step += dt
         calls = self._calls_of(holders)
@@ -463,6 +445,15 @@ class Scheduler:
         for call in calls:
             call.n_fallbacks += 1
         return dt + self._one_by_one(holders, self._decode_code[0])
+
+    def _add_companion(self, n_holders: int) -> int:
+        """1 if the step's slot n_holders now holds a token that keeps a lone one-token sequence company."""
+        if self._pad_seq < 0 or sum(self._slots[i].n_tokens == 1 for i in range(n_holders)) != 1:
+            return 0
+        s = self._slots[n_holders]
+        s.seq_id, s.pos, s.tokens, s.n_tokens = self._pad_seq, 0, self._pad_token, 1
+        s.sampler, s.n_score_rows = ffi.NULL, 0
+        return 1
 
     def _one_by_one(self, holders: List[SlotHolder], batch_code: int) -> float:
         """A batched step failed and was rolled back: decode each of its holders alone up to its

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import newrllama
+from newrllama._lib import ffi, lib
 from newrllama.request import Request
 from newrllama.scheduler import ATTENTION_TILE, Scheduler
 from oracle import assert_greedy_alone
@@ -244,50 +245,51 @@ def record_steps(monkeypatch):
     return record_each_step(monkeypatch, sides)
 
 
-def longest_run(flags) -> int:
-    best = run = 0
-    for flag in flags:
-        run = run + 1 if flag else 0
-        best = max(best, run)
-    return best
-
-
-def test_generated_tokens_do_not_ride_beside_prefill_in_a_tiled_step(model, reference_llama, monkeypatch):
-    """Over the unified stream llama.cpp attends each group of ATTENTION_TILE tokens of a step over every
-    block of cells any of them sees, so a step of that size carries generated tokens or prefill, not both;
-    neither side is left out more than the quorum of steps in a row (n_seq_max / 4), and a smaller step
-    carries both. Answers stay those of each prompt decoded alone."""
+def test_no_sequence_takes_a_tile_of_tokens_and_generated_tokens_never_wait(model, monkeypatch):
+    """A batch-invariant step gives no sequence ATTENTION_TILE tokens or more (llama.cpp would attend them tile
+    by tile and round otherwise) and leaves no generated token out; answers are the bits of each prompt alone."""
     steps = record_steps(monkeypatch)
+    pieces = record_each_step(monkeypatch, lambda self: [self._slots[i].n_tokens for i in range(len(self._slot_holders))])
     prompts = [f"{p} " + " ".join(PROMPTS[(i + k) % len(PROMPTS)] for k in range(2 + i % 5)) * 3
                for i, p in enumerate(PROMPTS * 2)]
     params = [newrllama.SamplingParams(max_tokens=3 + i % 6) for i in range(len(prompts))]
     with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=256, n_threads=2) as ctx:
         completions = ctx.generate_parallel(prompts, params)
-    quorum = 8 // 4
-    assert all(n_gen == 0 or n_prompt == 0 or n_gen + n_prompt < ATTENTION_TILE for n_gen, n_prompt, _, _ in steps)
-    assert any(n_gen and gen_out == 0 and prefill_out for n_gen, _, gen_out, prefill_out in steps), steps
-    assert any(n_prompt and gen_out for _, n_prompt, gen_out, _ in steps), steps
-    assert longest_run(gen_out > 0 for _, _, gen_out, _ in steps) <= quorum, steps
-    assert longest_run(n_prompt == 0 and prefill_out > 0 for _, n_prompt, _, prefill_out in steps) <= quorum, steps
-    for prompt, c in list(zip(prompts, completions))[::3]:
-        assert c.error is None and c.n_gen_tokens == len(c.token_ids)
-        assert_greedy_alone(reference_llama, model, prompt, c)
+    assert max(max(p) for p in pieces) == ATTENTION_TILE - 1 and all(sum(p) <= 256 for p in pieces)
+    assert all(gen_out == 0 for _, _, gen_out, _ in steps) and any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=1, n_batch=256, n_threads=2) as alone:
+        for prompt, p, c in list(zip(prompts, params, completions))[::3]:
+            assert c.error is None and c.token_ids == alone.generate(prompt, p).token_ids
 
-    # One prompt generating while long ones are prefilled: its tokens do not wait for company.
-    steps.clear()
-    lone = [PROMPTS[0]] + [f"{p} {FRANCE}" + f" {FRANCE}" * 14 for p in PROMPTS[1:4]]
-    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=128, n_threads=2) as ctx:
-        completions = ctx.generate_parallel(lone, [newrllama.SamplingParams(max_tokens=n) for n in (12, 1, 1, 1)])
-    assert completions[0].n_gen_tokens == 12 and sum(1 for _, _, gen_out, _ in steps if gen_out) >= 4, steps
-    assert longest_run(gen_out > 0 for _, _, gen_out, _ in steps) <= quorum, steps
+    pieces.clear()
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=256, n_threads=2, batch_invariant=False) as ctx:
+        ctx.generate_parallel(prompts[:4], params[:4])
+    assert max(max(p) for p in pieces) >= ATTENTION_TILE
 
-    # Short prompts: a prompt admitted while another generates is decoded beside its token.
-    steps.clear()
-    short = [newrllama.SamplingParams(max_tokens=n) for n in (2, 12, 4)]
+
+def test_a_lone_one_token_sequence_gets_a_companion(model, monkeypatch):
+    """llama.cpp splits the cells of a pass of one token in one sequence between the threads (rounding by
+    where the cells sit): a batch-invariant step adds a token in a sequence of its own, cleared after it."""
+    added = []
+    add = Scheduler._add_companion
+
+    def recording(self, n_holders: int) -> int:
+        n = add(self, n_holders)
+        ones = sum(self._slots[i].n_tokens == 1 for i in range(n_holders))
+        added.append((ones, n, self._slots[n_holders].seq_id if n else None, self._pad_seq))
+        return n
+    monkeypatch.setattr(Scheduler, "_add_companion", recording)
     with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as ctx:
-        ctx.generate_parallel(PROMPTS[:3], short)
-    assert any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps), steps
-    assert all(gen_out == 0 and prefill_out == 0 for _, _, gen_out, prefill_out in steps), steps
+        ctx.generate_parallel(PROMPTS[:2], [newrllama.SamplingParams(max_tokens=n) for n in (2, 9)])
+        lo, hi = ffi.new("int32_t *"), ffi.new("int32_t *")
+        lib.newrllama_seq_pos_range(ctx.handle, added[-1][3], lo, hi, ffi.NULL)
+        assert hi[0] == -1  # the companion's cell is gone
+    assert any(ones == 1 for ones, _, _, _ in added)
+    assert all(n == (ones == 1) and (not n or seq == pad >= 2) for ones, n, seq, pad in added), added
+    added.clear()
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2, batch_invariant=False) as ctx:
+        ctx.generate(PROMPTS[0], newrllama.SamplingParams(max_tokens=3))
+    assert added and all(n == 0 for _, n, _, _ in added)
 
 
 def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatch):
@@ -306,20 +308,6 @@ def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatc
     assert all(c.error is None and c.n_gen_tokens == 1 for c in completions)
     assert sum(1 for taken, left in steps if taken and left) >= 4, steps
     assert all(max(taken) < min(left) for taken, left in steps if taken and left), steps
-
-
-def test_a_streamed_answer_waits_at_most_one_step_beside_prefill(model, monkeypatch):
-    """Over the unified stream a lone generating sequence beside long prompts may wait the quorum of steps
-    (n_seq_max / 4) for company; a streamed answer, read as it comes, waits one step at most."""
-    steps = record_steps(monkeypatch)
-    long = [f"{p} {FRANCE}" + f" {FRANCE}" * 14 for p in PROMPTS[1:4]]
-    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=128, n_threads=2) as ctx:
-        stream = ctx.stream(PROMPTS[0], newrllama.SamplingParams(max_tokens=12))
-        ctx.generate_parallel(long, newrllama.SamplingParams(max_tokens=1))
-        text = "".join(stream)
-    assert stream.completion.n_gen_tokens == 12 and text == stream.completion.text
-    waits = [gen_out > 0 for _, _, gen_out, _ in steps]
-    assert sum(waits) >= 3 and longest_run(waits) == 1, steps
 
 
 def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, monkeypatch):

@@ -1,0 +1,160 @@
+"""Same input, same output: a prompt's tokens and probabilities are the same bits whatever ran before on
+the context, whoever else shares its steps, whether its start came from the prefix cache, and in another
+process. Every comparison is exact (==), never within a margin."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import List
+
+import pytest
+
+import newrllama
+
+SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock",
+            "a young chef", "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat",
+            "the night market", "a silver key", "a lonely robot", "the red door", "a summer storm",
+            "a forgotten letter"]
+PROMPTS = [f"Here is a short story about {s}:" for s in SUBJECTS]
+OTHER = [f"A recipe for {s} soup:" for s in ("tomato", "onion", "pumpkin", "lentil", "fish", "bean")]
+GREEDY = newrllama.SamplingParams(max_tokens=16)
+SEEDED = newrllama.SamplingParams(max_tokens=16, temperature=0.9, top_p=0.95, seed=1234)
+INSTRUCTION = ("You sort short news items by topic. Read the item, think about what it is mainly about rather "
+               "than what it mentions in passing, and answer with the topic only.\n\nItem: ")
+ITEMS = ["The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+         "Heavy rain and strong winds are expected tomorrow.", "The minister resigned after the vote.",
+         "A new vaccine cut infections by half in the trial.", "Oil prices rose as supply tightened."]
+LABELS = ["sports", "business", "weather", "politics", "health"]
+CHOICES = newrllama.SamplingParams(choices=LABELS)
+
+
+def answers(completions) -> List[tuple]:
+    """Everything a caller reads of an answer, as exact values."""
+    return [(c.text, tuple(c.token_ids), c.n_gen_tokens, c.finish_reason,
+             tuple(sorted(c.choice_probs.items())) if c.choice_probs else None) for c in completions]
+
+
+def context(model, **kw) -> newrllama.Context:
+    return newrllama.Context(model, **{"n_ctx": 8192, "n_seq_max": 16, "n_threads": 2, **kw})
+
+
+def busy(ctx, n_threads: int = 3) -> None:
+    """Other callers' work on the context, from threads at once: it leaves cached runs and used streams."""
+    threads = [threading.Thread(target=ctx.generate_parallel, args=(OTHER[i::n_threads], GREEDY))
+               for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    """The prompts of this file on a fresh context, one call each."""
+    with context(model) as ctx:
+        return {"greedy": answers(ctx.generate_parallel(PROMPTS, GREEDY)),
+                "seeded": answers(ctx.generate_parallel(PROMPTS[:6], SEEDED)),
+                "choices": answers(ctx.generate_parallel([INSTRUCTION + t + "\nTopic:" for t in ITEMS], CHOICES))}
+
+
+def test_the_same_call_after_other_work_on_the_context(model, reference):
+    with context(model) as ctx:
+        ctx.generate_parallel(PROMPTS[5:], GREEDY)  # the cache now holds runs of these prompts
+        busy(ctx)
+        assert answers(ctx.generate_parallel(PROMPTS, GREEDY)) == reference["greedy"]
+        busy(ctx)
+        assert answers(ctx.generate_parallel(PROMPTS[:6], SEEDED)) == reference["seeded"]
+        assert answers(ctx.generate_parallel([INSTRUCTION + t + "\nTopic:" for t in ITEMS], CHOICES)) \
+            == reference["choices"]
+        again = answers(ctx.generate_parallel(PROMPTS, GREEDY))  # every start now comes from the cache
+        assert ctx.last_stats.n_cached_tokens > 0 and again == reference["greedy"]
+
+
+def test_threads_of_callers_against_one_call(model, reference):
+    with context(model) as ctx:
+        got: dict = {}
+
+        def run(i: int) -> None:
+            got[i] = answers(ctx.generate_parallel(PROMPTS[i::4], GREEDY))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        merged = [None] * len(PROMPTS)
+        for i in range(4):
+            merged[i::4] = got[i]
+        assert merged == reference["greedy"]
+
+
+def test_each_prompt_alone_against_the_batch(model, reference):
+    with context(model, n_seq_max=2) as ctx:
+        alone = [answers([ctx.generate(p, GREEDY)])[0] for p in PROMPTS[:6]]
+    assert alone == reference["greedy"][:6]
+    with context(model) as ctx:
+        assert [answers([ctx.generate(p, SEEDED)])[0] for p in PROMPTS[:3]] == reference["seeded"][:3]
+
+
+def test_a_start_from_the_cache_against_a_context_without_the_cache(model, reference):
+    prompts = [INSTRUCTION + t + "\nTopic:" for t in ITEMS]
+    with context(model, prefix_cache=False) as plain:
+        assert answers(plain.generate_parallel(prompts, CHOICES)) == reference["choices"]
+        assert answers(plain.generate_parallel(PROMPTS[:8], GREEDY)) == reference["greedy"][:8]
+    with context(model) as cached:
+        for t in ITEMS:  # one at a time: every item after the first starts from the instruction's run
+            cached.generate(INSTRUCTION + t + "\nTopic:", CHOICES)
+        assert cached.last_stats.n_cached_tokens > 0
+        assert answers(cached.generate_parallel(prompts, CHOICES)) == reference["choices"]
+
+
+def test_annotate_repeats_bit_for_bit_after_other_work(model):
+    texts = ITEMS * 2
+    with context(model, n_seq_max=8) as ctx:
+        first = newrllama.annotate(texts, LABELS, "Give the topic of the news item.", context=ctx)
+        busy(ctx)
+        ctx.generate_parallel([INSTRUCTION + t for t in ITEMS[::-1]], GREEDY)
+        second = newrllama.annotate(texts, LABELS, "Give the topic of the news item.", context=ctx)
+    with context(model, n_seq_max=3) as fresh:
+        third = newrllama.annotate(texts, LABELS, "Give the topic of the news item.", context=fresh)
+    view = [[(a.label, a.probs, a.raw_probs) for a in run] for run in (first, second, third)]
+    assert view[0] == view[1] == view[2]
+
+
+@pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true", reason="instruct model not fetched")
+def test_a_model_without_a_sliding_window_repeats_too():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from fetch_instruct_model import instruct_model_path
+    with newrllama.Model(instruct_model_path()) as m, context(m) as ctx:
+        first = answers(ctx.generate_parallel(PROMPTS[:8], GREEDY))
+        busy(ctx)
+        assert answers(ctx.generate_parallel(PROMPTS[:8], GREEDY)) == first
+        assert [answers([ctx.generate(p, GREEDY)])[0] for p in PROMPTS[:3]] == first[:3]
+
+
+SCRIPT = """
+import hashlib, json, newrllama, sys
+with newrllama.Model() as m, newrllama.Context(m, n_ctx=4096, n_seq_max=8, n_threads=int(sys.argv[1])) as ctx:
+    out = ctx.generate_parallel(json.loads(sys.argv[2]), newrllama.SamplingParams(max_tokens=12))
+    print(json.dumps([[c.text, c.token_ids] for c in out]))
+"""
+
+
+def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
+    def run(threads: int) -> list:
+        done = subprocess.run([sys.executable, "-c", SCRIPT, str(threads), json.dumps(PROMPTS[:8])],
+                              capture_output=True, text=True, check=True, timeout=600)
+        return json.loads(done.stdout)
+    assert run(2) == run(2) == run(1)
+
+
+def test_batch_invariant_false_is_reported_and_still_answers(model):
+    with context(model, batch_invariant=False) as ctx:
+        assert ctx.batch_invariant is False and ctx.engine_stats().determinism.batch_invariant is False
+        assert all(c.error is None for c in ctx.generate_parallel(PROMPTS[:4], GREEDY))
+    with pytest.raises(newrllama.InvalidArgumentError, match="batch_invariant"):
+        context(model, batch_invariant="yes")
