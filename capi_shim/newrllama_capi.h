@@ -162,16 +162,23 @@ NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_hand
 /* As newrllama_context_create, plus n_seq_cache sequences (ids n_seq_max .. n_seq_max +
  * n_seq_cache - 1) that hold cached prompt prefixes or scratch work for the caller's own
  * policy. Each of the n_seq_max sequences has n_ctx_seq = n_ctx / n_seq_max cells of budget,
- * which callers enforce. kv_unified = 1 (newrllama_context_create's choice): one KV stream
- * for all sequences, so a sequence copied from another shares its cells (any first n of
- * them) and sequences with different numbers of tokens share one pass of a step, but each
- * token's attention scans every cell in use. kv_unified = 0: a stream of n_ctx_seq cells per
- * sequence, as llama-server keeps its slots: attention reads the sequence's own cells only
- * (faster prefill of many distinct prompts), a step is one pass per distinct token count,
- * and a copy moves a whole stream (at the next decode). */
+ * which callers enforce.
+ * kv_unified = 0 (newrllama_context_create's choice): a stream of n_ctx_seq cells per
+ * sequence, as llama-server keeps its slots: attention reads the sequence's own cells only, a
+ * step is one pass per run of consecutive sequence ids with as many tokens, and a copy moves
+ * a whole stream (at the next decode). kv_unified = 1: one KV stream for all sequences, so a
+ * sequence copied from another shares its cells (any first n of them), but each token's
+ * attention scans every cell in use, and its sums depend on where its cells sit.
+ * batch_invariant = 1 (newrllama_context_create's choice) keeps K and V in bf16: llama.cpp's
+ * CPU flash attention then attends every query over its sequence's cells one by one, whatever
+ * the step, where with f16 cells it takes a piece of 64 tokens or more tile by tile and splits
+ * the cells of a lone token between the threads, each rounding otherwise (by how a prompt was
+ * cut into pieces, by which sequences share the pass). Over a stream per sequence a token's
+ * numbers then depend on nothing but its sequence. batch_invariant = 0: f16 cells, llama.cpp's
+ * default and its fastest prefill of long prompts. */
 NEWRLLAMA_API newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx,
                                                                int n_threads, int n_seq_max, int n_batch,
-                                                               int n_seq_cache, int kv_unified,
+                                                               int n_seq_cache, int kv_unified, int batch_invariant,
                                                                newrllama_context_handle *context_out,
                                                                const char **error_message);
 NEWRLLAMA_API void newrllama_context_free(newrllama_context_handle ctx);
@@ -184,6 +191,8 @@ NEWRLLAMA_API int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx
 NEWRLLAMA_API int32_t newrllama_context_n_swa(newrllama_context_handle ctx);
 /* 1 if the KV cache is one stream for all sequences, 0 if a stream per sequence. */
 NEWRLLAMA_API int32_t newrllama_context_kv_unified(newrllama_context_handle ctx);
+/* 1 if the context was made batch-invariant (bf16 KV cells), 0 if not. */
+NEWRLLAMA_API int32_t newrllama_context_batch_invariant(newrllama_context_handle ctx);
 /* Cells held by the n_seq_max prompt sequences (not the cache sequences): 0 between calls. */
 NEWRLLAMA_API int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx);
 /* Test hook: the n-th llama_decode from now (1-based) fails as if llama.cpp

@@ -12,12 +12,12 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
                                               int n_seq_max, int n_batch,
                                               newrllama_context_handle *context_out,
                                               const char **error_message) {
-    return newrllama_context_create_ex(model, n_ctx, n_threads, n_seq_max, n_batch, 0, 1, context_out, error_message);
+    return newrllama_context_create_ex(model, n_ctx, n_threads, n_seq_max, n_batch, 0, 0, 1, context_out, error_message);
 }
 
 newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx, int n_threads,
                                                  int n_seq_max, int n_batch, int n_seq_cache, int kv_unified,
-                                                 newrllama_context_handle *context_out,
+                                                 int batch_invariant, newrllama_context_handle *context_out,
                                                  const char **error_message) {
     nr_clear_error(error_message);
     if (!context_out) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "context_out is NULL");
@@ -60,6 +60,10 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     if (kv_unified != 0 && kv_unified != 1) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "kv_unified must be 0 or 1, got %d", kv_unified);
     }
+    if (batch_invariant != 0 && batch_invariant != 1) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "batch_invariant must be 0 or 1, got %d",
+                       batch_invariant);
+    }
 
     /* The budget per sequence is what a non-unified cache would give (llama.cpp pads it to
      * 256 cells). The unified cache holds the budgets of the n_seq_max sequences, and cached
@@ -80,6 +84,12 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
      * many distinct long prompts runs ~25% slower than over a stream per sequence (llama-server's
      * layout), where a step is one pass per distinct token count and a copy moves a whole stream. */
     cp.kv_unified = kv_unified == 1;
+    if (batch_invariant) {
+        /* Flash attention's tiled and split paths take f16 (or f32) cells only (see the header). */
+        cp.type_k = GGML_TYPE_BF16;
+        cp.type_v = GGML_TYPE_BF16;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    }
 
     struct newrllama_context *c = calloc(1, sizeof *c);
     if (!c) return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -110,6 +120,7 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     c->model = model;
     c->n_ctx = n_ctx_seq * n_seq_max;
     c->kv_unified = kv_unified == 1;
+    c->batch_invariant = batch_invariant == 1;
     c->n_ctx_seq = n_ctx_seq;
     c->n_seq_max = n_seq_max;
     c->n_seq_total = n_seq_max + n_seq_cache;
@@ -140,6 +151,7 @@ int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx) {
 }
 int32_t newrllama_context_n_swa(newrllama_context_handle ctx) { return ctx ? ctx->n_swa : -1; }
 int32_t newrllama_context_kv_unified(newrllama_context_handle ctx) { return ctx ? ctx->kv_unified : -1; }
+int32_t newrllama_context_batch_invariant(newrllama_context_handle ctx) { return ctx ? ctx->batch_invariant : -1; }
 
 int32_t newrllama_context_n_used_cells(newrllama_context_handle ctx) {
     if (!ctx) return -1;

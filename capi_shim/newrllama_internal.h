@@ -31,6 +31,7 @@ struct newrllama_context {
     int32_t n_ctx;            /* n_ctx_seq * n_seq_max */
     int32_t n_ctx_seq;        /* budget of each prompt sequence, enforced by callers */
     bool kv_unified;          /* one KV stream for all sequences, else a stream per sequence */
+    bool batch_invariant;     /* bf16 KV cells: attention rounds alike in any step (see newrllama_capi.h) */
     int32_t n_batch;
     int32_t n_seq_max;        /* prompt sequences: ids [0, n_seq_max) */
     int32_t n_seq_total;      /* plus the cache sequences: ids [n_seq_max, n_seq_total) */

@@ -34,8 +34,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                        help="require 'Authorization: Bearer KEY' (default: $NEWRLLAMA_API_KEY, else none)")
     serve.add_argument("--max-queue", type=int, default=256, help="requests waiting beyond the running ones")
     serve.add_argument("--no-prefix-cache", dest="prefix_cache", action="store_false",
-                       help="share no prompt starts; each sequence gets a KV stream of its own, as llama-server's "
-                            "slots (a few percent faster when requests share nothing)")
+                       help="share no prompt starts: every request decodes its whole prompt")
+    serve.add_argument("--batch-invariant", action=argparse.BooleanOptionalAction, default=True,
+                       help="a request's answer and probabilities are the same bits whatever other requests share "
+                            "its steps (default); --no-batch-invariant prefills long prompts in larger pieces")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -76,7 +78,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     config = ServerConfig(model_path=args.model, n_seq_max=args.n_seq_max, n_ctx=args.n_ctx, n_threads=args.threads,
                           api_key=args.api_key, max_queue=args.max_queue, model_name=args.model_name,
-                          prefix_cache=args.prefix_cache)
+                          prefix_cache=args.prefix_cache, batch_invariant=args.batch_invariant)
     uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
 

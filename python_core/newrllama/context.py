@@ -63,22 +63,27 @@ class Context(OwnedHandle):
     from one call or from many callers) is decoded once for all of them, a prompt admitted while
     another with the same start runs copies what that one decoded, and what a finished
     prompt decoded (its prompt and answer: the next turn of a chat starts with it) stays
-    for later ones. Up to ``PREFIX_CACHE_SEQUENCES`` runs are kept, the least recently
-    used evicted first, and under KV pressure idle runs go before any prompt fails.
+    for later ones. Up to ``PREFIX_CACHE_SEQUENCES`` runs are kept (each in a KV stream of
+    n_ctx_seq cells), the least recently used evicted first.
     ``Completion.n_cached_tokens`` says how many prompt tokens the prompt did not decode
-    (a start decoded for a group of prompts is charged to the first of them). Answers
-    equal those without the cache up to rounding: llama.cpp's kernels round differently
-    for different batch shapes and cache layouts.
+    (a start decoded for a group of prompts is charged to the first of them).
 
-    The cache needs one KV stream that every sequence's cells share, and there each
-    token's attention scans every cell in use. ``prefix_cache=False`` gives each sequence
-    a stream of its own, as llama-server does with its slots: prompts that share nothing
-    run 2-5% faster (bench/bench_unified_kv.py), while a step whose prompts carry
-    different numbers of tokens runs one pass per distinct count.
+    Same input, same output: every sequence has a KV stream of its own (a cached run is
+    copied whole into the prompt's stream) and every matmul takes one kernel whatever its
+    number of rows, so a prompt's tokens and probabilities do not depend on what ran before
+    on the context. With ``batch_invariant=True`` (the default) K and V are kept in bf16,
+    where llama.cpp's flash attention attends every token over its sequence's cells one by
+    one in any step (over f16 cells it takes pieces of 64 tokens or more tile by tile and
+    splits a lone token's cells between threads, which round otherwise): a prompt's numbers
+    then depend neither on the other prompts of its steps nor on how its prompt was cut into
+    pieces (by room in a step, by a start from the cache). A prompt alone gives the bits it
+    gives in any batch, from any caller. ``batch_invariant=False`` keeps llama.cpp's f16
+    cells, whose tiled attention prefills long prompts faster; a prompt's numbers may then
+    depend on its steps. ``engine_stats().determinism`` records what the numbers repeat with
+    (the same n_threads, n_batch, n_seq_max and build give the same bits in another process).
     """
 
     PREFIX_CACHE_SEQUENCES = 32
-    SCRATCH_SEQUENCES = 64
 
     _what = "context"
 
@@ -94,10 +99,8 @@ class Context(OwnedHandle):
             if not isinstance(value, bool):
                 raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
         n_batch = min(n_batch, n_ctx)
-        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows); a batch-invariant
-        # scheduler keeps one for the companion of a lone one-token sequence (scheduler.py).
-        n_pad = int(batch_invariant and min(256, n_batch) > n_seq_max)
-        room = max(0, min(256, n_batch) - n_seq_max - n_pad)
+        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
+        room = max(0, min(256, n_batch) - n_seq_max)
         n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, room) if prefix_cache else 0
         # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each);
         # every sequence has a KV stream of n_ctx_seq cells, so they are as many as the prompts.
@@ -107,7 +110,8 @@ class Context(OwnedHandle):
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
-                                                      n_seq_cache + n_seq_scratch + n_pad, 0, out, err), err)
+                                                      n_seq_cache + n_seq_scratch, 0, int(batch_invariant), out, err),
+                   err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self.batch_invariant = batch_invariant
@@ -120,10 +124,9 @@ class Context(OwnedHandle):
                             self._n_ctx_seq * (n_seq + n_seq_cache), lib.newrllama_context_n_batch(out[0])) \
             if self.prefix_cache else None
         first_scratch = n_seq + n_seq_cache
-        pad_seq = first_scratch + n_seq_scratch if n_pad else -1
         self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache,
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
-                                    pad_seq, Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
+                                    Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
                                                          build_fingerprint()))
 
     def close(self) -> None:

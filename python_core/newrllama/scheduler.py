@@ -4,8 +4,7 @@
 Callers (generate_parallel, generate, stream, from any thread) hand it Requests and
 wait; the engine thread admits waiting requests to free sequences as soon as one
 is free (continuous batching), builds each step (one token for every generating
-request, then prefill pieces in the room left in n_batch, each under ATTENTION_TILE tokens
-when the context is batch-invariant), and runs it with one C
+request, then prefill chunks in the room left in n_batch), and runs it with one C
 call (newrllama_step: decode, then sample every request that wants a token). The
 policy lives here: admission, stop strings, max_tokens, cancellation, the fallback
 to decoding requests one at a time when a batched step fails, the prefix cache
@@ -36,13 +35,6 @@ from .prefix_cache import (MIN_SHARED_TOKENS, TOKEN_BYTES, Prefix, PrefixCache, 
                            shared_start_lengths, shares_start, worth_caching)
 from .reproducibility import Determinism
 from .request import Call, Request, free_sampler
-
-
-# llama.cpp's CPU flash attention (GGML_FA_TILE_Q) attends a sequence's piece of this many tokens or more
-# tile by tile, which rounds otherwise than its cell-by-cell path for shorter pieces: a batch-invariant
-# context feeds no sequence this many tokens in one step, so a token's numbers never depend on how its
-# prompt was cut into pieces (by room in the step, by a start copied from the prefix cache).
-ATTENTION_TILE = 64
 
 
 class SlotHolder(Protocol):
@@ -93,7 +85,7 @@ class EngineStats:
 
 class Scheduler:
     def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
-                 scratch_seqs: List[int], pad_seq: int, determinism: Determinism) -> None:
+                 scratch_seqs: List[int], determinism: Determinism) -> None:
         self._ctx = ctx_handle
         self._n_batch = n_batch
         # llama.cpp splits a step into one pass over the weights per distinct number of tokens its sequences
@@ -101,15 +93,8 @@ class Scheduler:
         # prompt after another prompt's piece would cost a pass for little work, so it waits for a step with
         # more room. (Beside generated tokens the step has several passes anyway, and waiting only added
         # steps: 67 against 62, 1% slower, for 64 prompts of ~460 tokens with 4 generated each.)
-        batch_invariant = determinism.batch_invariant
+        self._min_prefill_piece = n_batch // 4
         self.determinism = determinism
-        self._max_piece = ATTENTION_TILE - 1 if batch_invariant else n_batch
-        self._min_prefill_piece = min(n_batch // 4, self._max_piece)
-        # A pass of one token in one sequence makes llama.cpp split that sequence's cells between the
-        # threads and add up their partial sums, which rounds by where the cells sit: a batch-invariant
-        # step gives such a token a companion in a sequence of its own (cleared after the step).
-        self._pad_seq = pad_seq if batch_invariant else -1
-        self._pad_token = ffi.new("int32_t[1]")
         self.cache = cache
         self._scratch_seqs = tuple(scratch_seqs)
         self._scratch = list(scratch_seqs)  # free sequences for LabelJobs (choices with multi-token labels)
@@ -120,7 +105,7 @@ class Scheduler:
         self._closing = False
         self._waiting: Deque[Request] = collections.deque()
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
-        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle) + 1)
+        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
         self._slot_holders: List[SlotHolder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
@@ -308,7 +293,7 @@ class Scheduler:
 
     def _fill(self, i: int, h: SlotHolder, room: int) -> int:
         left = h.n_tokens - h.n_past
-        n = min(left, room, self._max_piece)
+        n = left if left < room else room
         s = self._slots[i]
         s.seq_id = h.seq
         s.pos = h.n_past
@@ -326,7 +311,7 @@ class Scheduler:
         """Fills the slots: generating requests first, then label paths, runs being cached and prompts'
         prefill pieces. True if the step carries prompt tokens."""
         holders = self._slot_holders = []
-        room = self._n_batch - (self._pad_seq >= 0)  # a companion's token fits (see __init__)
+        room = self._n_batch
         runs = self.cache.decoding() if self.cache is not None else []
         generating: List[Request] = []
         scoring: List[Request] = []
@@ -416,12 +401,9 @@ class Scheduler:
         holders = self._slot_holders
         if not holders:  # every admitted request waits for a run that has no room yet
             return 0.0
-        n_slots = len(holders) + self._add_companion(len(holders))
         t0 = time.perf_counter()
-        code = lib.newrllama_step(self._ctx, self._slots, n_slots, self._decode_code, self._err)
+        code = lib.newrllama_step(self._ctx, self._slots, len(holders), self._decode_code, self._err)
         dt = time.perf_counter() - t0
-        if n_slots > len(holders):
-            lib.newrllama_seq_clear(self._ctx, self._pad_seq, ffi.NULL)
         self._n_steps += 1
         self._t_step += dt
         calls = self._calls_of(holders)
@@ -445,15 +427,6 @@ class Scheduler:
         for call in calls:
             call.n_fallbacks += 1
         return dt + self._one_by_one(holders, self._decode_code[0])
-
-    def _add_companion(self, n_holders: int) -> int:
-        """1 if the step's slot n_holders now holds a token that keeps a lone one-token sequence company."""
-        if self._pad_seq < 0 or sum(self._slots[i].n_tokens == 1 for i in range(n_holders)) != 1:
-            return 0
-        s = self._slots[n_holders]
-        s.seq_id, s.pos, s.tokens, s.n_tokens = self._pad_seq, 0, self._pad_token, 1
-        s.sampler, s.n_score_rows = ffi.NULL, 0
-        return 1
 
     def _one_by_one(self, holders: List[SlotHolder], batch_code: int) -> float:
         """A batched step failed and was rolled back: decode each of its holders alone up to its

@@ -10,16 +10,25 @@
 #' shared by all of them, and kept for later calls on the context (the least
 #' recently used prefixes are evicted first). `attr(x, "stats")$n_cached_tokens`
 #' of [generate_parallel()] says how many prompt tokens came from the cache.
-#' Answers equal those without the cache up to floating-point rounding.
+#'
+#' Answers and probabilities are the same bits whatever ran before on the
+#' context, whether a prompt's start came from the cache, and (with
+#' `batch_invariant = TRUE`, the default) whichever other prompts shared its
+#' steps: a prompt alone gives what it gives in any batch. Fixed `n_threads`,
+#' `n_batch` and `n_seq_max` give the same bits in another session on a
+#' machine of the same kind; [engine_stats()] records what they depend on.
 #'
 #' @param model A model from [model_load()].
 #' @param n_ctx Total context size in tokens.
 #' @param n_threads Number of CPU threads; `NULL` uses all cores.
 #' @param n_seq_max Number of prompts decoded together.
 #' @param prefix_cache Decode a shared prompt prefix once (`TRUE`, the
-#'   default) or every prompt in full (`FALSE`). Without the cache each
-#'   sequence has KV cells of its own, as llama-server's slots: prompts that
-#'   share nothing run a few percent faster.
+#'   default) or every prompt in full (`FALSE`).
+#' @param batch_invariant `TRUE` (the default): a prompt's answer and
+#'   probabilities do not depend on the other prompts decoded with it, or on
+#'   how its prompt was cut into pieces. `FALSE` prefills long prompts in
+#'   larger pieces (a little faster), and a start taken from the cache may
+#'   then round otherwise than the same start decoded by the prompt itself.
 #' @param n_batch Most prompt tokens decoded in one step (prefill is done in
 #'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
@@ -30,10 +39,10 @@
 #' ctx
 #' @export
 context_create <- function(model, n_ctx = 4096L, n_threads = NULL, n_seq_max = 8L, prefix_cache = TRUE,
-                           n_batch = 512L) {
+                           n_batch = 512L, batch_invariant = TRUE) {
   check_model(model)
   args <- python_args(list(n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads,
-                           prefix_cache = prefix_cache, n_batch = n_batch))
+                           prefix_cache = prefix_cache, n_batch = n_batch, batch_invariant = batch_invariant))
   py <- with_python(do.call(py_newrllama()$Context, c(list(model$py), args)))
   structure(
     list(
@@ -43,7 +52,8 @@ context_create <- function(model, n_ctx = 4096L, n_threads = NULL, n_seq_max = 8
       n_seq_max = with_python(py$n_seq_max),
       n_ctx_seq = with_python(py$n_ctx_seq),
       n_threads = with_python(py$n_threads),
-      prefix_cache = with_python(py$prefix_cache)
+      prefix_cache = with_python(py$prefix_cache),
+      batch_invariant = with_python(py$batch_invariant)
     ),
     class = "newrllama_context"
   )
@@ -57,6 +67,7 @@ print.newrllama_context <- function(x, ...) {
   cat("  n_seq_max: ", x$n_seq_max, "\n", sep = "")
   cat("  n_threads: ", x$n_threads, "\n", sep = "")
   cat("  prefix cache: ", if (isTRUE(x$prefix_cache)) "on" else "off", "\n", sep = "")
+  cat("  batch-invariant: ", if (isTRUE(x$batch_invariant)) "yes" else "no", "\n", sep = "")
   cat("  state:     ", object_state(x$py), "\n", sep = "")
   invisible(x)
 }
@@ -71,7 +82,9 @@ print.newrllama_context <- function(x, ...) {
 #' @param context A context from [context_create()].
 #' @return A named list: `n_steps`, `t_step_s`, `t_python_s`,
 #'   `python_us_per_step`, `n_cached_prefixes`, `n_prefix_evictions`,
-#'   `n_running`, `n_waiting`.
+#'   `n_running`, `n_waiting`, and `determinism`: what the context's numbers
+#'   repeat with (`batch_invariant`, `n_threads`, `n_batch`, `n_seq_max`, and
+#'   `build`: llama-cpp-python's version and the CPU features it uses).
 #' @examplesIf newrllama::newrllama_available()
 #' ctx <- context_create(model_load(), n_ctx = 1024, n_seq_max = 2)
 #' invisible(generate(ctx, "Once upon a time", max_tokens = 4))

@@ -23,9 +23,10 @@
 #'   `Authorization: Bearer <key>`.
 #' @param timeout Seconds to wait for the model to load.
 #' @param prefix_cache Share prompt starts between requests (`TRUE`, the
-#'   default); `FALSE` gives each sequence KV cells of its own, as
-#'   llama-server's slots, which runs requests that share nothing a few
-#'   percent faster.
+#'   default) or decode every request's prompt in full (`FALSE`).
+#' @param batch_invariant A request's answer and probabilities do not depend
+#'   on the other requests served with it (`TRUE`, the default); see
+#'   [context_create()].
 #' @return An object of class `newrllama_server`: a list with `url`,
 #'   `base_url` (`url` + `"/v1"`, for OpenAI clients), `model` (the model id
 #'   clients use), `process` (the processx process) and `stop()`.
@@ -36,7 +37,8 @@
 #' server$stop()
 #' @export
 newrllama_serve <- function(model = NULL, port = NULL, host = "127.0.0.1", n_seq_max = 16L, n_ctx = NULL,
-                            threads = NULL, api_key = NULL, timeout = 120, prefix_cache = TRUE) {
+                            threads = NULL, api_key = NULL, timeout = 120, prefix_cache = TRUE,
+                            batch_invariant = TRUE) {
   if (!requireNamespace("processx", quietly = TRUE)) {
     abort("newrllama_serve() needs the processx package (Debian: r-cran-processx)", "newrllama_error")
   }
@@ -51,6 +53,7 @@ newrllama_serve <- function(model = NULL, port = NULL, host = "127.0.0.1", n_seq
   if (!is.null(threads)) args <- c(args, "--threads", as.character(check_count(threads, "threads", min = 1)))
   if (!is.null(api_key)) args <- c(args, "--api-key", check_string(api_key, "api_key"))
   if (!check_flag(prefix_cache, "prefix_cache")) args <- c(args, "--no-prefix-cache")
+  if (!check_flag(batch_invariant, "batch_invariant")) args <- c(args, "--no-batch-invariant")
   port <- if (is.null(port)) free_port() else check_count(port, "port", min = 1, max = 65535)
   timeout <- check_count(timeout, "timeout", min = 1)
   py_newrllama() # the same Python as the rest of the package, and a clear error if it lacks newrllama

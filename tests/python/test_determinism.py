@@ -152,8 +152,12 @@ def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
     assert run(2) == run(2) == run(1)
 
 
-def test_batch_invariant_false_is_reported_and_still_answers(model):
+def test_batch_invariant_keeps_bf16_cells_and_false_is_reported(model):
+    from newrllama._lib import lib
+    with context(model) as ctx:
+        assert lib.newrllama_context_batch_invariant(ctx.handle) == 1 and ctx.engine_stats().determinism.batch_invariant
     with context(model, batch_invariant=False) as ctx:
+        assert lib.newrllama_context_batch_invariant(ctx.handle) == 0
         assert ctx.batch_invariant is False and ctx.engine_stats().determinism.batch_invariant is False
         assert all(c.error is None for c in ctx.generate_parallel(PROMPTS[:4], GREEDY))
     with pytest.raises(newrllama.InvalidArgumentError, match="batch_invariant"):

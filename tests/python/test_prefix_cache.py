@@ -172,19 +172,19 @@ def test_prefix_past_the_sliding_window_is_never_cut(model, reference_llama):
             assert_expected_or_rounding(reference_llama, model, prompt, a, b.text)
 
 
-def test_eviction_under_pressure_of_sequences_and_cells(model, reference_llama):
-    # n_ctx 1024 over 2 sequences: four 290-token instructions cannot all stay cached beside the prompts.
+def test_runs_never_crowd_out_prompts_and_the_least_recently_used_go(model, reference_llama):
+    # n_ctx 1024 over 2 sequences: four 290-token instructions stay cached beside the prompts, each run in a
+    # KV stream of its own, and answers are the bits of a context without the cache.
     instructions = [f"Rule set {k}. " + OTHER_INSTRUCTION * 2 + f" End of rule set {k}.\n" for k in range(4)]
-    with newrllama.Context(model, n_ctx=1024, n_seq_max=2, n_threads=2) as ctx:
+    with newrllama.Context(model, n_ctx=1024, n_seq_max=2, n_threads=2) as ctx, \
+            newrllama.Context(model, n_ctx=1024, n_seq_max=2, n_threads=2, prefix_cache=False) as plain:
         for rounds in range(2):
             for k, instruction in enumerate(instructions):
                 prompts = annotation_prompts(STORIES[2 * k:2 * k + 3], instruction)
                 completions = ctx.generate_parallel(prompts, GREEDY)
                 assert ctx.last_stats.n_fallbacks == 0 and ctx.last_stats.n_failed == 0
                 assert sum(c.n_cached_tokens > 250 for c in completions) >= len(completions) - 1
-        stats = ctx.engine_stats()
-        assert stats.n_prefix_evictions >= 4 and ctx._scheduler.cache.n_cells_held() <= ctx.n_ctx
-        assert_greedy_alone(reference_llama, model, prompts[0], completions[0])
+        assert [c.token_ids for c in completions] == [c.token_ids for c in plain.generate_parallel(prompts, GREEDY)]
     # More runs than cache sequences (each group leaves its two prompts' runs): the least recently used go.
     with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
         n_groups = newrllama.Context.PREFIX_CACHE_SEQUENCES // 2 + 2

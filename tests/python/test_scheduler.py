@@ -9,9 +9,8 @@ import time
 import pytest
 
 import newrllama
-from newrllama._lib import ffi, lib
 from newrllama.request import Request
-from newrllama.scheduler import ATTENTION_TILE, Scheduler
+from newrllama.scheduler import Scheduler
 from oracle import assert_greedy_alone
 from samples import FRANCE, PROMPTS
 
@@ -245,51 +244,19 @@ def record_steps(monkeypatch):
     return record_each_step(monkeypatch, sides)
 
 
-def test_no_sequence_takes_a_tile_of_tokens_and_generated_tokens_never_wait(model, monkeypatch):
-    """A batch-invariant step gives no sequence ATTENTION_TILE tokens or more (llama.cpp would attend them tile
-    by tile and round otherwise) and leaves no generated token out; answers are the bits of each prompt alone."""
+def test_generated_tokens_ride_every_step_and_answers_are_each_prompt_alone(model, monkeypatch):
+    """Every step carries the token of every generating prompt beside other prompts' prefill, and each answer
+    is the bits of its prompt decoded alone."""
     steps = record_steps(monkeypatch)
-    pieces = record_each_step(monkeypatch, lambda self: [self._slots[i].n_tokens for i in range(len(self._slot_holders))])
     prompts = [f"{p} " + " ".join(PROMPTS[(i + k) % len(PROMPTS)] for k in range(2 + i % 5)) * 3
                for i, p in enumerate(PROMPTS * 2)]
     params = [newrllama.SamplingParams(max_tokens=3 + i % 6) for i in range(len(prompts))]
     with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=256, n_threads=2) as ctx:
         completions = ctx.generate_parallel(prompts, params)
-    assert max(max(p) for p in pieces) == ATTENTION_TILE - 1 and all(sum(p) <= 256 for p in pieces)
     assert all(gen_out == 0 for _, _, gen_out, _ in steps) and any(n_gen and n_prompt for n_gen, n_prompt, _, _ in steps)
     with newrllama.Context(model, n_ctx=4096, n_seq_max=1, n_batch=256, n_threads=2) as alone:
         for prompt, p, c in list(zip(prompts, params, completions))[::3]:
             assert c.error is None and c.token_ids == alone.generate(prompt, p).token_ids
-
-    pieces.clear()
-    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_batch=256, n_threads=2, batch_invariant=False) as ctx:
-        ctx.generate_parallel(prompts[:4], params[:4])
-    assert max(max(p) for p in pieces) >= ATTENTION_TILE
-
-
-def test_a_lone_one_token_sequence_gets_a_companion(model, monkeypatch):
-    """llama.cpp splits the cells of a pass of one token in one sequence between the threads (rounding by
-    where the cells sit): a batch-invariant step adds a token in a sequence of its own, cleared after it."""
-    added = []
-    add = Scheduler._add_companion
-
-    def recording(self, n_holders: int) -> int:
-        n = add(self, n_holders)
-        ones = sum(self._slots[i].n_tokens == 1 for i in range(n_holders))
-        added.append((ones, n, self._slots[n_holders].seq_id if n else None, self._pad_seq))
-        return n
-    monkeypatch.setattr(Scheduler, "_add_companion", recording)
-    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2) as ctx:
-        ctx.generate_parallel(PROMPTS[:2], [newrllama.SamplingParams(max_tokens=n) for n in (2, 9)])
-        lo, hi = ffi.new("int32_t *"), ffi.new("int32_t *")
-        lib.newrllama_seq_pos_range(ctx.handle, added[-1][3], lo, hi, ffi.NULL)
-        assert hi[0] == -1  # the companion's cell is gone
-    assert any(ones == 1 for ones, _, _, _ in added)
-    assert all(n == (ones == 1) and (not n or seq == pad >= 2) for ones, n, seq, pad in added), added
-    added.clear()
-    with newrllama.Context(model, n_ctx=2048, n_seq_max=2, n_threads=2, batch_invariant=False) as ctx:
-        ctx.generate(PROMPTS[0], newrllama.SamplingParams(max_tokens=3))
-    assert added and all(n == 0 for _, n, _, _ in added)
 
 
 def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatch):

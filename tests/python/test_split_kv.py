@@ -1,5 +1,5 @@
-"""A context without the prefix cache keeps a KV stream per sequence (as llama-server's slots): the same
-answers as the unified cache, its copies whole streams trimmed, its failures rolled back and isolated."""
+"""Every context keeps a KV stream per sequence (as llama-server's slots): steps of mixed lengths, copies of
+whole streams trimmed, failures rolled back and isolated."""
 from __future__ import annotations
 
 import pytest
@@ -21,16 +21,19 @@ def split4(model):
         yield c
 
 
-def test_only_a_context_without_the_cache_splits_its_kv(model, split4):
+def test_every_context_splits_its_kv(model, split4):
     assert lib.newrllama_context_kv_unified(split4.handle) == 0
-    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as unified:
-        assert lib.newrllama_context_kv_unified(unified.handle) == 1
-        assert (unified.n_ctx, unified.n_ctx_seq) == (split4.n_ctx, split4.n_ctx_seq) == (2048, 512)
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as cached:
+        assert lib.newrllama_context_kv_unified(cached.handle) == 0
+        assert (cached.n_ctx, cached.n_ctx_seq) == (split4.n_ctx, split4.n_ctx_seq) == (2048, 512)
     assert lib.newrllama_context_kv_unified(ffi.NULL) == -1
     out, err = ffi.new("newrllama_context_handle *"), ffi.new("const char **")
-    assert lib.newrllama_context_create_ex(model.handle, 1024, 1, 2, 0, 0, 2, out, err) == \
+    assert lib.newrllama_context_create_ex(model.handle, 1024, 1, 2, 0, 0, 2, 1, out, err) == \
         lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert "kv_unified" in ffi.string(err[0]).decode() and out[0] == ffi.NULL
+    assert lib.newrllama_context_create_ex(model.handle, 1024, 1, 2, 0, 0, 0, 2, out, err) == \
+        lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
+    assert "batch_invariant" in ffi.string(err[0]).decode() and out[0] == ffi.NULL
 
 
 def test_mixed_steps_chunks_and_continuous_batching(model, reference_llama):
@@ -93,7 +96,7 @@ def test_a_decode_failure_stays_with_its_prompt(split4):
 def test_a_prompt_waits_for_room_rather_than_start_with_a_few_tokens(model, reference_llama, monkeypatch):
     """Over a stream per sequence each distinct number of tokens in a step is a pass over the weights: in a step of
     prefill alone, a prompt's prefill does not begin with a piece of under n_batch / 4 tokens beside another
-    prompt's chunk. One stream has no such passes, and there every step is filled."""
+    prompt's chunk."""
     steps = []
     build = Scheduler._build
 
@@ -112,7 +115,3 @@ def test_a_prompt_waits_for_room_rather_than_start_with_a_few_tokens(model, refe
     assert steps == [[k] for k in n]
     for prompt, c in zip(prompts, completions):
         assert_greedy_alone(reference_llama, model, prompt, c)
-    steps.clear()
-    with newrllama.Context(model, n_ctx=3072, n_seq_max=3, n_batch=64, n_threads=2) as ctx:
-        ctx.generate_parallel(prompts, one)
-    assert steps[0] == [n[0], 64 - n[0]]

@@ -7,8 +7,8 @@ import newrllama
 from newrllama._capi import ffi, lib
 from samples import PROMPTS
 
-# ctx4's 4 prompt sequences, then its prefix-cache and scratch sequences.
-PAST_THE_LAST_SEQUENCE = 4 + newrllama.Context.PREFIX_CACHE_SEQUENCES + newrllama.Context.SCRATCH_SEQUENCES
+# Sequences: 4 prompts, the cached runs and a scratch sequence per prompt.
+PAST_THE_LAST_SEQUENCE = 4 + newrllama.Context.PREFIX_CACHE_SEQUENCES + 4
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 

@@ -44,7 +44,8 @@ class ServerConfig:
     max_queue: int = 256              # requests waiting beyond the n_seq_max running ones
     max_body_bytes: int = 8 * 1024 * 1024
     model_name: Optional[str] = None
-    prefix_cache: bool = True         # False: a KV stream per sequence, nothing shared (see Context)
+    prefix_cache: bool = True         # False: nothing shared between requests (see Context)
+    batch_invariant: bool = True      # a request's bits do not depend on the others (see Context)
 
 
 class Engine:
@@ -67,7 +68,8 @@ class Engine:
         try:
             model = Model(c.model_path)
             self.ctx = Context(model, n_ctx=c.n_ctx or 2048 * c.n_seq_max, n_seq_max=c.n_seq_max,
-                               n_threads=c.n_threads, prefix_cache=c.prefix_cache)
+                               n_threads=c.n_threads, prefix_cache=c.prefix_cache,
+                               batch_invariant=c.batch_invariant)
             self.model = model
         except NewrllamaError as exc:
             self.error = str(exc)

@@ -12,6 +12,7 @@ test_that("context_create() makes a context that keeps its model", {
   expect_output(print(ctx), "<newrllama_context>")
   expect_output(print(ctx), "256 per sequence")
   expect_output(print(ctx), "prefix cache: on")
+  expect_output(print(ctx), "batch-invariant: yes")
 })
 
 test_that("n_threads = NULL uses every core", {
@@ -31,6 +32,7 @@ test_that("context_create() checks its arguments", {
   expect_error(context_create(model, n_threads = "all"), "n_threads", class = "newrllama_invalid_argument")
   expect_error(context_create(model, prefix_cache = NA), "prefix_cache", class = "newrllama_invalid_argument")
   expect_error(context_create(model, prefix_cache = "yes"), "prefix_cache", class = "newrllama_invalid_argument")
+  expect_error(context_create(model, batch_invariant = NA), "batch_invariant", class = "newrllama_invalid_argument")
 })
 
 test_that("a context from a previous session or a closed one gives a clear error", {
@@ -49,11 +51,29 @@ test_that("engine_stats() reports the context's steps", {
   ctx <- test_context(model)
   before <- engine_stats(ctx)
   expect_named(before, c("n_steps", "t_step_s", "t_python_s", "n_cached_prefixes", "n_prefix_evictions", "n_running",
-                         "n_waiting", "python_us_per_step"), ignore.order = TRUE)
+                         "n_waiting", "python_us_per_step", "determinism"), ignore.order = TRUE)
+  expect_true(before$determinism$batch_invariant)
+  expect_match(before$determinism$build, "llama-cpp-python")
   invisible(generate(ctx, capital_prompt(), max_tokens = 3))
   after <- engine_stats(ctx)
   expect_gte(after$n_steps, before$n_steps + 3)
   expect_gt(after$t_step_s, 0)
   expect_equal(after$n_running, 0)
   expect_error(engine_stats("x"), "context", class = "newrllama_invalid_argument")
+})
+
+test_that("a rerun gives the same bits: after other calls, on a fresh context, and each prompt alone", {
+  prompts <- paste("Here is a short story about", c("a lost dog", "an old clock", "the winter sea", "a paper kite"))
+  ctx <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L)
+  first <- generate_parallel(ctx, prompts, max_tokens = 12, progress = FALSE)
+  invisible(generate_parallel(ctx, rev(paste(prompts, "Once")), max_tokens = 6, progress = FALSE))
+  again <- generate_parallel(ctx, prompts, max_tokens = 12, progress = FALSE)
+  expect_gt(attr(again, "stats")$n_cached_tokens, 0)
+  fresh <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L)
+  alone <- vapply(prompts, function(p) generate(fresh, p, max_tokens = 12), character(1), USE.NAMES = FALSE)
+  expect_identical(as.vector(again), as.vector(first))
+  expect_identical(alone, as.vector(first))
+  loose <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L, batch_invariant = FALSE)
+  expect_output(print(loose), "batch-invariant: no")
+  expect_false(engine_stats(loose)$determinism$batch_invariant)
 })

@@ -1,0 +1,159 @@
+"""Same input, same output: the share of identical answers in each case of issue 45's table, and what the
+batch-invariant default costs, against batch_invariant=False, prefix_cache=False and the previous code.
+
+Cases (embedded model, 32 prompts "Here is a short story about ...", 32 greedy tokens, n_seq_max=32, 2 threads):
+  same call after threads  the call again on a context where 4 threads had each called 8 of the prompts
+  threads vs one call      those 4 threads' answers against the one call of 32
+  fresh vs warmed          the call on a context that first ran another call, against a fresh context
+  alone vs in the batch    8 of the prompts each alone on a context of its own
+  seeded after other work  8 prompts at temperature 0.9, seed 7, again after another call
+and annotate() on the instruct model (the first sentence of each of the 70 Reuters stories of r-cran-tm,
+8 labels, debias="none"): the same call after another call on the context, and on a fresh context, its
+probabilities compared bit for bit. A case counts texts, token ids and probabilities: all must be equal.
+
+Each variant runs in a process of its own (llama.cpp reads its kernel settings once per process), the
+variants in turn (bench/in_turn.py); the previous code is a checkout whose shim is built in place:
+
+    git worktree add /tmp/prev 5df0144 && (cd /tmp/prev && .venv/bin/python setup.py build_ext --inplace)
+    .venv/bin/python bench/bench_determinism.py [--repeats 2] [--previous /tmp/prev]
+Writes bench/results/determinism-<date>-<cpu>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock", "a young chef",
+            "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat", "the night market",
+            "a silver key", "a lonely robot", "the red door", "a summer storm", "a forgotten letter", "a brave mouse",
+            "the empty stadium", "a street musician", "a desert well", "the new teacher", "a runaway balloon",
+            "an island doctor", "the tallest tree", "a ghost ship", "a tired farmer", "the glass tower",
+            "a midnight bakery", "a clever crow", "the frozen lake", "a travelling circus", "an old map"]
+PROMPTS = [f"Here is a short story about {s}:" for s in SUBJECTS]
+OTHER = [f"A recipe for {s} soup:" for s in ("tomato", "onion", "pumpkin", "lentil", "fish", "bean", "pea", "corn")]
+LABELS = ["acquisition", "crude oil", "earnings", "trade", "interest rates", "currency", "grain", "shipping"]
+VARIANTS = {"batch-invariant (default)": {}, "batch_invariant=False": {"batch_invariant": False},
+            "prefix_cache=False": {"prefix_cache": False}, "previous code (default)": "previous"}
+
+
+def first_sentences() -> list:
+    from reuters import reuters_stories
+    return [text.replace("\n", " ").split(". ")[0][:300] for text, _ in reuters_stories()]
+
+
+def worker(options: dict) -> dict:
+    import newrllama
+    from fetch_instruct_model import instruct_model_path
+
+    def ctx_of(model, **kw):
+        return newrllama.Context(model, **{"n_ctx": 16384, "n_seq_max": 32, "n_threads": 2, **options, **kw})
+
+    def seen(completions):
+        return [(c.text, list(c.token_ids)) for c in completions]
+
+    def same(a, b) -> list:
+        return [sum(x == y for x, y in zip(a, b)), len(b)]
+
+    greedy = newrllama.SamplingParams(max_tokens=32)
+    seeded = newrllama.SamplingParams(max_tokens=32, temperature=0.9, seed=7)
+    cases, seconds = {}, {}
+    with newrllama.Model() as model:
+        with ctx_of(model) as ctx:
+            ctx.generate_parallel(OTHER, newrllama.SamplingParams(max_tokens=2))  # warm-up (not the prompts)
+            t0 = time.perf_counter()
+            ref = seen(ctx.generate_parallel(PROMPTS, greedy))
+            seconds["generation, 32 prompts"] = time.perf_counter() - t0
+        with ctx_of(model) as ctx:
+            parts: dict = {}
+            threads = [threading.Thread(target=lambda i=i: parts.__setitem__(i, seen(ctx.generate_parallel(
+                PROMPTS[i::4], greedy)))) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            merged = [None] * len(PROMPTS)
+            for i in range(4):
+                merged[i::4] = parts[i]
+            cases["threads vs one call"] = same(merged, ref)
+            cases["same call after threads"] = same(seen(ctx.generate_parallel(PROMPTS, greedy)), ref)
+            first = seen(ctx.generate_parallel(PROMPTS[:8], seeded))
+            ctx.generate_parallel(OTHER, greedy)
+            cases["seeded after other work"] = same(seen(ctx.generate_parallel(PROMPTS[:8], seeded)), first)
+        with ctx_of(model) as ctx:
+            ctx.generate_parallel(OTHER, greedy)
+            cases["fresh vs warmed"] = same(seen(ctx.generate_parallel(PROMPTS, greedy)), ref)
+        alone = []
+        for p in PROMPTS[:8]:
+            with ctx_of(model, n_ctx=2048, n_seq_max=1) as ctx:
+                alone += seen([ctx.generate(p, greedy)])
+        cases["alone vs in the batch"] = same(alone, ref[:8])
+    texts = first_sentences()
+    with newrllama.Model(instruct_model_path()) as instruct:
+        def annotate(ctx):
+            return [(a.label, a.probs) for a in newrllama.annotate(texts, LABELS, "Give the topic of the news story.",
+                                                                    debias="none", context=ctx)]
+        with ctx_of(instruct, n_seq_max=16, n_ctx=8192) as ctx:
+            annotate(ctx)  # warm-up: the same work, so that the timed call meets what a rerun meets
+            ctx.generate_parallel(OTHER, greedy)
+            t0 = time.perf_counter()
+            again = annotate(ctx)
+            seconds["annotate, 70 texts"] = time.perf_counter() - t0
+        with ctx_of(instruct, n_seq_max=16, n_ctx=8192) as ctx:
+            fresh = annotate(ctx)
+        cases["annotate after other work vs fresh context"] = same(again, fresh)
+        cases["annotate: labels equal, after other work vs fresh"] = same([a[0] for a in again], [a[0] for a in fresh])
+        cases["annotate: largest probability gap"] = max(abs(a[1][k] - b[1][k]) for a, b in zip(again, fresh)
+                                                         for k in a[1])
+    return {"cases": cases, **{f"{k} seconds": v for k, v in seconds.items()}}
+
+
+def run_variant(name: str, previous: str) -> dict:
+    options = VARIANTS[name]
+    env = dict(os.environ)
+    if options == "previous":
+        env["PYTHONPATH"] = str(Path(previous) / "python_core")
+        options = {}
+    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(options)], env=env, check=True,
+                          capture_output=True, text=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["seconds"] = result["generation, 32 prompts seconds"]
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--previous", default="")
+    ap.add_argument("--worker", default=None)
+    args = ap.parse_args()
+    if args.worker is not None:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    from bench_results import write_results
+    from in_turn import paired_median, run_in_turn
+    names = [n for n in VARIANTS if VARIANTS[n] != "previous" or args.previous]
+    raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous)) for n in names}, args.repeats)
+    base = names[0]
+    ratios = {n: {k: paired_median(raw, lambda runs, n=n, k=k: runs[n][k] / runs[base][k])
+                  for k in ("generation, 32 prompts seconds", "annotate, 70 texts seconds")} for n in names[1:]}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    write_results("determinism", {"commit": commit, "previous": args.previous and subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=args.previous, capture_output=True, text=True).stdout.strip(),
+        "time_against_default": ratios, "raw": raw})
+    for n in names:
+        print(n, json.dumps(raw[-1]["runs"][n]["cases"]))
+    print(json.dumps(ratios, indent=1))
+
+
+if __name__ == "__main__":
+    main()
