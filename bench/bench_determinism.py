@@ -15,7 +15,7 @@ Each variant runs in a process of its own (llama.cpp reads its kernel settings o
 variants in turn (bench/in_turn.py); the previous code is a checkout whose shim is built in place:
 
     git worktree add /tmp/prev 5df0144 && (cd /tmp/prev && .venv/bin/python setup.py build_ext --inplace)
-    .venv/bin/python bench/bench_determinism.py [--repeats 2] [--previous /tmp/prev]
+    .venv/bin/python bench/bench_determinism.py [--repeats 2] [--previous /tmp/prev] [--variants NAME ...]
 Writes bench/results/determinism-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -134,6 +134,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--previous", default="")
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--worker", default=None)
     args = ap.parse_args()
     if args.worker is not None:
@@ -141,7 +142,7 @@ def main() -> None:
         return
     from bench_results import write_results
     from in_turn import paired_median, run_in_turn
-    names = [n for n in VARIANTS if VARIANTS[n] != "previous" or args.previous]
+    names = [n for n in args.variants if VARIANTS[n] != "previous" or args.previous]
     raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous)) for n in names}, args.repeats)
     base = names[0]
     ratios = {n: {k: paired_median(raw, lambda runs, n=n, k=k: runs[n][k] / runs[base][k])

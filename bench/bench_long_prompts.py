@@ -5,7 +5,7 @@ each, so nothing is shared), one greedy token each, 16 sequences, 2 threads, the
 model. Ours: one Context.generate_parallel call with the prefix cache on (the default) and
 off, each on a new context of 16 x (length + 256) cells. The references, same shape and
 work (-npp length -ntg 1 -npl 16, -b/-ub 512): llama-batched-bench with one KV stream per
-sequence, as llama-server runs its slots, and with the unified cache (-kvu), as ours.
+sequence, as llama-server runs its slots and as ours, and with the unified cache (-kvu).
 Each repeat runs the four in turn, the first rotating between repeats, after a warm-up
 of each; every run's context first decodes one 16-token prompt, as llama-batched-bench
 does in its own before it times. Ratios are medians of the ratios within a repeat.

@@ -7,7 +7,7 @@ embedded model, generated tokens per second with prefill included, for:
   - the C driver (newrllama_generate_parallel_ex) over the same primitives;
   - llama.cpp's llama-batched-bench built from the llama.cpp that llama-cpp-python 0.3.36
     vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -t 2), with its default KV layout
-    (a stream per sequence) and with -kvu (one stream, as our contexts);
+    (a stream per sequence, as our contexts) and with -kvu (one stream);
   - a loop of Context.generate and one of llama-cpp-python's create_completion;
   - R's generate_parallel at 16 prompts, against the Python call on the same texts.
 Equal work: our 48 tokens of a prompt take its prefill and 47 decode steps (the last token is

@@ -3,10 +3,7 @@
 A batch of the "nothing shared" workload of bench_vs_llama_server.py (64 distinct ~450-token prompts, 4
 greedy tokens each) goes through 15 concurrent clients, so one of the 16 sequences (slots) stays free;
 while it runs, one more client streams answers of 32 greedy tokens through /v1/completions, one after
-another. Over the unified KV stream (prefix cache on) the scheduler gives a step of 64 tokens or more
-either the generated tokens or the prefill (scheduler.py, _step_sides), so a token can wait behind a few
-prefill steps; with --no-prefix-cache (a stream per sequence, as llama-server's slots) and on llama-server
-every step carries it. Printed per engine: the batch's seconds, the stream's time to first token and its
+another. Every step carries the stream's token, on both servers, with or without the prefix cache. Printed per engine: the batch's seconds, the stream's time to first token and its
 gaps between tokens (median, 90th percentile, largest), counting only tokens that arrived while the batch
 ran. Engines go in turn (bench/in_turn.py), each warmed up at full width first.
 

@@ -110,14 +110,21 @@ def two_contexts(r: dict) -> List[str]:
                   for name, case in r["cases"].items()])
 
 
-def unified_kv(r: dict) -> List[str]:
-    return table(f"{r['docs']} distinct prompts of ~450 tokens, {r['n_seq']} sequences, {r['threads']} threads, one "
-                 f"generate_parallel call, embedded model, {r['machine']['cpu']}; seconds: medians of {r['repeats']} "
-                 "repeats in turn; ratio: median of the ratios within a repeat:",
-                 ["greedy tokens per prompt", "one unified KV stream (prefix cache on)",
-                  "a stream per sequence (`prefix_cache=False`)", "unified / split"],
-                 [[t.split("=")[1], f"{r['median_s'][f'unified, {t}']:.1f}", f"{r['median_s'][f'split, {t}']:.1f}",
-                   f"{ratio:.3f}"] for t, ratio in r["unified_over_split"].items()])
+def determinism(r: dict) -> List[str]:
+    runs = r["raw"][0]["runs"]
+    names = list(runs)
+    cases = [c for c in runs[names[0]]["cases"] if not c.endswith("gap")]
+    rows = [[case] + [f"{runs[n]['cases'][case][0]} of {runs[n]['cases'][case][1]}" for n in names] for case in cases]
+    rows.append(["annotate: largest probability gap"] + [f"{runs[n]['cases']['annotate: largest probability gap']:.4f}"
+                                                        for n in names])
+    lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit), embedded "
+                  f"model (annotate: instruct model), {r['machine']['cpu']}, commit {r['commit'][:10]}:",
+                  ["case"] + names, rows)
+    lines.append("")
+    return lines + table("Time against the default (median of the ratios within a repeat, "
+                         f"{len(r['raw'])} repeats in turn):", ["variant", "generation, 32 prompts", "annotate, 70 texts"],
+                         [[n, f"{t['generation, 32 prompts seconds']:.2f}", f"{t['annotate, 70 texts seconds']:.2f}"]
+                          for n, t in r["time_against_default"].items()])
 
 
 def cluster_shared_instruction(r: dict) -> List[str]:
@@ -263,7 +270,7 @@ def stream_latency(r: dict) -> List[str]:
 
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
-    "unified-kv": unified_kv, "stream-latency": stream_latency,
+    "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
 

@@ -7,9 +7,8 @@ a label of m tokens (its tokens 2..m, then its end) is read from the rows after 
 tokens (its body). Labels whose body is the start of another's share that one's rows
 ("crude" and "crude oil": the rows after " crude" and " oil"), so each row costs one
 decode however many labels read it; a LabelPath is such a body with the label tokens
-its rows score. Each path is a LabelJob, decoded in a scratch sequence that shares the
-prompt's cells (a copy in the unified KV cache) and scored in the same step as
-everything else. The scratch sequence is cleared after its one step."""
+its rows score. Each path is a LabelJob, decoded in a scratch sequence that holds a copy
+of the prompt's KV stream and scored in the same step as everything else. The scratch sequence is cleared after its one step."""
 from __future__ import annotations
 
 import math

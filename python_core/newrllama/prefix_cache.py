@@ -289,8 +289,8 @@ class PrefixCache:
         run that would serve fewer than MIN_SHARED_TOKENS tokens beyond the run it copied leaves the prompt
         to that run, so that kept runs count as reused (and stay) only when a prompt continues what their
         finished prompt decoded itself: annotation prompts after a shared instruction often share a word or
-        two more ("Story: The"), and counting those kept every finished prompt's run, whose idle cells
-        slowed every step (a third more KV cells scanned, 20-30% slower steps)."""
+        two more ("Story: The"), and counting those would keep every finished prompt's run, crowding out
+        the runs that serve whole starts."""
         best, best_n = None, 0
         for p in self._entries.values():
             if p.n_tokens <= best_n:

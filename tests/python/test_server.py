@@ -228,6 +228,31 @@ def test_concurrent_requests_get_their_own_answers_in_one_batch(server, client):
     assert server.metrics()["newrllama:engine_steps_total"] - before < 60
 
 
+def test_the_same_request_twice_among_other_clients_gives_the_same_bits(server, client):
+    """A server is one long-lived context: a request answered alone and again while other clients' requests
+    share its steps (and its start sits in the prefix cache) gets the same tokens, and the same label
+    probabilities."""
+    prompt = "Here is a short story about a lighthouse keeper:"
+    labels = {"choices": ["sea", "city", "forest"]}
+
+    def ask(c, p, extra=None):
+        return c.completions.create(model="any", prompt=p, max_tokens=24, temperature=0, extra_body=extra)
+
+    first = ask(client, prompt)
+    first_label = ask(client, capital_prompt("Spain"), labels)
+    others = [f"A recipe for {s} soup:" for s in ("tomato", "onion", "lentil", "pea", "corn")]
+    with ThreadPoolExecutor(8) as pool:
+        busy = [pool.submit(ask, client, p) for p in others]
+        again = pool.submit(ask, client, prompt)
+        again_label = pool.submit(ask, client, capital_prompt("Spain"), labels)
+        for f in busy:
+            f.result()
+        again, again_label = again.result(), again_label.result()
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+    assert again.choices[0].text == first.choices[0].text
+    assert again_label.model_dump()["choices"][0] == first_label.model_dump()["choices"][0]
+
+
 def test_a_client_killed_mid_stream_frees_its_sequence(server):
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
     request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -458,8 +483,8 @@ def test_each_turn_of_a_chat_reuses_the_turn_before(client):
 
 
 def test_without_the_prefix_cache_every_request_decodes_in_full(client, model, reference_llama):
-    """--no-prefix-cache: concurrent requests that share a long start each decode it (a KV stream per
-    sequence), and answer as the prompt decoded alone does (up to rounding)."""
+    """--no-prefix-cache: concurrent requests that share a long start each decode it, and answer with the bits
+    of the server with the cache, and as llama-cpp-python decodes the prompt alone (up to its rounding)."""
     start = "Notes on rivers, mills, bridges and the towns that grew around them in the valley. " * 4
     prompts = [start + f"Question {k}: which town came first?" for k in range(4)]
     with ServerProcess("--n-seq-max", "4", "--n-ctx", "2048", "--threads", "2", "--no-prefix-cache") as s:
@@ -471,6 +496,7 @@ def test_without_the_prefix_cache_every_request_decodes_in_full(client, model, r
     assert all(r.usage.prompt_tokens_details.cached_tokens == 0 for r in alone)
     shared = [ask(client, p) for p in prompts]
     assert sum(r.usage.prompt_tokens_details.cached_tokens for r in shared) > 0
+    assert [r.choices[0].text for r in shared] == [r.choices[0].text for r in alone]
     for prompt, r in zip(prompts, alone):
         answer = model.tokenize(r.choices[0].text, add_special=False)
         assert len(answer) == r.usage.completion_tokens == 6
