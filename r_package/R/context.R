@@ -26,9 +26,9 @@
 #'   default) or every prompt in full (`FALSE`).
 #' @param batch_invariant `TRUE` (the default): a prompt's answer and
 #'   probabilities do not depend on the other prompts decoded with it, or on
-#'   how its prompt was cut into pieces. `FALSE` prefills long prompts in
-#'   larger pieces (a little faster), and a start taken from the cache may
-#'   then round otherwise than the same start decoded by the prompt itself.
+#'   how its prompt was cut into pieces (K and V are kept in bf16). `FALSE`
+#'   keeps llama.cpp's f16 cells, whose attention prefills long prompts
+#'   faster; a prompt's numbers may then depend on the steps it shared.
 #' @param n_batch Most prompt tokens decoded in one step (prefill is done in
 #'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
