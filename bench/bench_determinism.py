@@ -25,13 +25,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock", "a young chef",
             "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat", "the night market",
@@ -53,6 +53,7 @@ def first_sentences() -> list:
 
 def worker(options: dict) -> dict:
     import newrllama
+    from callers import call_from_threads
     from fetch_instruct_model import instruct_model_path
 
     def ctx_of(model, **kw):
@@ -74,16 +75,7 @@ def worker(options: dict) -> dict:
             ref = seen(ctx.generate_parallel(PROMPTS, greedy))
             seconds["generation, 32 prompts"] = time.perf_counter() - t0
         with ctx_of(model) as ctx:
-            parts: dict = {}
-            threads = [threading.Thread(target=lambda i=i: parts.__setitem__(i, seen(ctx.generate_parallel(
-                PROMPTS[i::4], greedy)))) for i in range(4)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            merged = [None] * len(PROMPTS)
-            for i in range(4):
-                merged[i::4] = parts[i]
+            merged = call_from_threads(lambda p: seen(ctx.generate_parallel(p, greedy)), PROMPTS, 4)
             cases["threads vs one call"] = same(merged, ref)
             cases["same call after threads"] = same(seen(ctx.generate_parallel(PROMPTS, greedy)), ref)
             first = seen(ctx.generate_parallel(PROMPTS[:8], seeded))

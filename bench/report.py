@@ -111,14 +111,18 @@ def two_contexts(r: dict) -> List[str]:
 
 
 def determinism(r: dict) -> List[str]:
-    runs = r["raw"][0]["runs"]
-    names = list(runs)
-    cases = [c for c in runs[names[0]]["cases"] if not c.endswith("gap")]
-    rows = [[case] + [f"{runs[n]['cases'][case][0]} of {runs[n]['cases'][case][1]}" for n in names] for case in cases]
-    rows.append(["annotate: largest probability gap"] + [f"{runs[n]['cases']['annotate: largest probability gap']:.4f}"
-                                                        for n in names])
-    lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit), embedded "
-                  f"model (annotate: instruct model), {r['machine']['cpu']}, commit {r['commit'][:10]}:",
+    names = list(r["raw"][0]["runs"])
+
+    def count(n: str, case: str) -> str:  # summed over the repeats
+        pairs = [repeat["runs"][n]["cases"][case] for repeat in r["raw"]]
+        return f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}"
+    cases = [c for c in r["raw"][0]["runs"][names[0]]["cases"] if not c.endswith("gap")]
+    rows = [[case] + [count(n, case) for n in names] for case in cases]
+    gap = "annotate: largest probability gap"
+    rows.append([gap] + [f"{max(repeat['runs'][n]['cases'][gap] for repeat in r['raw']):.4f}" for n in names])
+    lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit) over "
+                  f"{len(r['raw'])} repeats, embedded model (annotate: instruct model), {r['machine']['cpu']}, commit "
+                  f"{r['commit'][:10]}:",
                   ["case"] + names, rows)
     lines.append("")
     return lines + table("Time against the default (median of the ratios within a repeat, "

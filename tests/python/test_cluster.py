@@ -21,7 +21,6 @@ import pytest
 import newrllama
 from newrllama.model_hash import ModelIdentity
 from newrllama.results_file import ResultsFile
-from oracle import assert_expected_or_rounding
 from results_lines import lines_of
 
 ray = pytest.importorskip("ray")
@@ -65,19 +64,20 @@ def local_answers(model):
         return ctx.generate_parallel(PROMPTS, PARAMS)
 
 
-def assert_same_answers(reference_llama, model, completions, expected):
+def assert_same_answers(completions, expected):
+    """Workers batch other prompts together than the local context does: batch-invariant contexts give the
+    same text all the same."""
     assert len(completions) == len(expected)
-    for prompt, c, e in zip(PROMPTS, completions, expected):
-        assert c.error is None and c.finish_reason == e.finish_reason
-        assert_expected_or_rounding(reference_llama, model, prompt, c, e.text)
+    for c, e in zip(completions, expected):
+        assert c.error is None and (c.finish_reason, c.text) == (e.finish_reason, e.text)
 
 
-def test_answers_come_in_input_order_and_equal_a_local_call(cluster, local_answers, reference_llama, model, tmp_path):
+def test_answers_come_in_input_order_and_equal_a_local_call(cluster, local_answers, tmp_path):
     assert len({w["pid"] for w in cluster.workers}) == 2
     out = tmp_path / "answers.jsonl"
     ids = [f"doc-{i}" for i in range(len(PROMPTS))]
     completions = cluster.generate_parallel(PROMPTS, PARAMS, ids=ids, output=out)
-    assert_same_answers(reference_llama, model, completions, local_answers)
+    assert_same_answers(completions, local_answers)
     stats = cluster.last_stats
     assert (stats.n_prompts, stats.n_resumed, stats.n_failed, stats.n_chunks) == (48, 0, 0, 6)
     records = lines_of(out)
@@ -144,7 +144,7 @@ def test_output_and_resume_arguments_are_checked(cluster, tmp_path):
     assert len(lines_of(out)) == 2  # refusals lose nothing
 
 
-def test_a_killed_worker_has_its_chunk_retried_on_another(cluster, local_answers, reference_llama, model):
+def test_a_killed_worker_has_its_chunk_retried_on_another(cluster, local_answers):
     victim = cluster.workers[0]["pid"]
     box = {}
     runner = threading.Thread(target=lambda: box.update(done=cluster.generate_parallel(PROMPTS, PARAMS)))
@@ -155,7 +155,7 @@ def test_a_killed_worker_has_its_chunk_retried_on_another(cluster, local_answers
     assert not runner.is_alive()
     stats = cluster.last_stats
     assert stats.n_retried_chunks >= 1 and stats.n_workers_replaced == 1 and stats.n_failed == 0
-    assert_same_answers(reference_llama, model, box["done"], local_answers)
+    assert_same_answers(box["done"], local_answers)
     pids = {w["pid"] for w in cluster.workers}
     assert len(pids) == 2 and victim not in pids
 
@@ -169,8 +169,7 @@ with newrllama.Cluster(num_workers=2, n_seq_max=8) as cluster:
 """
 
 
-def test_a_run_killed_half_way_resumes_with_every_prompt_once(cluster, local_answers, reference_llama, model,
-                                                               tmp_path):
+def test_a_run_killed_half_way_resumes_with_every_prompt_once(cluster, local_answers, tmp_path):
     out = tmp_path / "run.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     run = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(out)], stdout=subprocess.PIPE, env=env,
@@ -192,7 +191,7 @@ def test_a_run_killed_half_way_resumes_with_every_prompt_once(cluster, local_ans
     records = lines_of(out)
     assert sorted(r["index"] for r in records) == list(range(48))
     assert records[: len(before)] == before
-    assert_same_answers(reference_llama, model, done, local_answers)
+    assert_same_answers(done, local_answers)
     for r in before:
         assert done[r["index"]].text == r["text"] and done[r["index"]].token_ids == []
 
@@ -207,11 +206,8 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
         local = newrllama.annotate(texts, labels, "Give the topic of the news story.", context=ctx)
     assert [a.label for a in remote] == [a.label for a in local]
     assert remote[2].error == "text is missing or empty"
-    # Workers batch other prompts together than the local context does, and on this model a label's probability
-    # moves by up to 0.17 with the batch shape alone (llama-cpp-python's own n_batch 1/7/32 on these prompts).
-    for r, l in zip(remote, local):
-        if l.probs:
-            assert r.probs == pytest.approx(l.probs, abs=0.1)
+    # Workers batch other prompts together than the local context does: the same probabilities all the same.
+    assert [r.probs for r in remote] == [l.probs for l in local]
     records = {r["id"]: r for r in lines_of(out)}
     assert records[10]["label"] == remote[0].label and records[10]["probs"] == remote[0].probs
     again = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out,

@@ -14,6 +14,7 @@ from typing import List
 import pytest
 
 import newrllama
+from callers import call_from_threads
 
 SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock",
             "a young chef", "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat",
@@ -76,20 +77,7 @@ def test_the_same_call_after_other_work_on_the_context(model, reference):
 
 def test_threads_of_callers_against_one_call(model, reference):
     with context(model) as ctx:
-        got: dict = {}
-
-        def run(i: int) -> None:
-            got[i] = answers(ctx.generate_parallel(PROMPTS[i::4], GREEDY))
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        merged = [None] * len(PROMPTS)
-        for i in range(4):
-            merged[i::4] = got[i]
-        assert merged == reference["greedy"]
+        assert call_from_threads(lambda p: answers(ctx.generate_parallel(p, GREEDY)), PROMPTS, 4) == reference["greedy"]
 
 
 def test_each_prompt_alone_against_the_batch(model, reference):

@@ -8,7 +8,7 @@ import pytest
 import newrllama
 from newrllama.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, shares_start,
                                     token_key, worth_caching)
-from oracle import assert_expected_or_rounding, assert_greedy_alone
+from oracle import assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=6)
 INSTRUCTION = ("You label news stories. Answer with one word: business, sport, science or politics. "
@@ -79,7 +79,7 @@ def test_shared_starts_nest_a_system_prompt_then_each_text():
     assert worth_caching([40, 41, 100, 200], 150) == (40, 100, 150)
 
 
-def test_nested_starts_decode_every_token_once(cached, model, reference_llama):
+def test_nested_starts_decode_every_token_once(cached, model):
     """The instruction is decoded once for the call, each story once for its two questions."""
     stories = [s + " " + " ".join(STORIES) for s in STORIES[:3]]  # long enough to be worth caching
     prompts = [f"{INSTRUCTION}Story: {s}\n{q}" for s in stories for q in ("Label:", "Topic:")]
@@ -101,11 +101,11 @@ def test_nested_starts_decode_every_token_once(cached, model, reference_llama):
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, prefix_cache=False) as plain:
         uncached = plain.generate_parallel(prompts, GREEDY)
     for prompt, c, u in zip(prompts, completions, uncached):
-        assert_expected_or_rounding(reference_llama, model, prompt, c, u.text)
+        assert c.text == u.text
     assert cached.n_used_cells() == 0
 
 
-def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llama):
+def test_instruction_is_decoded_once_within_a_call(cached, model):
     prompts = annotation_prompts(STORIES)
     completions = cached.generate_parallel(prompts, GREEDY)
     n_instr = instruction_tokens(model)
@@ -119,7 +119,7 @@ def test_instruction_is_decoded_once_within_a_call(cached, model, reference_llam
         uncached = plain.generate_parallel(prompts, GREEDY)
         assert plain.last_stats.n_cached_tokens == 0
     for prompt, c, u in zip(prompts[:5], completions, uncached):
-        assert_expected_or_rounding(reference_llama, model, prompt, c, u.text)
+        assert c.text == u.text
     assert cached.n_used_cells() == 0
 
 
@@ -169,7 +169,7 @@ def test_prefix_past_the_sliding_window_is_never_cut(model, reference_llama):
         again = ctx.generate_parallel(prompts, GREEDY)
         for prompt, a, b in zip(prompts, again, first):
             assert a.n_cached_tokens > 512
-            assert_expected_or_rounding(reference_llama, model, prompt, a, b.text)
+            assert a.text == b.text
 
 
 def test_runs_never_crowd_out_prompts_and_the_least_recently_used_go(model, reference_llama):
@@ -210,7 +210,7 @@ def test_budget_error_counts_the_cached_prefix(model):
         assert sum(c.n_cached_tokens > 0 for c in completions[:2]) == 1
 
 
-def test_concurrent_callers_share_one_cached_prefix(cached, model, reference_llama):
+def test_concurrent_callers_share_one_cached_prefix(cached, model):
     expected = {p: c.text for p, c in zip(annotation_prompts(STORIES), cached.generate_parallel(annotation_prompts(STORIES), GREEDY))}
     results, errors = {}, []
 
@@ -231,10 +231,10 @@ def test_concurrent_callers_share_one_cached_prefix(cached, model, reference_lla
     for k in range(3):
         for prompt, c in results[k]:
             assert c.n_cached_tokens >= n_instr - 1
-            assert_expected_or_rounding(reference_llama, model, prompt, c, expected[prompt])
+            assert c.text == expected[prompt]
 
 
-def test_no_residue_a_fresh_context_gives_the_same_answers(cached, model, reference_llama):
+def test_no_residue_a_fresh_context_gives_the_same_answers(cached, model):
     prompts = annotation_prompts(STORIES)
     cached.generate_parallel(annotation_prompts(STORIES[::-1], OTHER_INSTRUCTION), GREEDY)
     cached.generate_parallel(prompts[:3], GREEDY)
@@ -242,7 +242,7 @@ def test_no_residue_a_fresh_context_gives_the_same_answers(cached, model, refere
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as fresh:
         cold = fresh.generate_parallel(prompts, GREEDY)
     for prompt, w, c in zip(prompts, warm, cold):
-        assert_expected_or_rounding(reference_llama, model, prompt, w, c.text)
+        assert w.text == c.text
 
 
 def test_prefix_cache_argument(model):
