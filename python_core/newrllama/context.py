@@ -216,8 +216,8 @@ class Context(OwnedHandle):
         """The answer to one prompt as an iterator of text pieces, yielded as they are generated.
 
         It shares the batch with every other call on this context, ahead of them: someone
-        reads it as it comes, so its prompt is admitted and prefilled before theirs and its
-        tokens wait at most one step of their prefill. ``stream.completion`` holds the whole
+        reads it as it comes, so its prompt is admitted and prefilled before theirs, and every
+        step carries its next token. ``stream.completion`` holds the whole
         answer once the iteration has ended; ``close()`` (or a ``with`` block) stops it early.
         """
         self.check_open()

@@ -36,8 +36,8 @@
 #'   returns `TRUE` or `NULL` to go on, `FALSE` to end the answer there. An error
 #'   in it, any other value, or Ctrl-C ends the answer, frees its sequence and
 #'   signals a classed error. Someone reads a streamed answer as it comes, so on a
-#'   context that other callers keep busy its prompt goes ahead of theirs and its
-#'   tokens wait at most one step of their prefill.
+#'   context that other callers keep busy its prompt goes ahead of theirs, and
+#'   every step carries its next token.
 #' @return The generated text, a single string (with `stream`, what was
 #'   generated until the answer ended or the callback returned `FALSE`). A prompt
 #'   that cannot run (for example one too long for its share of the context)
