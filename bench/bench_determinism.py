@@ -139,8 +139,7 @@ def main() -> None:
     base = names[0]
     ratios = {n: {k: paired_median(raw, lambda runs, n=n, k=k: runs[n][k] / runs[base][k])
                   for k in ("generation, 32 prompts seconds", "annotate, 70 texts seconds")} for n in names[1:]}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    write_results("determinism", {"commit": commit, "previous": args.previous and subprocess.run(
+    write_results("determinism", {"previous": args.previous and subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=args.previous, capture_output=True, text=True).stdout.strip(),
         "time_against_default": ratios, "raw": raw})
     for n in names:

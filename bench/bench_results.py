@@ -5,6 +5,7 @@ import datetime
 import importlib.metadata
 import json
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -19,11 +20,18 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def commit() -> str:
+    """The checkout's commit, with "+changes" when files git tracks differ from it: the code behind a figure."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=RESULTS.parent, capture_output=True, text=True).stdout.strip()
+    return git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def machine(model: Optional[str] = None) -> dict:
-    """The CPU, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built from),
-    the model (the embedded one unless the benchmark names another) and the command that ran the benchmark."""
+    """The CPU, the commit, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
+    from), the model (the embedded one unless the benchmark names another) and the command that ran the benchmark."""
     import newrllama
-    return {"cpu": cpu_name(), "python": platform.python_version(), "newrllama": newrllama.__version__,
+    return {"cpu": cpu_name(), "commit": commit(), "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
             "model": model or Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}

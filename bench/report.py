@@ -122,7 +122,7 @@ def determinism(r: dict) -> List[str]:
     rows.append([gap] + [f"{max(repeat['runs'][n]['cases'][gap] for repeat in r['raw']):.4f}" for n in names])
     lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit) over "
                   f"{len(r['raw'])} repeats, embedded model (annotate: instruct model), {r['machine']['cpu']}, commit "
-                  f"{r['commit'][:10]}:",
+                  f"{r['machine']['commit'][:10]}:",
                   ["case"] + names, rows)
     lines.append("")
     return lines + table("Time against the default (median of the ratios within a repeat, "
