@@ -114,7 +114,6 @@ class Context(OwnedHandle):
                    err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
-        self.batch_invariant = batch_invariant
         self._vocab = model.vocab
         self._n_ctx_seq = lib.newrllama_context_n_ctx_seq(out[0])
         n_seq = lib.newrllama_context_n_seq_max(out[0])
@@ -141,6 +140,10 @@ class Context(OwnedHandle):
             return "<newrllama.Context (closed)>"
         return (f"<newrllama.Context n_ctx={self.n_ctx} n_seq_max={self.n_seq_max} "
                 f"n_ctx_seq={self.n_ctx_seq} n_batch={self.n_batch} prefix_cache={self.prefix_cache}>")
+
+    @property
+    def batch_invariant(self) -> bool:
+        return self._scheduler.determinism.batch_invariant
 
     @property
     def n_ctx(self) -> int:

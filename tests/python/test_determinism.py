@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import List
 
@@ -43,14 +42,9 @@ def context(model, **kw) -> newrllama.Context:
     return newrllama.Context(model, **{"n_ctx": 8192, "n_seq_max": 16, "n_threads": 2, **kw})
 
 
-def busy(ctx, n_threads: int = 3) -> None:
+def busy(ctx) -> None:
     """Other callers' work on the context, from threads at once: it leaves cached runs and used streams."""
-    threads = [threading.Thread(target=ctx.generate_parallel, args=(OTHER[i::n_threads], GREEDY))
-               for i in range(n_threads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    call_from_threads(lambda p: ctx.generate_parallel(p, GREEDY), OTHER, 3)
 
 
 @pytest.fixture(scope="module")
