@@ -30,7 +30,7 @@ from . import _lib
 from ._lib import ffi, lib
 from .engine_thread import engine
 from .errors import ClosedError
-from .choices import LabelJob, ScoreRows
+from .choices import LabelJob, LabelPath, ScoreRows
 from .prefix_cache import (MIN_SHARED_TOKENS, TOKEN_BYTES, Prefix, PrefixCache, common_prefix_length,
                            shared_start_lengths, shares_start, worth_caching)
 from .reproducibility import Determinism
@@ -332,8 +332,7 @@ class Scheduler:
         prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
         for r in generating:
             room -= self._take(holders, r, room)
-        for r in scoring:
-            room = self._add_label_jobs(r, holders, room)
+        room = self._add_label_jobs(scoring, holders, room)
         prefill = False
         min_piece = 0 if holders else self._min_prefill_piece
         for h in prefilling:
@@ -370,19 +369,29 @@ class Scheduler:
             made += runs
         return made
 
-    def _add_label_jobs(self, r: Request, holders: List[SlotHolder], room: int) -> int:
-        """Starts scoring r's waiting label paths, as many as scratch sequences and room allow."""
-        choice = r.choice
-        while choice.waiting and self._scratch and len(choice.waiting[-1].body) <= room:
-            job = LabelJob(r, choice.waiting.pop(), self._scratch.pop(), r.n_tokens)
+    def _add_label_jobs(self, scoring: List[Request], holders: List[SlotHolder], room: int) -> int:
+        """Starts scoring the waiting label paths of the requests in scoring, as many as scratch sequences and
+        room allow. llama.cpp cuts a step over a KV stream per sequence into passes of consecutive sequences
+        that take equal numbers of tokens, each pass reading every weight: the longest bodies go on the lowest
+        scratch sequences, so that the step's label paths take as many passes as the longest body has tokens."""
+        picked: List[Tuple[Request, LabelPath]] = []
+        for r in scoring:
+            waiting = r.choice.waiting
+            while waiting and len(picked) < len(self._scratch) and len(waiting[-1].body) <= room:
+                picked.append((r, waiting.pop()))
+                room -= len(picked[-1][1].body)
+        picked.sort(key=lambda job: -len(job[1].body))
+        for r, path in picked:
+            job = LabelJob(r, path, self._scratch.pop(), r.n_tokens)
             _lib.check(lib.newrllama_seq_copy(self._ctx, r.seq, job.seq, -1, self._err), self._err)
-            choice.running.append(job)
-            room -= self._take(holders, job, room)
+            r.choice.running.append(job)
+            self._take(holders, job, len(path.body))
         return room
 
     def end_label_job(self, job: LabelJob) -> None:
         lib.newrllama_seq_clear(self._ctx, job.seq, ffi.NULL)
         self._scratch.append(job.seq)
+        self._scratch.sort(reverse=True)  # popped lowest first (see _add_label_jobs)
         job.owner.choice.running.remove(job)
 
     def _calls_of(self, holders: List[SlotHolder]) -> Iterable[Call]:

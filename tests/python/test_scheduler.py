@@ -320,3 +320,26 @@ def test_a_streamed_prompt_is_admitted_before_waiting_prompts(model):
     assert s.completion.n_gen_tokens == 4 and text == s.completion.text
     assert waiting_after_stream >= 2, waiting_after_stream
     assert [c.error for c in results] == [None] * 6 and all(c.n_gen_tokens == 2 for c in results)
+
+
+def test_a_steps_label_paths_sit_on_consecutive_sequences_longest_first(model, monkeypatch):
+    """llama.cpp cuts a step over a stream per sequence into passes of consecutive sequences with equal token
+    counts: a step's label paths go on ascending scratch sequences, longest body first (every step, also once
+    scratch sequences came back out of order), so that they take as many passes as the longest body."""
+    from newrllama.choices import LabelJob
+
+    def label_jobs(self):
+        return [(h.seq, len(h.path.body)) for h in self._slot_holders if isinstance(h, LabelJob)]
+    recorded = record_each_step(monkeypatch, label_jobs)
+    labels = ["crude oil", "oil", "interest rates", "sport", "grain", "shipping news", "money", "trade balance"]
+    params = newrllama.SamplingParams(choices=labels)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_threads=2) as ctx:
+        for _ in range(2):
+            completions = ctx.generate_parallel([f"{p} The topic is" for p in PROMPTS[:6]], params)
+            assert all(c.error is None and c.text in labels for c in completions)
+    steps = [s for s in recorded if s]
+    assert len(steps) >= 4 and any(len({n for _, n in s}) > 1 for s in steps)
+    for s in steps:
+        seqs, lengths = [seq for seq, _ in s], [n for _, n in s]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), s
+        assert lengths == sorted(lengths, reverse=True), s
