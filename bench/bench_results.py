@@ -41,6 +41,11 @@ def write_results(name: str, report: dict) -> Path:
     day = datetime.date.today().isoformat()
     cpu = "".join(ch if ch.isalnum() else "-" for ch in cpu_name()).strip("-")[:40]
     out = RESULTS / f"{name}-{day}-{cpu}.json"
+    # A rerun on the same day keeps the earlier file: committed figures stay tied to their results.
+    rerun = 2
+    while out.exists():
+        out = RESULTS / f"{name}-{day}-{cpu}-{rerun}.json"
+        rerun += 1
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine(report.get("model")), **report}, indent=1))
     print(f"wrote {out}")

@@ -1,4 +1,4 @@
-"""Markdown tables from committed benchmark results (bench/results/<name>-<date>-<cpu>.json), for the README.
+"""Markdown tables from committed benchmark results (bench/results/<name>-<date>-<cpu>[-<rerun>].json), for the README.
 
     .venv/bin/python bench/report.py bench/results/validity-2026-11-24-AMD-EPYC.json [more files]
 """
