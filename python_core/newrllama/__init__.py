@@ -14,6 +14,7 @@ from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
+from .findings import Coefficient, Prevalence, Regression, Share, ShareDifference, prevalence, regression
 from .errors import (ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
@@ -27,9 +28,11 @@ from .stream import TextStream
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "Annotation", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError", "ClusterStats",
-    "Completion", "Context", "ContextError", "Device", "EngineStats", "GenerationError", "GenerationStats",
-    "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError",
-    "ReliabilityBin", "SamplingParams", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
-    "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident", "system_info", "validate",
+    "Agreement", "Annotation", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError",
+    "ClusterStats", "Coefficient", "Completion", "Context", "ContextError", "Device", "EngineStats",
+    "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model",
+    "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin", "SamplingParams", "Share",
+    "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
+    "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident", "prevalence", "regression",
+    "system_info", "validate",
 ]

@@ -1,0 +1,66 @@
+"""Annotations and human codes as the arrays the estimators take: the predictions for every text, the truth
+where a text was coded."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Sequence
+
+import numpy as np
+
+from ..agreement import missing
+from ..annotation import check_annotations
+from ..errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class CodedTexts:
+    """The texts whose annotation succeeded (``kept``: their positions among the ``n_given``)."""
+
+    labels: List[str]
+    predictions: np.ndarray  # texts x labels: each label's probability, or 1 for the model's label
+    predicted: np.ndarray  # the model's label, as an index into labels
+    truth: np.ndarray  # the human code as an index into labels, -1 where the text was not coded
+    kept: np.ndarray
+    n_given: int
+
+    @property
+    def n(self) -> int:
+        return len(self.predicted)
+
+    @property
+    def n_failed(self) -> int:
+        return self.n_given - self.n
+
+    @property
+    def coded(self) -> np.ndarray:
+        return self.truth >= 0
+
+    def truth_is(self, label: str) -> np.ndarray:
+        return (self.truth == self.labels.index(label)).astype(float)
+
+
+def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: str) -> CodedTexts:
+    annotations = check_annotations(annotations, "annotations")
+    if isinstance(truth, (str, bytes)) or not hasattr(truth, "__len__"):
+        raise InvalidArgumentError("truth must be a list with one human code per annotation (None where not coded)")
+    truth = list(truth.tolist() if hasattr(truth, "tolist") else truth)
+    if len(truth) != len(annotations):
+        raise InvalidArgumentError(f"truth has {len(truth)} codes but there are {len(annotations)} annotations")
+    kept = [i for i, a in enumerate(annotations) if a.label is not None and a.probs]
+    if not kept:
+        raise InvalidArgumentError("no annotation has a label: every text failed")
+    labels = list(annotations[kept[0]].probs)
+    for i in kept:
+        if list(annotations[i].probs) != labels:
+            raise InvalidArgumentError(f"annotations[{i}] has other labels than annotations[{kept[0]}]: "
+                                       "estimate from one annotate() call's labels")
+    unknown = sorted({str(t) for t in truth if not missing(t) and t not in labels})
+    if unknown:
+        raise InvalidArgumentError(f"truth holds {', '.join(map(repr, unknown))}, not among the labels {labels}")
+    predicted = np.array([labels.index(annotations[i].label) for i in kept])
+    if predictions == "probs":
+        scores = np.array([[annotations[i].probs[label] for label in labels] for i in kept], dtype=float)
+    else:
+        scores = np.eye(len(labels))[predicted]
+    codes = np.array([-1 if missing(truth[i]) else labels.index(truth[i]) for i in kept])
+    return CodedTexts(labels, scores, predicted, codes, np.array(kept), len(annotations))

@@ -1,0 +1,213 @@
+"""Findings from labels and a coded sample: PPI++ shares and coefficients, checked against the authors' ppi-python."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import ppi_py
+import pytest
+
+import newrllama
+from newrllama.findings.ppi import classical_mean, classical_ols, ppi_mean, ppi_ols
+
+LABELS = ["acquisition", "crude oil", "earnings"]
+
+
+def one(x) -> float:
+    """ppi-python's scalar results come as arrays of one element."""
+    return float(np.asarray(x).reshape(-1)[0])
+
+
+def noisy_annotations(rng, truth, accuracy: float):
+    """Annotations whose label is right with the given probability, with probabilities that lean to it."""
+    out = []
+    for t in truth:
+        label = t if rng.random() < accuracy else str(rng.choice([x for x in LABELS if x != t]))
+        p = rng.dirichlet(np.ones(len(LABELS)))
+        p = 0.5 * p + 0.5 * (np.array(LABELS) == label)
+        out.append(newrllama.Annotation(label, dict(zip(LABELS, p.tolist()))))
+    return out
+
+
+def population(seed: int, n: int = 400, accuracy: float = 0.75):
+    rng = np.random.default_rng(seed)
+    truth = [str(t) for t in rng.choice(LABELS, size=n, p=[0.6, 0.3, 0.1])]
+    return rng, truth, noisy_annotations(rng, truth, accuracy)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_means_agree_with_ppi_python(seed):
+    rng = np.random.default_rng(seed)
+    n, n_unlabeled = 30 + 10 * seed, 20 + 200 * seed
+    y = rng.binomial(1, 0.3, n).astype(float)
+    f = np.clip(0.5 * y + rng.uniform(0, 0.5, n), 0, 1)
+    f_unlabeled = rng.uniform(0, 1, n_unlabeled)
+    for alpha in (0.05, 0.1):
+        ours, _ = ppi_mean(y, f, f_unlabeled, alpha)
+        lower, upper = ppi_py.ppi_mean_ci(y, f, f_unlabeled, alpha=alpha)
+        assert ours.lower == pytest.approx(one(lower), abs=1e-6) and ours.upper == pytest.approx(one(upper), abs=1e-6)
+        assert ours.estimate == pytest.approx(one(ppi_py.ppi_mean_pointestimate(y, f, f_unlabeled)), abs=1e-6)
+        classical = classical_mean(y, alpha)
+        assert (classical.lower, classical.upper) == pytest.approx(
+            tuple(map(one, ppi_py.classical_mean_ci(y, alpha=alpha))), abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_least_squares_agree_with_ppi_python(seed):
+    rng = np.random.default_rng(seed)
+    n, n_unlabeled, d = 40 + 20 * seed, 30 + 300 * seed, 3
+    x = np.column_stack([np.ones(n), rng.normal(size=(n, d - 1))])
+    x_unlabeled = np.column_stack([np.ones(n_unlabeled), rng.normal(size=(n_unlabeled, d - 1))])
+    beta = np.array([1.0, 2.0, -1.0])
+    y = x @ beta + rng.normal(size=n)
+    f = y + rng.normal(size=n) * (0.3 + seed)
+    f_unlabeled = x_unlabeled @ beta + rng.normal(size=n_unlabeled)
+    ours, _ = ppi_ols(x, y, f, x_unlabeled, f_unlabeled, 0.05)
+    lower, upper = ppi_py.ppi_ols_ci(x, y, f, x_unlabeled, f_unlabeled, alpha=0.05)
+    assert [c.lower for c in ours] == pytest.approx(list(lower), abs=1e-6)
+    assert [c.upper for c in ours] == pytest.approx(list(upper), abs=1e-6)
+    classical = classical_ols(x, y, 0.05)
+    lower, upper = ppi_py.classical_ols_ci(x, y, alpha=0.05)
+    assert [c.lower for c in classical] == pytest.approx(list(lower), abs=1e-6)
+    assert [c.upper for c in classical] == pytest.approx(list(upper), abs=1e-6)
+
+
+def test_prevalence_is_ppi_on_each_labels_probability():
+    rng, truth, annotations = population(7)
+    coded = set(rng.choice(len(truth), 60, replace=False).tolist())
+    codes = [t if i in coded else None for i, t in enumerate(truth)]
+    result = newrllama.prevalence(annotations, codes)
+    mask = np.array([c is not None for c in codes])
+    for k, label in enumerate(LABELS):
+        share = result.share(label)
+        f = np.array([a.probs[label] for a in annotations])
+        y = np.array([t == label for t in truth], dtype=float)
+        lower, upper = ppi_py.ppi_mean_ci(y[mask], f[mask], f[~mask], alpha=0.05)
+        assert (share.lower, share.upper) == pytest.approx((one(lower), one(upper)), abs=1e-6)
+        assert share.lower < share.estimate < share.upper and 0 <= share.lam <= 1
+        assert share.naive == sum(a.label == label for a in annotations) / len(annotations)
+        assert share.classical == pytest.approx(y[mask].mean())
+        assert (share.n_coded, share.n_texts) == (60, len(truth))
+    assert sum(s.estimate for s in result.shares) == pytest.approx(1.0, abs=0.15)
+    by_labels = newrllama.prevalence(annotations, codes, predictions="labels").share("crude oil")
+    f = np.array([a.label == "crude oil" for a in annotations], dtype=float)
+    y = np.array([t == "crude oil" for t in truth], dtype=float)
+    assert (by_labels.lower, by_labels.upper) == pytest.approx(
+        tuple(one(v) for v in ppi_py.ppi_mean_ci(y[mask], f[mask], f[~mask], alpha=0.05)), abs=1e-6)
+
+
+def test_ppi_covers_where_the_naive_share_does_not_and_is_narrower_than_the_coded_sample():
+    """Over many random coded samples of a population whose model is biased (it calls earnings acquisitions):
+    the PPI intervals cover the true share at about the nominal rate, the naive one rarely."""
+    rng, truth, _ = population(11, n=600)
+    annotations = [newrllama.Annotation("acquisition" if t == "earnings" else a.label, a.probs)
+                   for t, a in zip(truth, noisy_annotations(rng, truth, 0.85))]
+    true_share = truth.count("earnings") / len(truth)
+    cover = {"ppi": 0, "naive": 0, "classical": 0}
+    widths = {"ppi": [], "classical": []}
+    draws = 300
+    for _ in range(draws):
+        coded = set(rng.choice(len(truth), 80, replace=False).tolist())
+        s = newrllama.prevalence(annotations, [t if i in coded else None for i, t in enumerate(truth)]).share("earnings")
+        cover["ppi"] += s.lower <= true_share <= s.upper
+        cover["naive"] += s.naive_lower <= true_share <= s.naive_upper
+        cover["classical"] += s.classical_lower <= true_share <= s.classical_upper
+        widths["ppi"].append(s.upper - s.lower)
+        widths["classical"].append(s.classical_upper - s.classical_lower)
+    assert cover["ppi"] / draws >= 0.9 and cover["classical"] / draws >= 0.9
+    assert cover["naive"] / draws < 0.5
+    assert np.median(widths["ppi"]) < np.median(widths["classical"])
+
+
+def test_groups_get_their_own_shares_and_differences_from_the_reference():
+    rng, truth, annotations = population(3, n=300)
+    groups = ["b" if i % 3 else "a" for i in range(len(truth))]
+    codes = [t if i % 4 == 0 else None for i, t in enumerate(truth)]
+    result = newrllama.prevalence(annotations, codes, by=groups)
+    assert {(s.label, s.group) for s in result.shares} == {(label, g) for label in LABELS for g in "ab"}
+    for label in LABELS:
+        a, b = result.share(label, "a"), result.share(label, "b")
+        rows = [i for i, g in enumerate(groups) if g == "a"]
+        alone = newrllama.prevalence([annotations[i] for i in rows], [codes[i] for i in rows]).share(label)
+        assert (a.estimate, a.lower, a.upper) == (alone.estimate, alone.lower, alone.upper)
+        diff = next(d for d in result.differences if d.label == label)
+        assert (diff.group, diff.reference) == ("b", "a")
+        assert diff.estimate == pytest.approx(b.estimate - a.estimate)
+        assert diff.se == pytest.approx(math.hypot(a.se, b.se))
+        assert diff.classical == pytest.approx(b.classical - a.classical)
+    flipped = newrllama.prevalence(annotations, codes, by=groups, reference="b").differences
+    assert all(d.group == "a" and d.reference == "b" for d in flipped)
+    rows = result.rows()
+    assert len(rows) == len(result.shares) + len(result.differences)
+    assert len({tuple(sorted(r)) for r in rows}) == 1 and {r["estimand"] for r in rows} == {"share", "difference"}
+
+
+def test_failed_annotations_are_left_out_and_counted():
+    _, truth, annotations = population(5, n=50)
+    annotations[3] = newrllama.Annotation(None, None, error="too long")
+    codes = [t if i < 20 else None for i, t in enumerate(truth)]
+    result = newrllama.prevalence(annotations, codes)
+    assert result.n_failed == 1 and result.share("acquisition").n_coded == 19
+    assert result.share("acquisition").n_texts == 49
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a, t: (a, t[:-1]), "truth has 49 codes but there are 50 annotations"),
+    (lambda a, t: (a, ["sport"] + t[1:]), "truth holds 'sport', not among the labels"),
+    (lambda a, t: (a, [None, t[1]] + [None] * 48), "1 coded text: an interval needs at least 2"),
+    (lambda a, t: (a + [newrllama.Annotation("x", {"x": 0.5, "y": 0.5})], t + [None]), "other labels"),
+    (lambda a, t: ([newrllama.Annotation(None, None, error="e")] * 50, t), "every text failed"),
+    (lambda a, t: (["acquisition"] * 50, t), "must be an Annotation"),
+    (lambda a, t: (a, "acquisition"), "truth must be a list"),
+])
+def test_bad_input_to_prevalence_is_a_clear_error(change, message):
+    _, truth, annotations = population(2, n=50)
+    annotations, codes = change(annotations, [t if i % 2 else None for i, t in enumerate(truth)])
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.prevalence(annotations, codes)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"alpha": 1.5}, "alpha must be a number in"), ({"predictions": "votes"}, "predictions must be"),
+    ({"by": ["a"] * 3}, "by has 3 groups for 50"), ({"by": ["a", None] * 25}, "missing groups"),
+    ({"by": ["a", "b"] * 25, "reference": "c"}, "reference 'c' is not one of the groups"),
+    ({"by": ["a"] * 49 + ["b"]}, "in group 'b'"),
+])
+def test_bad_options_of_prevalence_are_clear_errors(kwargs, message):
+    _, truth, annotations = population(2, n=50)
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.prevalence(annotations, [t if i % 2 else None for i, t in enumerate(truth)], **kwargs)
+
+
+def test_regression_on_a_model_coded_outcome_agrees_with_ppi_python():
+    rng = np.random.default_rng(4)
+    n = 500
+    x = rng.normal(size=(n, 2))
+    truth = (x @ [0.8, -0.5] + rng.normal(size=n) > 0).astype(float)
+    predicted = np.clip(0.7 * truth + 0.3 * rng.uniform(size=n), 0, 1)
+    coded = rng.random(n) < 0.2
+    result = newrllama.regression(x, np.where(coded, truth, np.nan), predicted, names=["age", "income"])
+    assert [c.term for c in result.coefficients] == ["(Intercept)", "age", "income"]
+    design = np.column_stack([np.ones(n), x])
+    lower, upper = ppi_py.ppi_ols_ci(design[coded], truth[coded], predicted[coded], design[~coded],
+                                     predicted[~coded], alpha=0.05)
+    assert [c.lower for c in result.coefficients] == pytest.approx(list(lower), abs=1e-6)
+    assert [c.upper for c in result.coefficients] == pytest.approx(list(upper), abs=1e-6)
+    age = result.coefficient("age")
+    assert age.upper - age.lower < age.classical_upper - age.classical_lower
+    assert (result.n_coded, result.n_texts) == (int(coded.sum()), n)
+    none_missing = [None if not c else t for c, t in zip(coded, truth)]
+    assert newrllama.regression(x, none_missing, predicted).coefficients[1].estimate == age.estimate
+
+
+@pytest.mark.parametrize("args, message", [
+    (([[1.0]] * 10, [1.0] * 10, [1.0] * 9), "predicted must have one number per text"),
+    (([[1.0, 2.0]] * 10, [1.0] * 2 + [None] * 8, [0.5] * 10), "2 coded texts for 3 coefficients"),
+    (([[1.0, 2.0]] * 10, [1.0] * 10, [0.5] * 10), "collinear"),
+    (([[1.0]] * 10, ["a"] * 10, [0.5] * 10), "truth must hold numbers"),
+    (([[1.0]] * 10, [1.0] * 10, [0.5] * 9 + [None]), "predicted has missing values"),
+    ((["a"] * 10, [1.0] * 10, [0.5] * 10), "x must be a texts x regressors table"),
+])
+def test_bad_input_to_regression_is_a_clear_error(args, message):
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.regression(*args)
