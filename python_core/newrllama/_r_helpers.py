@@ -131,6 +131,31 @@ def least_confident(labels, names, probs, errors, n):
     return newrllama.least_confident(annotations, n)
 
 
+# Python's field names -> the R data frames' column names (broom's where broom has one).
+_R_COLUMNS = {"estimand": "estimand", "term": "term", "label": "label", "group": "group", "reference": "reference",
+              "estimate": "estimate", "se": "std.error", "lower": "conf.low", "upper": "conf.high", "lam": "lambda",
+              "naive": "naive", "naive_lower": "naive.low", "naive_upper": "naive.high", "classical": "classical",
+              "classical_se": "classical.std.error", "classical_lower": "classical.conf.low",
+              "classical_upper": "classical.conf.high", "n_coded": "n_coded", "n_texts": "n"}
+
+
+def _r_columns(rows):
+    keys = [k for k in _R_COLUMNS if k in rows[0]]
+    return {_R_COLUMNS[k]: [row[k] for row in rows] for k in keys}
+
+
+def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference):
+    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference)
+    return _r_columns(result.rows())
+
+
+def regression(x, names, truth, predicted, alpha):
+    result = newrllama.regression(x, truth, predicted, names=names, intercept=False, alpha=alpha)
+    rows = [{**row, "lam": result.lam, "n_coded": result.n_coded, "n_texts": result.n_texts} for row in result.rows()]
+    return _r_columns(rows)
+
+
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):
     # R puts its own library directories first in LD_LIBRARY_PATH; the Ray processes started here
     # (and the Python workers they start) must not load Debian"s libpython into this Python.

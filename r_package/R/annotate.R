@@ -56,14 +56,15 @@
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once
 #'   and shared by its questions.
-#' @return `annotate()`: `.data` with the label column and `.prob` (the chosen
-#'   label's probability). `annotate_vec()`: a character vector of labels with
+#' @return `annotate()`: `.data` with the label column, `.prob` (the chosen
+#'   label's probability) and `.probs` (a list-column: each text's
+#'   probabilities, named by label; `NULL` for a text that failed). `annotate_vec()`: a character vector of labels with
 #'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
 #'   calibration). A text that is `NA` or empty gets `NA` (the reason in
 #'   `attr(x, "errors")`), with one warning. With a `codebook`, `annotate()`
-#'   adds a `<question>.label` and a `<question>.prob` column per question,
+#'   adds `<question>.label`, `<question>.prob` and `<question>.probs` columns per question,
 #'   and `annotate_vec()` returns a named list of such label vectors, one per
 #'   question.
 #' @seealso [validate()] to compare the labels with human coding, [calibrate()]
@@ -92,13 +93,21 @@ annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL
   if (is.null(codebook)) {
     .data[[pred_name]] <- as.vector(out)
     .data[[".prob"]] <- chosen_prob(out)
+    .data[[".probs"]] <- probs_column(out)
   } else {
     for (q in names(out)) {
       .data[[paste0(q, ".label")]] <- as.vector(out[[q]])
       .data[[paste0(q, ".prob")]] <- chosen_prob(out[[q]])
+      .data[[paste0(q, ".probs")]] <- probs_column(out[[q]])
     }
   }
   .data
+}
+
+# Each text's probabilities, named by label (NULL for a text that failed): a list-column.
+probs_column <- function(out) {
+  probs <- attr(out, "probs")
+  lapply(seq_along(out), function(i) if (is.na(out[[i]])) NULL else probs[i, ])
 }
 
 # The probability of each text's chosen label.

@@ -13,7 +13,9 @@ test_that("annotate() adds a valid label and its probability to every row", {
   expect_warning(out <- annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
                                  progress = FALSE), class = "newrllama_warning")
   expect_s3_class(out, "data.frame")
-  expect_equal(names(out), c("id", "text", ".label", ".prob"))
+  expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs"))
+  expect_null(out$.probs[[3]])
+  expect_equal(out$.probs[[1]][[out$.label[1]]], out$.prob[1])
   expect_true(all(out$.label[-3] %in% labels))
   expect_true(is.na(out$.label[3]) && is.na(out$.prob[3]))
   expect_true(all(out$.prob[-3] > 1 / 3 & out$.prob[-3] <= 1))
@@ -89,7 +91,8 @@ test_that("a bad codebook is a classed error naming what is wrong", {
 test_that("a codebook asks several questions about each text", {
   questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
   out <- annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
-  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "tone.label", "tone.prob"))
+  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "topic.probs", "tone.label", "tone.prob",
+                             "tone.probs"))
   expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
   vec <- suppressWarnings(annotate_vec(stories$text, codebook = questions, context = ctx, progress = FALSE))
   expect_named(vec, c("topic", "tone"))

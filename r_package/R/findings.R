@@ -1,0 +1,173 @@
+#' Label shares with valid intervals from model labels and a coded sample
+#'
+#' Each label's share of the texts (overall, or within each group of `by`),
+#' estimated by prediction-powered inference (PPI++): the model's predictions
+#' on every text, corrected by its errors on the texts coded by hand. The
+#' interval is valid whatever the model's errors, provided the coded texts are
+#' a random sample (of each group) coded without looking at the model's
+#' labels; it is narrower than the coded texts' own interval when the model's
+#' predictions track the codes. The figures come from the Python library
+#' (`newrllama.prevalence`), which agrees with the authors' `ppi-python`.
+#'
+#' @param x The result of [annotate_vec()], or a data frame from [annotate()].
+#' @param truth The human codes: a vector with one element per text (`NA`
+#'   where the text was not coded); for a data frame, the name of its column
+#'   (bare or a string).
+#' @param by Optional groups: a vector with one element per text; for a data
+#'   frame, the name of its column.
+#' @param alpha The intervals' level is `1 - alpha`.
+#' @param predictions `"probs"` (each label's probability: narrower intervals
+#'   when the probabilities carry information) or `"labels"` (the model's
+#'   labels alone).
+#' @param reference The group the others are compared with (the first in
+#'   sorted order when `NULL`).
+#' @param label,probs For a data frame: the names of its columns of labels
+#'   and of named probabilities (a list-column), as [annotate()] adds them.
+#' @param ... Unused.
+#' @return A data frame, one row per label (and group) with `estimand =
+#'   "share"`, then with `by` one row per label and other group with `estimand =
+#'   "difference"` (the group's share minus the `reference` group's): `label`,
+#'   `group`, `reference`, `estimate`, `std.error`, `conf.low`, `conf.high`
+#'   (PPI++), `lambda` (the weight given to the predictions, 0 = the coded texts
+#'   alone), `naive`, `naive.low`, `naive.high` (the share of the model's labels,
+#'   with an interval that ignores its errors: for comparison only),
+#'   `classical`, `classical.std.error`, `classical.conf.low`,
+#'   `classical.conf.high` (the coded texts alone), `n_coded` and `n` (texts).
+#' @seealso [regression()] for coefficients, [validate()], [calibrate()].
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
+#'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
+#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' prevalence(x, c("acquisition", "crude oil", "acquisition", NA, NA))
+#' @export
+prevalence <- function(x, ...) {
+  UseMethod("prevalence")
+}
+
+#' @rdname prevalence
+#' @export
+prevalence.default <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
+                               reference = NULL, ...) {
+  check_dots_empty(...)
+  parts <- annotation_parts(x, "x")
+  estimate_prevalence(parts, truth, by, alpha, predictions, reference)
+}
+
+#' @rdname prevalence
+#' @export
+prevalence.data.frame <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
+                                  reference = NULL, label = ".label", probs = ".probs", ...) {
+  check_dots_empty(...)
+  truth <- column_of(x, substitute(truth), "truth")
+  by_name <- substitute(by)
+  by <- if (is.null(by_name)) NULL else column_of(x, by_name, "by")
+  parts <- frame_annotation_parts(column_of(x, check_string(label, "label"), "label"),
+                                  column_of(x, check_string(probs, "probs"), "probs"))
+  estimate_prevalence(parts, truth, by, alpha, predictions, reference)
+}
+
+estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference, call = sys.call(-1)) {
+  truth <- check_labels(truth, "truth", call = call)
+  if (!is.null(by)) by <- check_labels(by, "by", call = call)
+  predictions <- match.arg(predictions, c("probs", "labels"))
+  alpha <- check_number(alpha, "alpha", call = call)
+  if (!is.null(reference)) reference <- check_labels(reference, "reference", call = call)
+  cols <- with_python(python_helpers()$prevalence(parts$labels, parts$names, parts$probs, parts$errors,
+                                                  na_to_none(as.character(truth)),
+                                                  if (is.null(by)) NULL else na_to_none(by), alpha, predictions,
+                                                  if (is.null(reference)) NULL else reference[[1]]), call = call)
+  columns_frame(cols)
+}
+
+# annotate()'s label and probability columns, taken apart for Python as annotation_parts() takes
+# annotate_vec()'s result.
+frame_annotation_parts <- function(labels, probs, call = sys.call(-1)) {
+  first <- if (is.list(probs)) Find(Negate(is.null), probs) else NULL
+  if (is.null(first) || is.null(names(first))) {
+    abort_invalid("the `probs` column must be the list of named probabilities that annotate() adds (and not every text failed)",
+                  call = call)
+  }
+  errors <- rep(list(NULL), length(labels))
+  errors[is.na(labels)] <- list("failed")
+  list(labels = na_to_none(as.character(labels)), names = as.list(names(first)),
+       probs = lapply(probs, function(p) if (is.null(p) || anyNA(p)) NULL else as.list(unname(as.numeric(p)))),
+       errors = errors)
+}
+
+# A column of a data frame named by a bare name or a string.
+column_of <- function(data, expr, what, call = sys.call(-1)) {
+  name <- if (is.character(expr) && length(expr) == 1) expr else if (is.name(expr)) as.character(expr) else NULL
+  if (is.null(name) || !name %in% names(data)) {
+    abort_invalid(sprintf("`%s` must name a column of the data (a bare name or a string)", what), call = call)
+  }
+  data[[name]]
+}
+
+# A matrix as a list of its rows (reticulate 1.28 cannot hand a matrix to NumPy 2).
+matrix_rows <- function(x) {
+  lapply(seq_len(nrow(x)), function(i) as.list(unname(x[i, ])))
+}
+
+# Python's columns (lists with None where a row has no value) as a data frame with NA there.
+columns_frame <- function(cols) {
+  as.data.frame(lapply(cols, function(col) {
+    values <- lapply(col, function(v) if (is.null(v)) NA else v)
+    unlist(values)
+  }), check.names = FALSE, stringsAsFactors = FALSE)
+}
+
+#' Regression coefficients with valid intervals when the model codes the outcome
+#'
+#' Least squares of an outcome coded by hand on a random sample of the texts
+#' and predicted by the model for every text (for a label: 1 if the text has
+#' it, 0 if not, and its probability from [annotate_vec()]), on regressors
+#' known for every text. PPI++ (power-tuned, as `ppi-python`'s `ppi_ols_ci`)
+#' gives each coefficient an interval that is valid whatever the model's
+#' errors; beside it, least squares on the coded texts alone with White's
+#' robust standard errors.
+#'
+#' @param formula A formula, `outcome ~ regressors`, as for [stats::lm()]; the
+#'   outcome column holds the human codes (numbers or `TRUE`/`FALSE`), `NA`
+#'   where the text was not coded.
+#' @param data A data frame with one row per text.
+#' @param predicted The name (bare or a string) of the column of `data`
+#'   holding the model's prediction of the outcome for every text.
+#' @param alpha The intervals' level is `1 - alpha`.
+#' @return A data frame, one row per coefficient: `term`, `estimate`,
+#'   `std.error`, `conf.low`, `conf.high` (PPI++), `classical`,
+#'   `classical.std.error`, `classical.conf.low`, `classical.conf.high` (coded
+#'   texts alone), `lambda` (the weight given to the predictions), `n_coded`,
+#'   `n`.
+#' @seealso [prevalence()].
+#' @examplesIf newrllama::newrllama_available()
+#' set.seed(1)
+#' d <- data.frame(year = rep(1:4, 10), p = runif(40))
+#' d$coded <- ifelse(seq_len(40) %% 3 == 0, as.numeric(d$p > 0.5), NA)
+#' regression(coded ~ year, d, p)
+#' @export
+regression <- function(formula, data, predicted, alpha = 0.05) {
+  if (!inherits(formula, "formula") || length(formula) != 3) {
+    abort_invalid("`formula` must be a two-sided formula, outcome ~ regressors")
+  }
+  if (!is.data.frame(data)) {
+    abort_invalid(sprintf("`data` must be a data frame, not %s", describe(data)))
+  }
+  predicted <- column_of(data, substitute(predicted), "predicted")
+  alpha <- check_number(alpha, "alpha")
+  frame <- stats::model.frame(formula, data, na.action = stats::na.pass)
+  outcome <- stats::model.response(frame)
+  if (is.logical(outcome)) outcome <- as.numeric(outcome)
+  if (!is.numeric(outcome)) {
+    abort_invalid(sprintf("the outcome must hold numbers or TRUE/FALSE (for a label: 1 if the text has it, 0 if not), not %s",
+                          describe(outcome)))
+  }
+  if (is.logical(predicted)) predicted <- as.numeric(predicted)
+  if (!is.numeric(predicted)) {
+    abort_invalid(sprintf("`predicted` must be a numeric column, not %s", describe(predicted)))
+  }
+  x <- stats::model.matrix(formula, frame)
+  cols <- with_python(python_helpers()$regression(matrix_rows(x), as.list(colnames(x)),
+                                                  as.list(unname(as.numeric(outcome))),
+                                                  as.list(unname(as.numeric(predicted))), alpha))
+  columns_frame(cols)
+}

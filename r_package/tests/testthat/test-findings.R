@@ -1,0 +1,98 @@
+skip_if_no_newrllama()
+
+# Labels and probabilities as annotate_vec() returns them, for a population whose model calls a third of the
+# earnings stories acquisitions: no model is run here (annotate_vec() has its own tests).
+labels <- c("acquisition", "crude oil", "earnings")
+set.seed(3)
+n <- 240
+truth <- sample(labels, n, replace = TRUE, prob = c(0.5, 0.3, 0.2))
+predicted <- ifelse(truth == "earnings" & runif(n) < 0.35, "acquisition", truth)
+probs <- t(vapply(predicted, function(l) {
+  p <- 0.2 + 0.6 * (labels == l) + runif(3, 0, 0.1)
+  p / sum(p)
+}, numeric(3)))
+dimnames(probs) <- list(NULL, labels)
+x <- structure(predicted, probs = probs, raw_probs = probs, order_free_probs = probs)
+coded <- ifelse(seq_len(n) %% 3 == 0, truth, NA)
+group <- ifelse(seq_len(n) %% 2 == 0, "wire", "paper")
+
+python_share <- function(label, ...) {
+  annotations <- lapply(seq_len(n), function(i) py_newrllama()$Annotation(predicted[[i]], as.list(probs[i, ])))
+  py_newrllama()$prevalence(annotations, lapply(coded, function(v) if (is.na(v)) NULL else v), ...)$share(label)
+}
+
+test_that("prevalence() gives Python's PPI++ shares with the naive and coded-only figures beside them", {
+  out <- prevalence(x, coded)
+  expect_s3_class(out, "data.frame")
+  expect_equal(out$label, labels)
+  expect_true(all(out$estimand == "share") && all(out$n_coded == n / 3) && all(out$n == n))
+  py <- python_share("earnings")
+  row <- out[out$label == "earnings", ]
+  expect_equal(c(row$estimate, row$conf.low, row$conf.high, row$lambda), c(py$estimate, py$lower, py$upper, py$lam))
+  expect_equal(row$naive, mean(predicted == "earnings"))
+  expect_equal(row$classical, mean(truth[!is.na(coded)] == "earnings"))
+  expect_true(row$conf.low < mean(truth == "earnings") && mean(truth == "earnings") < row$conf.high)
+  by_labels <- prevalence(x, coded, predictions = "labels")
+  expect_false(isTRUE(all.equal(by_labels$estimate, out$estimate)))
+})
+
+test_that("prevalence() by group adds each group's difference from the reference", {
+  out <- prevalence(x, coded, by = group)
+  shares <- out[out$estimand == "share", ]
+  diffs <- out[out$estimand == "difference", ]
+  expect_equal(nrow(shares), 6)
+  expect_equal(unique(diffs$reference), "paper")
+  expect_equal(unique(diffs$group), "wire")
+  crude <- shares[shares$label == "crude oil", ]
+  expect_equal(diffs$estimate[diffs$label == "crude oil"],
+               crude$estimate[crude$group == "wire"] - crude$estimate[crude$group == "paper"])
+  expect_true(all(is.na(diffs$naive)) && all(is.na(shares$reference)))
+  flipped <- prevalence(x, coded, by = group, reference = "wire")
+  expect_equal(unique(flipped$reference[flipped$estimand == "difference"]), "wire")
+})
+
+test_that("prevalence() reads annotate()'s data frame columns", {
+  d <- data.frame(id = seq_len(n), code = coded, source = group)
+  d$.label <- predicted
+  d$.probs <- lapply(seq_len(n), function(i) probs[i, ])
+  expect_equal(prevalence(d, code, by = source), prevalence(x, coded, by = group))
+  expect_equal(prevalence(d, "code"), prevalence(x, coded))
+  expect_error(prevalence(d, nothing), "must name a column", class = "newrllama_invalid_argument")
+  expect_error(prevalence(d, code, probs = "id"), "list of named probabilities", class = "newrllama_invalid_argument")
+})
+
+test_that("bad input to prevalence() is a clear error from Python's checks", {
+  expect_error(prevalence(x, coded[-1]), "truth has 239 codes but there are 240 annotations",
+               class = "newrllama_invalid_argument")
+  expect_error(prevalence(x, replace(coded, 4, "sport")), "truth holds 'sport'", class = "newrllama_invalid_argument")
+  expect_error(prevalence(x, coded, alpha = 2), "alpha must be a number in", class = "newrllama_invalid_argument")
+  expect_error(prevalence(x, coded, by = group, reference = "tv"), "reference 'tv' is not one of the groups",
+               class = "newrllama_invalid_argument")
+  expect_error(prevalence(x, coded, predictions = "votes"), "should be one of")
+  expect_error(prevalence("acquisition", "acquisition"), "must be the result of annotate_vec",
+               class = "newrllama_invalid_argument")
+})
+
+test_that("regression() fits a formula with PPI++ intervals that agree with Python", {
+  d <- data.frame(year = rep(1:4, length.out = n), wire = as.numeric(group == "wire"))
+  d$crude <- ifelse(is.na(coded), NA, as.numeric(coded == "crude oil"))
+  d$p_crude <- probs[, "crude oil"]
+  out <- regression(crude ~ year + wire, d, p_crude)
+  expect_equal(out$term, c("(Intercept)", "year", "wire"))
+  expect_true(all(out$conf.low < out$estimate & out$estimate < out$conf.high))
+  py <- py_newrllama()$regression(Map(list, d$year, d$wire), as.list(d$crude), d$p_crude,
+                                  names = list("year", "wire"))
+  expect_equal(out$estimate[2], py$coefficient("year")$estimate)
+  expect_equal(out$conf.high[3], py$coefficient("wire")$upper)
+  expect_equal(unique(out$n_coded), n / 3)
+  expect_equal(regression(crude ~ year, d, "p_crude")$term, c("(Intercept)", "year"))
+  d$crude_flag <- d$crude == 1
+  expect_equal(regression(crude_flag ~ year, d, p_crude)$estimate, regression(crude ~ year, d, p_crude)$estimate)
+  expect_error(regression(crude ~ year, d, nothing), "must name a column", class = "newrllama_invalid_argument")
+  expect_error(regression(~ year, d, p_crude), "two-sided formula", class = "newrllama_invalid_argument")
+  d$label <- ifelse(is.na(coded), NA, coded)
+  expect_error(regression(label ~ year, d, p_crude), "the outcome must hold numbers",
+               class = "newrllama_invalid_argument")
+  d$year[3] <- NA
+  expect_error(regression(crude ~ year, d, p_crude), "finite numbers", class = "newrllama_invalid_argument")
+})
