@@ -15,7 +15,7 @@ from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
 from .findings import Coefficient, Prevalence, Regression, Share, ShareDifference, prevalence, regression
-from .errors import (ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
+from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
 from .params import SamplingParams
@@ -28,7 +28,7 @@ from .stream import TextStream
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agreement", "Annotation", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError",
+    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError",
     "ClusterStats", "Coefficient", "Completion", "Context", "ContextError", "Device", "EngineStats",
     "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model",
     "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin", "SamplingParams", "Share",

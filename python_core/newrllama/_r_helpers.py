@@ -7,9 +7,11 @@ import json
 import os
 import urllib.error
 import urllib.request
+import warnings
 
 import newrllama
 from newrllama import download
+from newrllama.annotation import suspect_labels
 
 
 def sampling_fields():
@@ -84,9 +86,12 @@ def annotate(texts, labels, instruction, context, progress, definitions, example
     """One question: its annotations as named columns; a codebook: those of each question, by question."""
     # None: the library's default
     options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
-    done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                              calibration=calibration, context=context, progress=bool(progress), ids=ids,
-                              output=output, resume=resume, retry_errors=retry_errors, **options, **settings)
+    with warnings.catch_warnings():  # R warns, from each question's columns
+        warnings.simplefilter("ignore", newrllama.AnnotationWarning)
+        done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples,
+                                  codebook=codebook, calibration=calibration, context=context, progress=bool(progress),
+                                  ids=ids, output=output, resume=resume, retry_errors=retry_errors, **options,
+                                  **settings)
     if codebook is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
@@ -103,10 +108,12 @@ def _values(probs):
 
 
 def unpack_annotations(done):
-    """Annotations as named columns (R builds its vector and probability matrices from them)."""
+    """Annotations as named columns (R builds its vector and probability matrices from them), and what looks
+    wrong with them as a whole (R warns)."""
     return {"label": [a.label for a in done], "probs": [_values(a.probs) for a in done],
             "raw_probs": [_values(a.raw_probs) for a in done],
-            "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done]}
+            "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done],
+            "order_flip": [a.order_flip for a in done], "suspect": suspect_labels(done)}
 
 
 def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors):

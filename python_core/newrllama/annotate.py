@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from tqdm.auto import tqdm
 
-from .annotation import Annotation, check_texts
+from .annotation import Annotation, check_texts, suspect_labels
 from .calibration import Calibration
 from .choices import label_tokens
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
 from .context import Context
 from .convenience import sized_context
-from .errors import InvalidArgumentError
+from .errors import AnnotationWarning, InvalidArgumentError
 from .jobs import AnnotationJob
 from .model import Model
 from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
@@ -106,6 +107,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
                                   [completions[k] for k, _ in mine], base_order(debias, book.labels))
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
+            for message in suspect_labels(per_question[q]):
+                warnings.warn(message if q is None else f"question {q!r}: {message}", AnnotationWarning, stacklevel=2)
     if codebook is None:
         return per_question[None]
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
@@ -208,7 +211,9 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
     for i, logp in order_free_scores(debias, scores, labels, base).items():
         probs = dict(zip(labels, softmax(logp)))
         raw = dict(zip(labels, softmax(scores[i][base])))
-        results[i] = Annotation(max(probs, key=probs.get), probs, None, raw, probs)
+        by_order = scores[i].values()
+        flip = len({max(range(len(labels)), key=s.__getitem__) for s in by_order}) > 1 if len(by_order) > 1 else None
+        results[i] = Annotation(max(probs, key=probs.get), probs, None, raw, probs, flip)
     return results
 
 

@@ -2,6 +2,7 @@
 arguments that need no model: shared by annotate(), the results file's jobs and calibration."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -15,13 +16,16 @@ class Annotation:
 
     ``probs`` are the ones the label was chosen by: order-free, and calibrated when a
     calibration was applied. ``raw_probs`` are the model's, with the labels listed in one
-    order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration."""
+    order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration.
+    ``order_flip``: whether the label the model preferred changed between the listing orders it scored the text
+    in (None where it scored one order): a text whose label rests on where the labels stand."""
 
     label: Optional[str]
     probs: Optional[Dict[str, float]] = None
     error: Optional[str] = None
     raw_probs: Optional[Dict[str, float]] = None
     order_free_probs: Optional[Dict[str, float]] = None
+    order_flip: Optional[bool] = None
 
     @property
     def margin(self) -> Optional[float]:
@@ -30,6 +34,31 @@ class Annotation:
             return None
         top = sorted(self.probs.values(), reverse=True)
         return top[0] - top[1]
+
+
+# What makes a call's labels suspect (annotate() warns): one label for at least COLLAPSED of at least
+# MIN_TEXTS texts, or a label that changes with the listing order on at least FLIPPED of the texts scored in
+# several orders.
+MIN_TEXTS = 20
+COLLAPSED = 0.95
+FLIPPED = 0.10
+
+
+def suspect_labels(annotations: Sequence["Annotation"]) -> List[str]:
+    """What looks wrong with a call's labels as a whole, in words (empty if nothing does)."""
+    labelled = [a for a in annotations if a.label is not None]
+    out = []
+    if len(labelled) >= MIN_TEXTS and len(labelled[0].probs or {}) > 1:
+        top, n = max(Counter(a.label for a in labelled).items(), key=lambda kv: kv[1])
+        if n >= COLLAPSED * len(labelled):
+            out.append(f"{n} of {len(labelled)} texts got the label {top!r}: the model may not be telling the labels "
+                       "apart (check the instruction and the definitions; validate() on a coded sample tells)")
+    scored = [a for a in labelled if a.order_flip is not None]
+    flips = sum(a.order_flip for a in scored)
+    if len(scored) >= MIN_TEXTS and flips >= FLIPPED * len(scored):
+        out.append(f"the label changed with the listing order on {flips} of {len(scored)} texts (Annotation.order_flip): "
+                   "those labels rest on where the labels stand in the list")
+    return out
 
 
 def check_annotations(annotations: object, name: str) -> List[Annotation]:

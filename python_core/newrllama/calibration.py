@@ -66,7 +66,7 @@ class Calibration:
                 raise InvalidArgumentError(f"this calibration was fitted on the labels {list(self.labels)}, "
                                            f"not {list(base)}")
             probs = self.probs(base)
-            out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, base))
+            out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, base, a.order_flip))
         return out
 
 

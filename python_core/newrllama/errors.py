@@ -40,3 +40,7 @@ class LibraryMismatchError(NewrllamaError, ImportError):
 
 class ClusterError(NewrllamaError):
     """A cluster could not start (Ray missing, workers that never became ready) or lost its workers."""
+
+
+class AnnotationWarning(UserWarning):
+    """Labels that look wrong as a whole: nearly every text has one label, or many change with the listing order."""

@@ -108,11 +108,11 @@ class AnnotationJob:
 
     def record(self, result: Annotation) -> dict:
         return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
-                "order_free_probs": result.order_free_probs}
+                "order_free_probs": result.order_free_probs, "order_flip": result.order_flip}
 
     def from_record(self, record: dict) -> Annotation:
         return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
-                          record.get("order_free_probs"))
+                          record.get("order_free_probs"), record.get("order_flip"))
 
     def failed(self, message: str) -> Annotation:
         return Annotation(None, error=message)

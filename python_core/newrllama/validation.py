@@ -69,6 +69,7 @@ class Validation:
     brier: Optional[float] = None
     ece: Optional[float] = None
     reliability: List[ReliabilityBin] = field(default_factory=list)
+    order_flip_share: Optional[float] = None  # of the texts scored in several listing orders, coded or not
 
     def plot(self, ax=None):
         """A reliability diagram (matplotlib, the optional extra 'plot'): the accuracy of each bin against its
@@ -159,15 +160,18 @@ def _calibration(rows: Sequence[Tuple[Mapping[Any, float], Any]]) -> Tuple[float
     return brier, ece, reliability
 
 
-def validate(predicted: Sequence[Any], truth: Sequence[Any], probs: Optional[Sequence[Any]] = None) -> Validation:
+def validate(predicted: Sequence[Any], truth: Sequence[Any], probs: Optional[Sequence[Any]] = None,
+             order_flip: Optional[Sequence[Optional[bool]]] = None) -> Validation:
     """Predicted labels against the truth (see Validation); ``probs``: each text's label -> probability dict
-    (``Annotation.probs``), None where the prediction is missing."""
+    (``Annotation.probs``), None where the prediction is missing; ``order_flip``: each text's
+    ``Annotation.order_flip``, whose share of True among the texts scored in several orders is reported."""
     if isinstance(predicted, (str, bytes)) or isinstance(truth, (str, bytes)):
         raise InvalidArgumentError("predicted and truth must be sequences of labels, not a single string")
     predicted, truth = list(predicted), list(truth)
     if len(predicted) != len(truth):
         raise InvalidArgumentError(f"predicted has {len(predicted)} labels but truth has {len(truth)}")
     checked_probs = _check_probs(probs, len(truth)) if probs is not None else None
+    flip_share = _flip_share(order_flip, len(truth)) if order_flip is not None else None
     pairs = [(None if missing(p) else p, t) for p, t in zip(predicted, truth) if not missing(t)]
     if not pairs:
         raise InvalidArgumentError("no pair with a known truth to validate")
@@ -196,4 +200,13 @@ def validate(predicted: Sequence[Any], truth: Sequence[Any], probs: Optional[Seq
     return Validation(n=n, n_missing=pred_counts.get(None, 0), accuracy=accuracy, kappa=kappa, macro_f1=macro_f1,
                       labels=labels, per_label=per_label, confusion=confusion,
                       accuracy_ci=wilson(round(accuracy * n), n), kappa_ci=kappa_ci, macro_f1_ci=f1_ci,
-                      brier=brier, ece=ece, reliability=reliability)
+                      brier=brier, ece=ece, reliability=reliability, order_flip_share=flip_share)
+
+
+def _flip_share(order_flip: Sequence[Optional[bool]], n: int) -> Optional[float]:
+    if isinstance(order_flip, (str, bytes)) or not isinstance(order_flip, Sequence) or len(order_flip) != n:
+        raise InvalidArgumentError(f"order_flip must be a list of {n} True, False or None (Annotation.order_flip)")
+    known = [f for f in order_flip if not missing(f)]
+    if any(not isinstance(f, bool) for f in known):
+        raise InvalidArgumentError("order_flip must hold True, False or None (Annotation.order_flip)")
+    return sum(known) / len(known) if known else None

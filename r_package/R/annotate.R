@@ -62,7 +62,10 @@
 #'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
-#'   calibration). A text that is `NA` or empty gets `NA` (the reason in
+#'   calibration), `attr(x, "order_flip")` (whether the label changed between
+#'   the listing orders scored; `NA` where one order was scored). A call whose
+#'   labels look wrong as a whole (one label for nearly every text, or many
+#'   labels that change with the listing order) warns. A text that is `NA` or empty gets `NA` (the reason in
 #'   `attr(x, "errors")`), with one warning. With a `codebook`, `annotate()`
 #'   adds `<question>.label`, `<question>.prob` and `<question>.probs` columns per question,
 #'   and `annotate_vec()` returns a named list of such label vectors, one per
@@ -233,6 +236,10 @@ label_vector <- function(out, labels, names, warn = TRUE) {
   attr(result, "probs") <- probability_matrix(out$probs, labels, names)
   attr(result, "raw_probs") <- probability_matrix(out$raw_probs, labels, names)
   attr(result, "order_free_probs") <- probability_matrix(out$order_free_probs, labels, names)
+  attr(result, "order_flip") <- vapply(out$order_flip, function(f) if (is.null(f)) NA else isTRUE(f), logical(1))
+  if (warn) {
+    for (message in unlist(out$suspect)) warn_suspect_labels(message)
+  }
   errors <- vapply(out$error, function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
   with_errors(result, is.na(result), errors, warn)
 }

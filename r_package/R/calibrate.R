@@ -52,7 +52,9 @@ predict.newrllama_calibration <- function(object, newdata, ...) {
   check_calibration(object, "object")
   parts <- annotation_parts(newdata, "newdata")
   out <- with_python(do.call(python_helpers()$calibration_apply, c(list(object$py), unname(parts))))
-  label_vector(out, parts$names, names(newdata))
+  result <- label_vector(out, parts$names, names(newdata), warn = FALSE)
+  attr(result, "order_flip") <- attr(newdata, "order_flip")
+  result
 }
 
 #' @export

@@ -86,3 +86,10 @@ warn_failed_prompts <- function(n_failed, n_total) {
     list(message = message, call = NULL)
   ))
 }
+
+warn_suspect_labels <- function(message) {
+  warning(structure(
+    class = c("newrllama_suspect_labels", "newrllama_warning", "warning", "condition"),
+    list(message = message, call = NULL)
+  ))
+}

@@ -11,6 +11,9 @@
 #'   labels as column names (`attr(x, "probs")` of [annotate_vec()]; a row with
 #'   `NA` for a text that failed). Adds the Brier score, the expected
 #'   calibration error and the reliability bins.
+#' @param order_flip Whether each text's label changed between the listing
+#'   orders it was scored in (`attr(x, "order_flip")` of [annotate_vec()], the
+#'   default when `predicted` carries it): adds `order_flip_share`.
 #' @return A list of class `newrllama_validation`: `accuracy`, `kappa` (Cohen's
 #'   kappa, an `NA` prediction being a category of its own), `macro_f1` (the
 #'   mean F1 over every label seen), each with a 95% interval
@@ -22,12 +25,18 @@
 #'   (mean squared distance of the probabilities from the one-hot truth),
 #'   `ece` (expected calibration error over 10 bins of the top probability)
 #'   and `reliability` (a data frame of the bins: `low`, `high`, `n`,
-#'   `confidence`, `accuracy`), drawn by `plot()`.
+#'   `confidence`, `accuracy`), drawn by `plot()`; with `order_flip`,
+#'   `order_flip_share` (of the texts scored in several orders, the share whose
+#'   label changed with the order).
 #' @seealso [agreement()] for several coders, [calibrate()].
 #' @examplesIf newrllama::newrllama_available()
 #' validate(c("acq", "crude", "acq"), c("acq", "crude", "crude"))$kappa
 #' @export
-validate <- function(predicted, truth, probs = NULL) {
+validate <- function(predicted, truth, probs = NULL, order_flip = attr(predicted, "order_flip")) {
+  if (!is.null(order_flip) && (!is.logical(order_flip) || length(order_flip) != length(predicted))) {
+    abort_invalid(sprintf("`order_flip` must be TRUE/FALSE/NA for each of the %d labels, not %s", length(predicted),
+                          describe(order_flip)))
+  }
   predicted <- check_labels(predicted, "predicted")
   truth <- check_labels(truth, "truth")
   if (length(predicted) != length(truth)) {
@@ -39,7 +48,8 @@ validate <- function(predicted, truth, probs = NULL) {
     truth <- as.character(truth)
   }
   py_probs <- if (is.null(probs)) NULL else probability_rows(probs, length(truth))
-  v <- with_python(py_newrllama()$validate(na_to_none(predicted), na_to_none(truth), py_probs))
+  v <- with_python(py_newrllama()$validate(na_to_none(predicted), na_to_none(truth), py_probs,
+                                           if (is.null(order_flip)) NULL else na_to_none(order_flip)))
   scores <- python_helpers()$label_scores(v)
   bins <- python_helpers()$reliability(v)
   known <- !is.na(truth)
@@ -64,6 +74,7 @@ validate <- function(predicted, truth, probs = NULL) {
       confusion = table(truth = truth[known], predicted = predicted[known], useNA = "ifany"),
       brier = if (is.null(v$brier)) NA_real_ else v$brier,
       ece = if (is.null(v$ece)) NA_real_ else v$ece,
+      order_flip_share = if (is.null(v$order_flip_share)) NA_real_ else v$order_flip_share,
       reliability = data.frame(low = as.numeric(unlist(bins$low)), high = as.numeric(unlist(bins$high)),
                                n = as.integer(unlist(bins$n)), confidence = as.numeric(unlist(bins$confidence)),
                                accuracy = as.numeric(unlist(bins$accuracy)))
@@ -105,6 +116,9 @@ print.newrllama_validation <- function(x, ...) {
               x$macro_f1, x$macro_f1_ci[1], x$macro_f1_ci[2]))
   if (!is.na(x$brier)) {
     cat(sprintf("  Brier score %.3f, expected calibration error %.3f\n", x$brier, x$ece))
+  }
+  if (!is.null(x$order_flip_share) && !is.na(x$order_flip_share)) {
+    cat(sprintf("  label changed with the listing order on %.1f%% of the texts\n", 100 * x$order_flip_share))
   }
   invisible(x)
 }

@@ -1,6 +1,8 @@
 """annotate(): valid labels for every text, prompts that share their instruction, failures that stay alone."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 import newrllama
@@ -75,3 +77,38 @@ def test_the_order_the_labels_are_given_in_changes_nothing(model):
 def test_bad_arguments(kwargs, message):
     with pytest.raises(newrllama.InvalidArgumentError, match=message):
         newrllama.annotate(**kwargs)
+
+
+def test_order_flip_says_whether_the_label_changed_between_the_orders_scored(model):
+    """order_flip is the comparison of the per-order winners (checked against debias="none" in each order); a call
+    whose labels change with the order on many texts warns."""
+    texts = [t for t in TEXTS if t and t.strip()] * 8
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", newrllama.AnnotationWarning)
+            both = newrllama.annotate(texts, LABELS, "Give the topic of the news text.", context=ctx)
+        each = [newrllama.annotate(texts, order, "Give the topic of the news text.", debias="none", context=ctx)
+                for order in (sorted(LABELS), sorted(LABELS)[::-1])]
+        one = newrllama.annotate(texts, LABELS, "Give the topic of the news text.", debias="none", context=ctx)
+    expected = [a.label != b.label for a, b in zip(*each)]
+    assert [a.order_flip for a in both] == expected
+    assert all(a.order_flip is None for a in one)
+    flipped = sum(expected)
+    assert any("changed with the listing order" in str(w.message) for w in seen) == (flipped >= 0.1 * len(texts))
+
+
+def test_labels_that_collapse_or_follow_the_order_are_named():
+    from newrllama.annotation import suspect_labels
+    probs = {"a": 0.6, "b": 0.4}
+    same = [newrllama.Annotation("a", probs, order_flip=False)] * 20
+    assert suspect_labels(same) == ["20 of 20 texts got the label 'a': the model may not be telling the labels apart "
+                                    "(check the instruction and the definitions; validate() on a coded sample tells)"]
+    mixed = [newrllama.Annotation("a" if i % 3 else "b", probs, order_flip=i < 2) for i in range(20)]
+    assert suspect_labels(mixed) == ["the label changed with the listing order on 2 of 20 texts (Annotation.order_flip): "
+                                     "those labels rest on where the labels stand in the list"]
+    assert suspect_labels(mixed[2:]) == [] and suspect_labels(same[:19]) == []
+    v = newrllama.validate([a.label for a in mixed], ["a"] * 20, order_flip=[a.order_flip for a in mixed])
+    assert v.order_flip_share == 0.1
+    assert newrllama.validate(["a", "b"], ["a", "a"], order_flip=[None, None]).order_flip_share is None
+    with pytest.raises(newrllama.InvalidArgumentError, match="order_flip must be a list of 2"):
+        newrllama.validate(["a", "b"], ["a", "a"], order_flip=[True])

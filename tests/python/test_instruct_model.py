@@ -50,9 +50,11 @@ def both_orders(instruct, reuters):
     """annotate() with the labels listed one way and the other, by default (order-free scores)."""
     texts, _ = reuters
     with newrllama.Context(instruct, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
-        first = newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
-        assert ctx.last_stats.n_cached_tokens > 0
-        second = newrllama.annotate(texts, ["crude oil", "acquisition"], INSTRUCTION, context=ctx)
+        # With the definitions before the text the model labels every story "acquisition", and says so.
+        with pytest.warns(newrllama.AnnotationWarning, match="70 of 70 texts got the label 'acquisition'"):
+            first = newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
+            assert ctx.last_stats.n_cached_tokens > 0
+            second = newrllama.annotate(texts, ["crude oil", "acquisition"], INSTRUCTION, context=ctx)
     return first, second
 
 
@@ -79,6 +81,26 @@ def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(bot
     after = newrllama.validate([a.label for a in calibrated], [truth[i] for i in rest])
     assert after.kappa >= CALIBRATED_KAPPA, (before.kappa, after.kappa)
     assert after.kappa > before.kappa
+
+
+def test_reuters_share_from_40_coded_stories_is_covered_by_ppi_where_the_model_labels_fail(both_orders, reuters):
+    """Every story labelled "acquisition": the naive share of crude oil is 0, yet the PPI++ intervals from the
+    probabilities cover the share of all 70 human codes, and are narrower than the coded stories' own
+    (bench/bench_findings.py: 2,000 draws, this prompt and a better one)."""
+    _, truth = reuters
+    first, _ = both_orders
+    true_share = truth.count("crude oil") / len(truth)
+    rng = random.Random(46)
+    covered, ppi_widths, coded_widths = 0, [], []
+    for _ in range(200):
+        coded = set(rng.sample(range(len(truth)), 40))
+        share = newrllama.prevalence(first, [t if i in coded else None for i, t in enumerate(truth)]).share("crude oil")
+        assert share.naive == 0.0 and not share.naive_lower <= true_share <= share.naive_upper
+        covered += share.lower <= true_share <= share.upper
+        ppi_widths.append(share.upper - share.lower)
+        coded_widths.append(share.classical_upper - share.classical_lower)
+    assert covered >= 0.9 * 200
+    assert sorted(ppi_widths)[100] < sorted(coded_widths)[100]
 
 
 def test_instruct_model_copies_a_label_that_begins_another(instruct):

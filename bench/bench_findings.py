@@ -1,0 +1,96 @@
+"""Shares with valid intervals on real coded text: how often each interval covers the share of "crude oil" among
+the 70 Reuters stories of r-cran-tm (20 of 70, from every human code), over many random coded samples of 40.
+
+The instruct model labels every story (annotate(), default order cure) under two prompts: the instruction with
+the definitions in it (where the model labels nearly every story "acquisition") and the definitions given as
+definitions= (bench/bench_validity.py has their agreement). For each of --draws random samples of 40 stories
+taken as coded (the others' codes hidden), newrllama.prevalence() gives the PPI++ interval from the
+probabilities and from the labels, the coded stories' own interval and the naive share of the model's labels;
+reported: each one's coverage of the true share at 95% nominal, its median width, and the median lambda.
+
+    .venv/bin/python bench/bench_findings.py [--draws 2000] [--coded 40]
+Writes bench/results/findings-<date>-<cpu>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import newrllama  # noqa: E402
+from bench_results import write_results  # noqa: E402
+from bench_validity import DEFINITIONS, INSTRUCTION, PLAIN_INSTRUCTION  # noqa: E402
+from fetch_instruct_model import instruct_model_path  # noqa: E402
+from reuters import reuters_stories  # noqa: E402
+
+LABEL = "crude oil"
+LABELS = ["acquisition", "crude oil"]
+CUT = 1500
+
+
+def annotations(model, texts):
+    out = {}
+    with newrllama.Context(model, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
+        for name, (instruction, definitions) in {"instruction with definitions": (INSTRUCTION, None),
+                                                 "definitions=": (PLAIN_INSTRUCTION, DEFINITIONS)}.items():
+            t0 = time.perf_counter()
+            out[name] = newrllama.annotate(texts, LABELS, instruction, definitions=definitions, context=ctx)
+            print(f"{name}: annotated in {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def coverage(done, truth, draws: int, n_coded: int, seed: int) -> dict:
+    true_share = truth.count(LABEL) / len(truth)
+    rng = random.Random(seed)
+    kinds = ("ppi, probabilities", "ppi, labels", "coded only", "naive")
+    hits = dict.fromkeys(kinds, 0)
+    widths = {k: [] for k in kinds}
+    lams = []
+    for _ in range(draws):
+        coded = set(rng.sample(range(len(truth)), n_coded))
+        codes = [t if i in coded else None for i, t in enumerate(truth)]
+        by_probs = newrllama.prevalence(done, codes).share(LABEL)
+        by_labels = newrllama.prevalence(done, codes, predictions="labels").share(LABEL)
+        intervals = {"ppi, probabilities": (by_probs.lower, by_probs.upper),
+                     "ppi, labels": (by_labels.lower, by_labels.upper),
+                     "coded only": (by_probs.classical_lower, by_probs.classical_upper),
+                     "naive": (by_probs.naive_lower, by_probs.naive_upper)}
+        for k, (lo, hi) in intervals.items():
+            hits[k] += lo <= true_share <= hi
+            widths[k].append(hi - lo)
+        lams.append(by_probs.lam)
+    labels = [a.label for a in done]
+    return {"true_share": true_share, "naive_share": labels.count(LABEL) / len(labels),
+            "kappa": newrllama.validate(labels, truth).kappa,
+            "coverage": {k: hits[k] / draws for k in kinds},
+            "median_width": {k: statistics.median(widths[k]) for k in kinds},
+            "median_lambda_probabilities": statistics.median(lams)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--coded", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=46)
+    args = ap.parse_args()
+    stories = reuters_stories()
+    texts, truth = [t[:CUT] for t, _ in stories], [label for _, label in stories]
+    with newrllama.Model(instruct_model_path()) as model:
+        done = annotations(model, texts)
+    report = {"model": Path(instruct_model_path()).name, "stories": len(texts), "cut": CUT, "coded": args.coded,
+              "draws": args.draws, "seed": args.seed, "label": LABEL,
+              "prompts": {name: coverage(d, truth, args.draws, args.coded, args.seed) for name, d in done.items()}}
+    write_results("findings", report)
+    for name, r in report["prompts"].items():
+        print(name, {k: round(v, 3) for k, v in r["coverage"].items()}, {k: round(v, 3) for k, v in r["median_width"].items()},
+              f"kappa {r['kappa']:.3f} naive {r['naive_share']:.3f} true {r['true_share']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
