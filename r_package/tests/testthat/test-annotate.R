@@ -105,3 +105,27 @@ test_that("a codebook asks several questions about each text", {
   expect_error(annotate_vec("a", codebook = list(topic = "one"), context = ctx), "topic",
                class = "newrllama_invalid_argument")
 })
+
+test_that("annotate_vec() says which labels changed with the listing order, and validate() reports the share", {
+  x <- annotate_vec(stories$text[c(1, 2, 4)], labels, context = ctx, progress = FALSE)
+  flips <- attr(x, "order_flip")
+  expect_type(flips, "logical")
+  expect_length(flips, 3)
+  expect_false(anyNA(flips))
+  v <- validate(x, c("sports", "business", "weather"))
+  expect_equal(v$order_flip_share, mean(flips))
+  expect_true(is.na(validate(x, c("sports", "business", "weather"), order_flip = NULL)$order_flip_share))
+  none <- annotate_vec(stories$text[c(1, 2)], labels, context = ctx, debias = "none", progress = FALSE)
+  expect_true(all(is.na(attr(none, "order_flip"))))
+  expect_error(validate(x, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
+               class = "newrllama_invalid_argument")
+})
+
+test_that("labels that look wrong as a whole warn with their own class", {
+  out <- list(label = list("a", "a"), probs = list(c(0.6, 0.4), c(0.7, 0.3)), raw_probs = list(NULL, NULL),
+              order_free_probs = list(NULL, NULL), error = list(NULL, NULL), order_flip = list(FALSE, NULL),
+              suspect = list("20 of 20 texts got the label 'a'"))
+  expect_warning(x <- label_vector(out, c("a", "b"), NULL), "20 of 20 texts", class = "newrllama_suspect_labels")
+  expect_equal(attr(x, "order_flip"), c(FALSE, NA))
+  expect_silent(label_vector(out, c("a", "b"), NULL, warn = FALSE))
+})
