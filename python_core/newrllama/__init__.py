@@ -25,7 +25,7 @@ from .system import Device, SystemInfo, system_info
 from .validation import LabelScores, ReliabilityBin, Validation, validate
 from .stream import TextStream
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError",

@@ -12,6 +12,7 @@ import warnings
 import newrllama
 from newrllama import download
 from newrllama.annotation import suspect_labels
+from newrllama.provenance import Provenance
 
 
 def sampling_fields():
@@ -113,24 +114,36 @@ def unpack_annotations(done):
     return {"label": [a.label for a in done], "probs": [_values(a.probs) for a in done],
             "raw_probs": [_values(a.raw_probs) for a in done],
             "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done],
-            "order_flip": [a.order_flip for a in done], "suspect": suspect_labels(done)}
+            "order_flip": [a.order_flip for a in done], "suspect": suspect_labels(done),
+            "provenance": next((json.dumps(a.provenance.to_dict()) for a in done if a.provenance), None)}
 
 
-def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors):
-    """annotate_vec()'s result (its label vector and probability matrices' rows) as Annotations again."""
+def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance=None):
+    """annotate_vec()'s result (its label vector, probability matrices' rows and provenance record) as
+    Annotations again."""
     def as_dict(row):
         return dict(zip(names, row)) if row is not None else None
-    return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f))
+    source = Provenance.from_dict(json.loads(provenance)) if provenance else None
+    return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f), provenance=source)
             for label, p, r, f, error in zip(labels, probs, raw_probs, order_free_probs, errors)]
 
 
-def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, truth, penalty, folds, balanced):
-    return newrllama.calibrate(repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors), truth,
-                               penalty=penalty, folds=folds, balanced=balanced)
+def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, penalty, folds, balanced):
+    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
+    return newrllama.calibrate(annotations, truth, penalty=penalty, folds=folds, balanced=balanced)
 
 
-def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors):
-    return unpack_annotations(cal.apply(repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors)))
+def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors, provenance):
+    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
+    return unpack_annotations(cal.apply(annotations))
+
+
+def calibration_json(cal):
+    return json.dumps(cal.to_dict())
+
+
+def calibration_from_json(text):
+    return newrllama.Calibration.from_dict(json.loads(text))
 
 
 def least_confident(labels, names, probs, errors, n):

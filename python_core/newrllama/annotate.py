@@ -7,6 +7,7 @@ SamplingParams), so every answer is valid; their listing order is taken out of t
 scores (order_bias.py), and a Calibration fitted on coded texts may correct them."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import warnings
@@ -26,8 +27,10 @@ from .jobs import AnnotationJob
 from .model import Model
 from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
 from .params import SamplingParams
+from .provenance import Provenance, codebook_digest
 from .results import Completion
 from .results_file import run_recorded
+from .version import __version__
 
 
 MISSING = "text is missing or empty"
@@ -106,6 +109,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
             mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
                                   [completions[k] for k, _ in mine], base_order(debias, book.labels))
+            source = _provenance(use, context, book, debias, examples_in)
+            results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
             for message in suspect_labels(per_question[q]):
                 warnings.warn(message if q is None else f"question {q!r}: {message}", AnnotationWarning, stacklevel=2)
@@ -162,6 +167,15 @@ def _model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
     else:
         with Model(model) as own:
             yield own
+
+
+def _provenance(model: Model, context: Optional[Context], book: Codebook, debias: str,
+                examples_in: str) -> Provenance:
+    identity = model.identity()
+    determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
+    return Provenance(os.path.basename(identity.path), identity.sha256, book.labels, book.instruction,
+                      codebook_digest(book, examples_in), debias, examples_in, len(book.examples), determinism,
+                      __version__)
 
 
 def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) -> Dict[Optional[str], Any]:

@@ -3,11 +3,12 @@ arguments that need no model: shared by annotate(), the results file's jobs and 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .codebook import check_codebook
 from .errors import InvalidArgumentError
+from .provenance import Provenance
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,8 @@ class Annotation:
     calibration was applied. ``raw_probs`` are the model's, with the labels listed in one
     order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration.
     ``order_flip``: whether the label the model preferred changed between the listing orders it scored the text
-    in (None where it scored one order): a text whose label rests on where the labels stand."""
+    in (None where it scored one order): a text whose label rests on where the labels stand. ``provenance``: what
+    produced the call's labels (model, codebook, order cure, determinism, release); left out of comparisons."""
 
     label: Optional[str]
     probs: Optional[Dict[str, float]] = None
@@ -26,6 +28,7 @@ class Annotation:
     raw_probs: Optional[Dict[str, float]] = None
     order_free_probs: Optional[Dict[str, float]] = None
     order_flip: Optional[bool] = None
+    provenance: Optional[Provenance] = field(default=None, compare=False, repr=False)
 
     @property
     def margin(self) -> Optional[float]:

@@ -19,10 +19,13 @@ a fixed seed), the choice of the penalty made anew inside each fold.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -30,15 +33,19 @@ from .agreement import missing
 from .annotation import Annotation, check_annotations
 from .errors import InvalidArgumentError
 from .order_bias import softmax
+from .provenance import Provenance
 from .validation import validate
 
+CALIBRATION_FORMAT = "newrllama-calibration-1"
 _FLOOR = -100.0  # log-probabilities below this carry no information the fit could use
 PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0)
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fitted correction of label scores, with its cross-validated accuracy and kappa on the coded sample."""
+    """A fitted correction of label scores, with its cross-validated accuracy and kappa on the coded sample, and
+    what made the labels it was fitted on: it applies only to labels made the same way (model, codebook, order
+    cure). ``save()`` and ``Calibration.load()`` keep it in a small JSON file."""
 
     labels: Tuple[str, ...]
     scale: float
@@ -48,6 +55,7 @@ class Calibration:
     cv_kappa: float
     penalty: float
     balanced: bool = True
+    fitted_on: Optional[Provenance] = None  # what made the coded texts' labels (None: annotations that do not say)
 
     def probs(self, order_free: Dict[str, float]) -> Dict[str, float]:
         """Calibrated probabilities from one text's order-free probabilities."""
@@ -65,9 +73,47 @@ class Calibration:
             if set(base) != set(self.labels):
                 raise InvalidArgumentError(f"this calibration was fitted on the labels {list(self.labels)}, "
                                            f"not {list(base)}")
+            if self.fitted_on is not None and a.provenance is not None:
+                why = self.fitted_on.differs_from(a.provenance)
+                if why:
+                    raise InvalidArgumentError(f"this calibration was fitted on labels made otherwise ({why}): "
+                                               "fit one on coded texts labelled this way")
             probs = self.probs(base)
-            out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, base, a.order_flip))
+            out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, base, a.order_flip,
+                                  a.provenance))
         return out
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"format": CALIBRATION_FORMAT, "labels": list(self.labels), "scale": self.scale,
+                "offsets": dict(self.offsets), "n": self.n, "cv_accuracy": self.cv_accuracy, "cv_kappa": self.cv_kappa,
+                "penalty": self.penalty, "balanced": self.balanced,
+                "fitted_on": self.fitted_on.to_dict() if self.fitted_on else None}
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Calibration":
+        if not isinstance(d, dict) or d.get("format") != CALIBRATION_FORMAT:
+            raise InvalidArgumentError(f"not a newrllama calibration (format {CALIBRATION_FORMAT!r})")
+        try:
+            labels = tuple(d["labels"])
+            offsets = {label: float(d["offsets"][label]) for label in labels}
+            return cls(labels, float(d["scale"]), offsets, int(d["n"]), float(d["cv_accuracy"]), float(d["cv_kappa"]),
+                       float(d["penalty"]), bool(d["balanced"]),
+                       Provenance.from_dict(d["fitted_on"]) if d.get("fitted_on") else None)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"a calibration record that lacks or garbles {exc}") from None
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> "Calibration":
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read the calibration file {path}: {exc.strerror}") from None
+        except ValueError:
+            raise InvalidArgumentError(f"{path} is not JSON: not a calibration saved by Calibration.save()") from None
+        return cls.from_dict(d)
 
 
 def _log(p: float) -> float:
@@ -190,6 +236,12 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
             raise InvalidArgumentError("the annotations do not all have the same labels")
         if t not in labels:
             raise InvalidArgumentError(f"truth holds {t!r}, which is not one of the labels {list(labels)}")
+    fitted_on = next((a.provenance for a, _ in used if a.provenance is not None), None)
+    for a, _ in used:
+        why = fitted_on.differs_from(a.provenance) if fitted_on and a.provenance else None
+        if why:
+            raise InvalidArgumentError(f"the coded texts' labels were made in different ways ({why}): calibrate on "
+                                       "one way's labels")
     x = np.array([[_log((a.order_free_probs or a.probs)[label]) for label in labels] for a, _ in used])
     y = np.array([labels.index(t) for _, t in used])
     chosen = float(penalty) if penalty is not None else _choose_penalty(x, y, balanced, seed, folds)
@@ -197,4 +249,4 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
     held = _held_out(x, y, balanced, _folds(len(y), folds, seed), penalty, seed)
     v = validate([None if np.isnan(row).any() else labels[int(row.argmax())] for row in held], [t for _, t in used])
     return Calibration(labels, float(theta[0]), {label: float(o) for label, o in zip(labels, theta[1:])},
-                       len(used), v.accuracy, v.kappa, chosen, balanced)
+                       len(used), v.accuracy, v.kappa, chosen, balanced, fitted_on)

@@ -10,6 +10,7 @@ from typing import Any, Hashable, List, Optional, Sequence, Tuple, Union
 
 from .annotation import Annotation, check_annotate_args
 from .errors import InvalidArgumentError
+from .provenance import Provenance
 from .params import SamplingParams
 from .parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
 from .results import Completion
@@ -108,11 +109,14 @@ class AnnotationJob:
 
     def record(self, result: Annotation) -> dict:
         return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
-                "order_free_probs": result.order_free_probs, "order_flip": result.order_flip}
+                "order_free_probs": result.order_free_probs, "order_flip": result.order_flip,
+                "provenance": result.provenance.to_dict() if result.provenance else None}
 
     def from_record(self, record: dict) -> Annotation:
+        source = record.get("provenance")
         return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
-                          record.get("order_free_probs"), record.get("order_flip"))
+                          record.get("order_free_probs"), record.get("order_flip"),
+                          Provenance.from_dict(source) if source else None)
 
     def failed(self, message: str) -> Annotation:
         return Annotation(None, error=message)

@@ -63,7 +63,11 @@
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
 #'   calibration), `attr(x, "order_flip")` (whether the label changed between
-#'   the listing orders scored; `NA` where one order was scored). A call whose
+#'   the listing orders scored; `NA` where one order was scored) and
+#'   `attr(x, "provenance")` (what made the labels, as JSON: the model file and
+#'   its SHA-256, the codebook and its digest, `debias`, the determinism held,
+#'   the newrllama version; a calibration fitted on these labels refuses labels
+#'   made otherwise). A call whose
 #'   labels look wrong as a whole (one label for nearly every text, or many
 #'   labels that change with the listing order) warns. A text that is `NA` or empty gets `NA` (the reason in
 #'   `attr(x, "errors")`), with one warning. With a `codebook`, `annotate()`
@@ -225,6 +229,10 @@ check_examples <- function(examples, call = sys.call(-1)) {
 }
 
 check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
+  if (inherits(x, "newrllama_calibration") && reticulate::py_is_null_xptr(x$py) && is.character(x$json)) {
+    # From saveRDS() or an earlier session: the numbers are all in `json`.
+    x$py <- with_python(python_helpers()$calibration_from_json(x$json), call = call)
+  }
   check_class(x, "newrllama_calibration", name, "calibrate", call = call)
   x
 }
@@ -237,6 +245,7 @@ label_vector <- function(out, labels, names, warn = TRUE) {
   attr(result, "raw_probs") <- probability_matrix(out$raw_probs, labels, names)
   attr(result, "order_free_probs") <- probability_matrix(out$order_free_probs, labels, names)
   attr(result, "order_flip") <- vapply(out$order_flip, function(f) if (is.null(f)) NA else isTRUE(f), logical(1))
+  attr(result, "provenance") <- out$provenance
   if (warn) {
     for (message in unlist(out$suspect)) warn_suspect_labels(message)
   }

@@ -39,18 +39,57 @@ calibrate <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE) {
   balanced <- check_flag(balanced, "balanced")
   cal <- with_python(do.call(python_helpers()$calibrate, c(unname(parts), list(na_to_none(as.character(truth)), penalty,
                                                                        folds, balanced))))
+  calibration_object(cal)
+}
+
+# The R face of a Python Calibration; `json` lets it outlive the Python object (saveRDS(), a new session).
+calibration_object <- function(cal) {
   structure(
     list(py = cal, labels = unlist(cal$labels), scale = cal$scale, offsets = unlist(cal$offsets), n = cal$n,
-         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa, penalty = cal$penalty, balanced = cal$balanced),
+         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa, penalty = cal$penalty, balanced = cal$balanced,
+         json = python_helpers()$calibration_json(cal)),
     class = "newrllama_calibration"
   )
+}
+
+#' Save a calibration to a file and read it back
+#'
+#' A calibration is kept in a small JSON file with what its coded texts'
+#' labels were made by (the model's SHA-256, the codebook, `debias`), which
+#' Python's `newrllama.Calibration.load()` reads too. `saveRDS()` works as
+#' well.
+#'
+#' @param calibration A calibration from [calibrate()].
+#' @param path The file.
+#' @return `write_calibration()`: `path`, invisibly. `read_calibration()`: the
+#'   calibration.
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
+#' coded <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' cal <- calibrate(coded, c("acquisition", "crude oil", "acquisition"), folds = 3)
+#' path <- tempfile(fileext = ".json")
+#' write_calibration(cal, path)
+#' read_calibration(path)
+#' @export
+write_calibration <- function(calibration, path) {
+  calibration <- check_calibration(calibration)
+  path <- check_string(path, "path")
+  with_python(calibration$py$save(path))
+  invisible(path)
+}
+
+#' @rdname write_calibration
+#' @export
+read_calibration <- function(path) {
+  path <- check_string(path, "path")
+  calibration_object(with_python(py_newrllama()$Calibration$load(path)))
 }
 
 #' @importFrom stats predict
 #' @export
 predict.newrllama_calibration <- function(object, newdata, ...) {
-  check_calibration(object, "object")
   parts <- annotation_parts(newdata, "newdata")
+  object <- check_calibration(object, "object")
   out <- with_python(do.call(python_helpers()$calibration_apply, c(list(object$py), unname(parts))))
   result <- label_vector(out, parts$names, names(newdata), warn = FALSE)
   attr(result, "order_flip") <- attr(newdata, "order_flip")
@@ -99,5 +138,6 @@ annotation_parts <- function(x, name, call = sys.call(-1)) {
   errors <- rep(list(NULL), length(x))
   errors[is.na(x)] <- as.list(rep("failed", sum(is.na(x))))
   list(labels = na_to_none(unname(x)), names = colnames(probs), probs = rows(probs),
-       raw_probs = rows(attr(x, "raw_probs")), order_free_probs = rows(attr(x, "order_free_probs")), errors = errors)
+       raw_probs = rows(attr(x, "raw_probs")), order_free_probs = rows(attr(x, "order_free_probs")), errors = errors,
+       provenance = attr(x, "provenance"))
 }

@@ -1,6 +1,7 @@
 """calibrate(): a small correction of label scores fitted on coded texts, with cross-validated figures."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -110,3 +111,54 @@ def test_least_confident_picks_the_smallest_margins():
     assert newrllama.least_confident(annotations, 10) == [3, 1, 2, 0]
     with pytest.raises(newrllama.InvalidArgumentError, match="non-negative"):
         newrllama.least_confident(annotations, -1)
+
+
+TOPICS = ["sports", "business"]
+STORIES = ["The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
+           "The champion retired after twenty seasons.", "The company bought a rival for two billion dollars."] * 2
+STORY_TRUTH = ["sports", "business", "sports", "business"] * 2
+
+
+def test_annotations_say_what_made_them_and_a_calibration_keeps_it(model, tmp_path):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        done = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx)
+        plain = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx, debias="none")
+        worded = newrllama.annotate(STORIES, TOPICS, "Give the topic of the story.", context=ctx)
+    source = done[0].provenance
+    assert all(a.provenance == source for a in done)
+    assert source.model_sha256 == model.identity().sha256 and source.model_file == "gemma-3-270m-q4_k_m.gguf"
+    assert (source.labels, source.instruction, source.debias, source.newrllama) == (tuple(TOPICS), "Give the topic.",
+                                                                                     "reverse", newrllama.__version__)
+    assert source.determinism["batch_invariant"] is True and source.determinism["n_threads"] == 2
+    assert worded[0].provenance.codebook_digest != source.codebook_digest
+    cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
+    assert cal.fitted_on == source
+    path = tmp_path / "cal.json"
+    cal.save(path)
+    again = newrllama.Calibration.load(path)
+    assert again == cal and [a.probs for a in again.apply(done)] == [a.probs for a in cal.apply(done)]
+    assert cal.apply(done)[0].provenance == source
+    with pytest.raises(newrllama.InvalidArgumentError, match="debias 'reverse' here, 'none' there"):
+        cal.apply(plain)
+    with pytest.raises(newrllama.InvalidArgumentError, match="codebook digest"):
+        cal.apply(worded)
+    elsewhere = [dataclasses.replace(a, provenance=dataclasses.replace(source, model_sha256="0" * 64)) for a in done]
+    with pytest.raises(newrllama.InvalidArgumentError, match="fitted on labels made otherwise .model sha256"):
+        cal.apply(elsewhere)
+    with pytest.raises(newrllama.InvalidArgumentError, match="made in different ways"):
+        newrllama.calibrate(done[:4] + plain[4:], STORY_TRUTH, folds=2)
+    # Annotations that do not say where they come from (built by hand) are taken as they are.
+    assert cal.apply([dataclasses.replace(a, provenance=None) for a in plain])[0].label in TOPICS
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "is not JSON"), ('{"format": "other"}', "not a newrllama calibration"),
+    ('{"format": "newrllama-calibration-1", "labels": ["a"]}', "lacks or garbles"),
+])
+def test_a_file_that_is_not_a_calibration_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "cal.json"
+    path.write_text(content)
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.Calibration.load(path)
+    with pytest.raises(newrllama.InvalidArgumentError, match="cannot read the calibration file"):
+        newrllama.Calibration.load(tmp_path / "missing.json")

@@ -1,0 +1,56 @@
+"""What produced a call's labels: the model's bytes, the prompt, the order cure, the determinism held and the
+release, so that a calibration refuses labels made otherwise and a methods section can name them."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from .errors import InvalidArgumentError
+
+# What must match for scores to be comparable (a calibration fitted on one applies to the other).
+LABELLING = ("model_sha256", "codebook_digest", "debias")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The model file and its SHA-256, the codebook (labels, instruction, definitions, examples and where they go)
+    and its digest, the order cure, the determinism held (None when annotate() made its own context) and the
+    newrllama version."""
+
+    model_file: str
+    model_sha256: str
+    labels: Tuple[str, ...]
+    instruction: str
+    codebook_digest: str
+    debias: str
+    examples_in: str
+    n_examples: int
+    determinism: Optional[Dict[str, Any]]
+    newrllama: str
+
+    def differs_from(self, other: "Provenance") -> Optional[str]:
+        """How other's scores were made otherwise (model, prompt or order cure), or None if they were not."""
+        for key in LABELLING:
+            mine, theirs = getattr(self, key), getattr(other, key)
+            if mine != theirs:
+                return f"{key.replace('_', ' ')} {mine!r} here, {theirs!r} there"
+        return None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Provenance":
+        try:
+            return cls(**{**d, "labels": tuple(d["labels"])})
+        except (KeyError, TypeError) as exc:
+            raise InvalidArgumentError(f"not a provenance record: {exc}") from None
+
+
+def codebook_digest(book: Any, examples_in: str) -> str:
+    """A digest of everything in the prompt but the text: labels, instruction, definitions, examples, question."""
+    parts = [list(book.labels), book.instruction, list(book.definitions), list(book.examples), book.question,
+             examples_in]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:32]
