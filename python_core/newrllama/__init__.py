@@ -14,7 +14,8 @@ from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
-from .findings import Coefficient, Prevalence, Regression, Share, ShareDifference, prevalence, regression
+from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, plan_coding, prevalence,
+                       read_coding_sheet, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
@@ -28,11 +29,11 @@ from .stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "ClusterError",
-    "ClusterStats", "Coefficient", "Completion", "Context", "ContextError", "Device", "EngineStats",
-    "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores", "LibraryMismatchError", "Model",
-    "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin", "SamplingParams", "Share",
-    "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement",
-    "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident", "prevalence", "regression",
-    "system_info", "validate",
+    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
+    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
+    "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
+    "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",
+    "SamplingParams", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
+    "Validation", "agreement", "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident",
+    "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate", "write_coding_sheet",
 ]

@@ -211,3 +211,54 @@ def test_regression_on_a_model_coded_outcome_agrees_with_ppi_python():
 def test_bad_input_to_regression_is_a_clear_error(args, message):
     with pytest.raises(newrllama.InvalidArgumentError, match=message):
         newrllama.regression(*args)
+
+
+def test_a_coding_plan_reaches_the_width_it_promises():
+    """Code what the plan says on top of a first random sample: the intervals come out about as wide as planned."""
+    rng, truth, annotations = population(21, n=2000)
+    first = set(rng.choice(len(truth), 40, replace=False).tolist())
+    codes = [t if i in first else None for i, t in enumerate(truth)]
+    plan = newrllama.plan_coding(annotations, codes, target_width=0.12, seed=1)
+    assert plan.reachable and plan.n_coded == 40 and plan.n_texts == 2000
+    assert max(plan.widths.values()) > 0.12 and len(plan.texts) == plan.n_more > 0
+    assert not set(plan.texts) & first and len(set(plan.texts)) == plan.n_more
+    assert max(plan.expected_widths.values()) <= 0.12
+    more = [t if i in first or i in set(plan.texts) else None for i, t in enumerate(truth)]
+    widths = [s.upper - s.lower for s in newrllama.prevalence(annotations, more).shares]
+    assert max(widths) == pytest.approx(0.12, abs=0.02)
+    assert newrllama.plan_coding(annotations, codes, target_width=0.12, seed=1).texts == plan.texts
+    assert newrllama.plan_coding(annotations, more, target_width=0.2).n_more == 0
+
+
+def test_a_width_no_coding_can_reach_says_so():
+    _, truth, annotations = population(22, n=60)
+    codes = [t if i < 10 else None for i, t in enumerate(truth)]
+    plan = newrllama.plan_coding(annotations, codes, target_width=0.01)
+    assert not plan.reachable and plan.n_more == 50 and sorted(plan.texts) == list(range(10, 60))
+    with pytest.raises(newrllama.InvalidArgumentError, match="target_width must be a number in"):
+        newrllama.plan_coding(annotations, codes, target_width=0)
+    with pytest.raises(newrllama.InvalidArgumentError, match="1 coded texts: code at least 2"):
+        newrllama.plan_coding(annotations, [truth[0]] + [None] * 59, target_width=0.1)
+
+
+def test_a_coding_sheet_goes_out_empty_and_comes_back_checked(tmp_path):
+    texts = ["first story", "second, with a comma", 'third "quoted"', "fourth"]
+    ids = ["a1", "b2", "c3", "d4"]
+    sheet = newrllama.write_coding_sheet(tmp_path / "sheet.csv", texts, [2, 0], ids=ids)
+    lines = sheet.read_text(encoding="utf-8").splitlines()
+    assert lines == ["id,text,code", 'c3,"third ""quoted""",', "a1,first story,"]
+    sheet.write_text("id,text,code\nc3,x,crude oil\na1,y,\n", encoding="utf-8")
+    assert newrllama.read_coding_sheet(sheet, LABELS, ids) == [None, None, "crude oil", None]
+    for body, message in [("c3,x,sport\n", "line 2: code 'sport' is not one of the labels"),
+                          ("zz,x,earnings\n", "line 2: id 'zz' is not one of the texts"),
+                          ("c3,x,earnings\nc3,x,earnings\n", "line 3: id 'c3' a second time")]:
+        sheet.write_text("id,text,code\n" + body, encoding="utf-8")
+        with pytest.raises(newrllama.InvalidArgumentError, match=message):
+            newrllama.read_coding_sheet(sheet, LABELS, ids)
+    sheet.write_text("name,label\nc3,earnings\n", encoding="utf-8")
+    with pytest.raises(newrllama.InvalidArgumentError, match="needs the columns id and code"):
+        newrllama.read_coding_sheet(sheet, LABELS, ids)
+    with pytest.raises(newrllama.InvalidArgumentError, match="cannot read the coding sheet"):
+        newrllama.read_coding_sheet(tmp_path / "none.csv", LABELS, ids)
+    with pytest.raises(newrllama.InvalidArgumentError, match="are not positions"):
+        newrllama.write_coding_sheet(tmp_path / "x.csv", texts, [4])
