@@ -176,6 +176,12 @@ def regression(x, names, truth, predicted, alpha):
     return _r_columns(rows)
 
 
+def plan_coding(labels, names, probs, errors, truth, target_width, alpha, predictions, seed):
+    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    return dataclasses.asdict(newrllama.plan_coding(annotations, truth, target_width, alpha=alpha,
+                                                    predictions=predictions, seed=seed))
+
+
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):
     # R puts its own library directories first in LD_LIBRARY_PATH; the Ray processes started here
     # (and the Python workers they start) must not load Debian"s libpython into this Python.

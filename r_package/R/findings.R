@@ -171,3 +171,94 @@ regression <- function(formula, data, predicted, alpha = 0.05) {
                                                   as.list(unname(as.numeric(predicted))), alpha))
   columns_frame(cols)
 }
+
+#' How many more texts to code, and which
+#'
+#' From the texts coded so far (a random sample), the number of further
+#' texts to code so that every label's interval from [prevalence()] is at most
+#' `target_width` wide, and a uniform random draw of that many uncoded texts to
+#' code next (the coded texts stay a random sample, so the intervals stay
+#' valid).
+#'
+#' @inheritParams prevalence
+#' @param target_width The widest interval wanted, a share in (0, 1).
+#' @param seed The draw's seed.
+#' @return A list: `n_more`, `texts` (positions in `x`), `widths` and
+#'   `expected_widths` (per label, now and after coding them), `reachable`
+#'   (`FALSE` when no number of coded texts reaches the target: `texts` is then
+#'   every uncoded text), `n_coded`, `n`.
+#' @seealso [write_coding_sheet()] to hand the texts to a coder.
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
+#'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
+#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' plan_coding(x, c("acquisition", "crude oil", "acquisition", NA, NA), target_width = 0.5)
+#' @export
+plan_coding <- function(x, truth, target_width, alpha = 0.05, predictions = c("probs", "labels"), seed = 0L) {
+  parts <- annotation_parts(x, "x")
+  truth <- check_labels(truth, "truth")
+  predictions <- match.arg(predictions)
+  target_width <- check_number(target_width, "target_width")
+  alpha <- check_number(alpha, "alpha")
+  seed <- check_count(seed, "seed")
+  plan <- with_python(python_helpers()$plan_coding(parts$labels, parts$names, parts$probs, parts$errors,
+                                                   na_to_none(as.character(truth)), target_width, alpha, predictions,
+                                                   seed))
+  list(n_more = plan$n_more, texts = as.integer(unlist(plan$texts)) + 1L, widths = unlist(plan$widths),
+       expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
+       n = plan$n_texts)
+}
+
+#' Coding sheets: texts to code by hand, and their codes read back
+#'
+#' `write_coding_sheet()` writes the texts to code (for example
+#' `plan_coding()$texts`) to a CSV file with the columns `id`, `text` and an
+#' empty `code`; `read_coding_sheet()` reads the filled-in sheet back as one
+#' code per text, refusing codes that are not labels and ids it does not know.
+#'
+#' @param x The texts (a character vector; its names are the ids, else the
+#'   positions).
+#' @param which Positions in `x` of the texts to write.
+#' @param path The CSV file.
+#' @param labels The labels a code may be.
+#' @return `write_coding_sheet()`: `path`, invisibly. `read_coding_sheet()`: a
+#'   character vector of codes, one per text of `x` (`NA` where the sheet has
+#'   none), to use as `truth`.
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c(s1 = "Texaco agreed to buy Getty Oil.", s2 = "OPEC cut its crude output.")
+#' path <- tempfile(fileext = ".csv")
+#' write_coding_sheet(texts, 2, path)
+#' read_coding_sheet(path, texts, c("acquisition", "crude oil"))
+#' @export
+write_coding_sheet <- function(x, which, path) {
+  x <- check_sheet_texts(x)
+  path <- check_string(path, "path")
+  if (!is.numeric(which) || anyNA(which) || any(which != round(which))) {
+    abort_invalid(sprintf("`which` must be positions in `x`, not %s", describe(which)))
+  }
+  with_python(py_newrllama()$write_coding_sheet(path, as.list(unname(x)), as.list(as.integer(which) - 1L),
+                                                ids = as.list(sheet_ids(x))))
+  invisible(path)
+}
+
+#' @rdname write_coding_sheet
+#' @export
+read_coding_sheet <- function(path, x, labels) {
+  x <- check_sheet_texts(x)
+  path <- check_string(path, "path")
+  labels <- check_labels(labels, "labels")
+  codes <- with_python(py_newrllama()$read_coding_sheet(path, as.list(as.character(labels)), as.list(sheet_ids(x))))
+  stats::setNames(vapply(codes, function(code) if (is.null(code)) NA_character_ else code, character(1)), names(x))
+}
+
+check_sheet_texts <- function(x, call = sys.call(-1)) {
+  if (!is.character(x)) {
+    abort_invalid(sprintf("`x` must be the texts, a character vector, not %s", describe(x)), call = call)
+  }
+  x
+}
+
+# The ids a sheet names the texts by: their names, else their positions (from 1).
+sheet_ids <- function(x) {
+  if (is.null(names(x))) as.character(seq_along(x)) else names(x)
+}

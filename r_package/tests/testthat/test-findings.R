@@ -96,3 +96,33 @@ test_that("regression() fits a formula with PPI++ intervals that agree with Pyth
   d$year[3] <- NA
   expect_error(regression(crude ~ year, d, p_crude), "finite numbers", class = "newrllama_invalid_argument")
 })
+
+test_that("plan_coding() and a coding sheet take the next texts to a coder and their codes back", {
+  first <- ifelse(seq_len(n) <= 40, truth, NA)
+  plan <- plan_coding(x, first, target_width = 0.2, seed = 3)
+  expect_true(plan$reachable && plan$n_more == length(plan$texts) && plan$n_more > 0)
+  expect_true(all(plan$texts > 40 & plan$texts <= n))
+  expect_true(all(plan$expected_widths <= 0.2) && any(plan$widths > 0.2))
+  expect_named(plan$widths, labels)
+  texts <- stats::setNames(paste("story", seq_len(n)), paste0("s", seq_len(n)))
+  path <- tempfile(fileext = ".csv")
+  expect_equal(write_coding_sheet(texts, plan$texts, path), path)
+  sheet <- utils::read.csv(path, colClasses = "character")
+  expect_equal(names(sheet), c("id", "text", "code"))
+  expect_equal(sheet$id, names(texts)[plan$texts])
+  sheet$code <- truth[plan$texts]
+  utils::write.csv(sheet, path, row.names = FALSE)
+  codes <- read_coding_sheet(path, texts, labels)
+  expect_equal(unname(codes[plan$texts]), truth[plan$texts])
+  expect_true(all(is.na(codes[-plan$texts])))
+  both <- ifelse(is.na(first), codes, first)
+  widths <- with(prevalence(x, both), conf.high - conf.low)
+  expect_true(max(widths) < 0.2 + 0.03)
+  sheet$code[1] <- "sport"
+  utils::write.csv(sheet, path, row.names = FALSE)
+  expect_error(read_coding_sheet(path, texts, labels), "code 'sport' is not one of the labels",
+               class = "newrllama_invalid_argument")
+  expect_error(plan_coding(x, first, target_width = 2), "target_width must be a number in",
+               class = "newrllama_invalid_argument")
+  expect_error(write_coding_sheet(texts, "a", path), "positions", class = "newrllama_invalid_argument")
+})
