@@ -14,8 +14,8 @@ from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
-from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, plan_coding, prevalence,
-                       read_coding_sheet, regression, write_coding_sheet)
+from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, methods_text,
+                       plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
@@ -35,5 +35,6 @@ __all__ = [
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",
     "SamplingParams", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident",
-    "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate", "write_coding_sheet",
+    "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate",
+    "write_coding_sheet",
 ]

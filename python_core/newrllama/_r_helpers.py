@@ -182,6 +182,13 @@ def plan_coding(labels, names, probs, errors, truth, target_width, alpha, predic
                                                     predictions=predictions, seed=seed))
 
 
+def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha):
+    annotations = [dataclasses.replace(a, order_flip=f) for a, f in zip(
+        repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors, provenance),
+        order_flip)]
+    return newrllama.methods_text(annotations, truth, calibration, alpha)
+
+
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):
     # R puts its own library directories first in LD_LIBRARY_PATH; the Ray processes started here
     # (and the Python workers they start) must not load Debian"s libpython into this Python.

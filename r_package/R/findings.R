@@ -262,3 +262,34 @@ check_sheet_texts <- function(x, call = sys.call(-1)) {
 sheet_ids <- function(x) {
   if (is.null(names(x))) as.character(seq_along(x)) else names(x)
 }
+
+#' A paragraph for a methods section
+#'
+#' What labelled the texts and how, in words a methods section can cite: the
+#' model file and its SHA-256, the prompt (instruction, labels, examples, its
+#' digest), how the labels' listing order was taken out of the scores, the
+#' determinism held, how often the label changed with the order, the
+#' calibration and its cross-validated figures, and with `truth` the coded
+#' sample and each label's share estimated by PPI++ with its interval.
+#'
+#' @param x The result of [annotate_vec()] (calibrated or not).
+#' @param truth Optional human codes, `NA` where a text was not coded.
+#' @param calibration Optional: the calibration from [calibrate()] applied to
+#'   `x`.
+#' @param alpha The intervals' level is `1 - alpha`.
+#' @return A string.
+#' @examplesIf newrllama::newrllama_available()
+#' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
+#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' cat(methods_text(x, c("acquisition", "crude oil", NA)))
+#' @export
+methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05) {
+  parts <- annotation_parts(x, "x")
+  if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
+  cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
+  alpha <- check_number(alpha, "alpha")
+  flips <- attr(x, "order_flip")
+  flips <- if (is.null(flips)) rep(list(NULL), length(x)) else na_to_none(flips)
+  with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
+                                            flips, truth, cal, alpha))
+}

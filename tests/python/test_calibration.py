@@ -162,3 +162,27 @@ def test_a_file_that_is_not_a_calibration_is_a_clear_error(tmp_path, content, me
         newrllama.Calibration.load(path)
     with pytest.raises(newrllama.InvalidArgumentError, match="cannot read the calibration file"):
         newrllama.Calibration.load(tmp_path / "missing.json")
+
+
+def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimate(model):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        done = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx)
+    cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
+    codes = [t if i % 2 == 0 else None for i, t in enumerate(STORY_TRUTH)]
+    text = newrllama.methods_text(cal.apply(done), codes, calibration=cal)
+    source = done[0].provenance
+    share = newrllama.prevalence(cal.apply(done), codes).share("sports")
+    for piece in (f"newrllama {newrllama.__version__}", "gemma-3-270m-q4_k_m.gguf", source.model_sha256,
+                  'instruction "Give the topic."', '2 labels ("sports", "business")', source.codebook_digest,
+                  "the list and of its reverse", "batch-invariant", "with 2 threads", "8 of 8 texts received a label",
+                  f"calibrated on 8 hand-coded texts", f"cross-validated accuracy {cal.cv_accuracy:.2f}",
+                  "A random sample of 4 of the 8 texts", "PPI++",
+                  f"sports {share.estimate:.3f} [{share.lower:.3f}, {share.upper:.3f}]"):
+        assert piece in text, piece
+    flips = sum(a.order_flip for a in done)
+    assert f"for {flips} of 8 texts" in text
+    bare = newrllama.methods_text([dataclasses.replace(a, provenance=None, order_flip=None) for a in done])
+    assert bare == ("Texts were labelled with newrllama (the annotations do not record the model or the prompt). "
+                    "8 of 8 texts received a label.")
+    with pytest.raises(newrllama.InvalidArgumentError, match="every text failed"):
+        newrllama.methods_text([newrllama.Annotation(None, error="x")])

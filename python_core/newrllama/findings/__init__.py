@@ -1,9 +1,10 @@
 """Findings: shares and coefficients with valid intervals from the model's labels and a hand-coded sample, how
 many texts to code next, and the sheets they are coded on."""
+from .methods import methods_text
 from .plan import CodingPlan, plan_coding
 from .prevalence import Prevalence, Share, ShareDifference, prevalence
 from .regression import Coefficient, Regression, regression
 from .sheet import read_coding_sheet, write_coding_sheet
 
-__all__ = ["CodingPlan", "Coefficient", "Prevalence", "Regression", "Share", "ShareDifference", "plan_coding",
-           "prevalence", "read_coding_sheet", "regression", "write_coding_sheet"]
+__all__ = ["CodingPlan", "Coefficient", "Prevalence", "Regression", "Share", "ShareDifference", "methods_text",
+           "plan_coding", "prevalence", "read_coding_sheet", "regression", "write_coding_sheet"]

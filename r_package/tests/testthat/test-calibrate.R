@@ -68,3 +68,14 @@ test_that("a calibration survives saveRDS() and a JSON file, and refuses labels 
   writeLines("{}", path)
   expect_error(read_calibration(path), "not a newrllama calibration", class = "newrllama_invalid_argument")
 })
+
+test_that("methods_text() writes Python's paragraph from the labels' provenance", {
+  coded <- annotate_vec(texts, labels, context = ctx, progress = FALSE)
+  text <- methods_text(coded, ifelse(seq_along(texts) %% 2 == 1, truth, NA))
+  expect_type(text, "character")
+  expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
+  expect_match(text, "A random sample of 3 of the 6 texts", fixed = TRUE)
+  expect_match(text, sprintf("for %d of 6 texts", sum(attr(coded, "order_flip"))), fixed = TRUE)
+  cal <- calibrate(coded, truth, folds = 3)
+  expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)
+})

@@ -1,0 +1,68 @@
+"""A paragraph a methods section can cite: what labelled the texts, how, and what the estimates rest on."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from ..annotation import check_annotations
+from ..errors import InvalidArgumentError
+from .prevalence import prevalence
+
+ORDER_CURES = {
+    "reverse": "by averaging the scores of the list and of its reverse",
+    "rotations": "by averaging the scores over every cyclic rotation of the list",
+    "prior": "by subtracting each place's pull on the scores, estimated on a sample of the texts under every rotation",
+    "batch": "by dividing each label's probability by its mean over the texts",
+    "none": "not at all (one listing order)",
+}
+
+
+def _source_sentences(source: Any) -> List[str]:
+    labels = ", ".join(f'"{label}"' for label in source.labels)
+    out = [f"Texts were labelled with newrllama {source.newrllama} and the model {source.model_file} "
+           f"(SHA-256 {source.model_sha256})."]
+    prompt = f"Each text followed the instruction \"{source.instruction}\"" if source.instruction else "Each text"
+    examples = f", after {source.n_examples} coded examples," if source.n_examples else ""
+    out.append(f"{prompt}{examples} and was followed by the list of {len(source.labels)} labels ({labels}) "
+               f"(prompt digest {source.codebook_digest}); each label was scored by the probability of its tokens and "
+               "of the end of the answer after the prompt, and the order in which the labels were listed was taken "
+               f"out of the scores {ORDER_CURES.get(source.debias, source.debias)}.")
+    d = source.determinism
+    if d:
+        mode = ("batch-invariant (a text's scores do not depend on the other texts decoded with it, "
+                "so reruns give identical probabilities)" if d.get("batch_invariant") else "not batch-invariant")
+        out.append(f"Decoding was {mode}, with {d.get('n_threads')} threads on {d.get('build')}.")
+    return out
+
+
+def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
+                 alpha: float = 0.05) -> str:
+    """A paragraph for a methods section: the model (file and SHA-256), the prompt, the order cure, the
+    determinism held, how often labels changed with the listing order, the calibration and its cross-validated
+    figures, and with ``truth`` (human codes, None where not coded) the coded sample and each label's share
+    estimated by PPI++ with its interval. ``annotations`` from annotate() (calibrated or not)."""
+    annotations = check_annotations(annotations, "annotations")
+    labelled = [a for a in annotations if a.label is not None]
+    if not labelled:
+        raise InvalidArgumentError("no annotation has a label: every text failed")
+    source = next((a.provenance for a in labelled if a.provenance is not None), None)
+    out = _source_sentences(source) if source else [
+        "Texts were labelled with newrllama (the annotations do not record the model or the prompt)."]
+    out.append(f"{len(labelled)} of {len(annotations)} texts received a label.")
+    flips = [a.order_flip for a in labelled if a.order_flip is not None]
+    if flips:
+        out.append(f"The preferred label changed with the listing order for {sum(flips)} of {len(flips)} texts "
+                   f"({100 * sum(flips) / len(flips):.1f}%).")
+    if calibration is not None:
+        out.append(f"The probabilities were calibrated on {calibration.n} hand-coded texts (a scale and one offset "
+                   f"per label, penalised; cross-validated accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
+                   f"{calibration.cv_kappa:.2f}).")
+    if truth is not None:
+        result = prevalence(annotations, truth, alpha=alpha)
+        first = result.shares[0]
+        level = round(100 * (1 - alpha))
+        shares = "; ".join(f"{s.label} {s.estimate:.3f} [{s.lower:.3f}, {s.upper:.3f}]" for s in result.shares)
+        out.append(f"A random sample of {first.n_coded} of the {first.n_texts} texts was coded by hand. Each label's "
+                   "share was estimated by prediction-powered inference with power tuning (PPI++; Angelopoulos, "
+                   "Duchi and Zrnic 2023) from the model's probabilities on every text and the human codes, with "
+                   f"{level}% normal intervals: {shares}.")
+    return " ".join(out)
