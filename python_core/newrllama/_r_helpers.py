@@ -164,9 +164,10 @@ def _r_columns(rows):
     return {_R_COLUMNS[k]: [row[k] for row in rows] for k in keys}
 
 
-def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference):
+def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference, inclusion_probs):
     annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
-    result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference)
+    result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference,
+                                  inclusion_probs=inclusion_probs)
     return _r_columns(result.rows())
 
 
@@ -176,10 +177,10 @@ def regression(x, names, truth, predicted, alpha):
     return _r_columns(rows)
 
 
-def plan_coding(labels, names, probs, errors, truth, target_width, alpha, predictions, seed):
+def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha, predictions, seed, active):
     annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
-    return dataclasses.asdict(newrllama.plan_coding(annotations, truth, target_width, alpha=alpha,
-                                                    predictions=predictions, seed=seed))
+    return dataclasses.asdict(newrllama.plan_coding(annotations, truth, target_width, budget=budget, alpha=alpha,
+                                                    predictions=predictions, seed=seed, active=active))
 
 
 def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha):

@@ -21,6 +21,11 @@
 #'   labels alone).
 #' @param reference The group the others are compared with (the first in
 #'   sorted order when `NULL`).
+#' @param inclusion_probs When the coded texts were drawn one by one with
+#'   known probabilities (an active plan: `plan_coding(active =
+#'   TRUE)$inclusion_probs`), each text's probability of being coded: the
+#'   coded texts are then weighted by 1 / probability and the intervals are
+#'   design-based (about these texts).
 #' @param label,probs For a data frame: the names of its columns of labels
 #'   and of named probabilities (a list-column), as [annotate()] adds them.
 #' @param ... Unused.
@@ -47,26 +52,27 @@ prevalence <- function(x, ...) {
 #' @rdname prevalence
 #' @export
 prevalence.default <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
-                               reference = NULL, ...) {
+                               reference = NULL, inclusion_probs = NULL, ...) {
   check_dots_empty(...)
   parts <- annotation_parts(x, "x")
-  estimate_prevalence(parts, truth, by, alpha, predictions, reference)
+  estimate_prevalence(parts, truth, by, alpha, predictions, reference, inclusion_probs)
 }
 
 #' @rdname prevalence
 #' @export
 prevalence.data.frame <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
-                                  reference = NULL, label = ".label", probs = ".probs", ...) {
+                                  reference = NULL, inclusion_probs = NULL, label = ".label", probs = ".probs", ...) {
   check_dots_empty(...)
   truth <- column_of(x, substitute(truth), "truth")
   by_name <- substitute(by)
   by <- if (is.null(by_name)) NULL else column_of(x, by_name, "by")
   parts <- frame_annotation_parts(column_of(x, check_string(label, "label"), "label"),
                                   column_of(x, check_string(probs, "probs"), "probs"))
-  estimate_prevalence(parts, truth, by, alpha, predictions, reference)
+  estimate_prevalence(parts, truth, by, alpha, predictions, reference, inclusion_probs)
 }
 
-estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference, call = sys.call(-1)) {
+estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference, inclusion_probs,
+                                call = sys.call(-1)) {
   truth <- check_labels(truth, "truth", call = call)
   if (!is.null(by)) by <- check_labels(by, "by", call = call)
   predictions <- match.arg(predictions, c("probs", "labels"))
@@ -75,7 +81,9 @@ estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference,
   cols <- with_python(python_helpers()$prevalence(parts$labels, parts$names, parts$probs, parts$errors,
                                                   na_to_none(as.character(truth)),
                                                   if (is.null(by)) NULL else na_to_none(by), alpha, predictions,
-                                                  if (is.null(reference)) NULL else reference[[1]]), call = call)
+                                                  if (is.null(reference)) NULL else reference[[1]],
+                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs)),
+                     call = call)
   columns_frame(cols)
 }
 
@@ -182,11 +190,17 @@ regression <- function(formula, data, predicted, alpha = 0.05) {
 #'
 #' @inheritParams prevalence
 #' @param target_width The widest interval wanted, a share in (0, 1).
+#' @param budget Instead of `target_width`: how many texts to code.
 #' @param seed The draw's seed.
+#' @param active Draw the texts one by one with probabilities that favour
+#'   those the model is least sure of (`n_more` is then the expected number),
+#'   and give every text's probability of being coded (`inclusion_probs`, for
+#'   [prevalence()]).
 #' @return A list: `n_more`, `texts` (positions in `x`), `widths` and
 #'   `expected_widths` (per label, now and after coding them), `reachable`
 #'   (`FALSE` when no number of coded texts reaches the target: `texts` is then
-#'   every uncoded text), `n_coded`, `n`.
+#'   every uncoded text), `n_coded`, `n`, and for an active plan
+#'   `inclusion_probs`.
 #' @seealso [write_coding_sheet()] to hand the texts to a coder.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
@@ -194,19 +208,24 @@ regression <- function(formula, data, predicted, alpha = 0.05) {
 #' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
 #' plan_coding(x, c("acquisition", "crude oil", "acquisition", NA, NA), target_width = 0.5)
 #' @export
-plan_coding <- function(x, truth, target_width, alpha = 0.05, predictions = c("probs", "labels"), seed = 0L) {
+plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.05,
+                        predictions = c("probs", "labels"), seed = 0L, active = FALSE) {
   parts <- annotation_parts(x, "x")
   truth <- check_labels(truth, "truth")
   predictions <- match.arg(predictions)
-  target_width <- check_number(target_width, "target_width")
+  if (!is.null(target_width)) target_width <- check_number(target_width, "target_width")
+  if (!is.null(budget)) budget <- check_count(budget, "budget")
   alpha <- check_number(alpha, "alpha")
   seed <- check_count(seed, "seed")
+  active <- check_flag(active, "active")
   plan <- with_python(python_helpers()$plan_coding(parts$labels, parts$names, parts$probs, parts$errors,
-                                                   na_to_none(as.character(truth)), target_width, alpha, predictions,
-                                                   seed))
-  list(n_more = plan$n_more, texts = as.integer(unlist(plan$texts)) + 1L, widths = unlist(plan$widths),
-       expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
-       n = plan$n_texts)
+                                                   na_to_none(as.character(truth)), target_width, budget, alpha,
+                                                   predictions, seed, active))
+  out <- list(n_more = plan$n_more, texts = as.integer(unlist(plan$texts)) + 1L, widths = unlist(plan$widths),
+              expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
+              n = plan$n_texts)
+  if (active) out$inclusion_probs <- unlist(plan$inclusion_probs)
+  out
 }
 
 #' Coding sheets: texts to code by hand, and their codes read back

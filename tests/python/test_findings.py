@@ -262,3 +262,66 @@ def test_a_coding_sheet_goes_out_empty_and_comes_back_checked(tmp_path):
         newrllama.read_coding_sheet(tmp_path / "none.csv", LABELS, ids)
     with pytest.raises(newrllama.InvalidArgumentError, match="are not positions"):
         newrllama.write_coding_sheet(tmp_path / "x.csv", texts, [4])
+
+
+def uncertain_where_wrong(rng, truth):
+    """Annotations whose probabilities are flat exactly where the label is wrong: what an active plan exploits."""
+    out = []
+    for t in truth:
+        right = rng.random() < 0.8
+        label = t if right else str(rng.choice([x for x in LABELS if x != t]))
+        top = rng.uniform(0.85, 0.98) if right else rng.uniform(0.36, 0.5)
+        p = {x: (top if x == label else (1 - top) / 2) for x in LABELS}
+        out.append(newrllama.Annotation(label, p))
+    return out
+
+
+def test_an_active_plan_favours_uncertain_texts_and_its_weighted_intervals_cover():
+    rng = np.random.default_rng(31)
+    truth = [str(t) for t in rng.choice(LABELS, size=1500, p=[0.6, 0.3, 0.1])]
+    annotations = uncertain_where_wrong(rng, truth)
+    true_share = truth.count("earnings") / len(truth)
+    covered, active_widths, uniform_widths = 0, [], []
+    draws = 200
+    for d in range(draws):
+        first = set(rng.choice(len(truth), 60, replace=False).tolist())
+        codes = [t if i in first else None for i, t in enumerate(truth)]
+        plan = newrllama.plan_coding(annotations, codes, target_width=0.08, seed=d, active=True)
+        chosen = first | set(plan.texts)
+        share = newrllama.prevalence(annotations, [t if i in chosen else None for i, t in enumerate(truth)],
+                                     inclusion_probs=plan.inclusion_probs).share("earnings")
+        covered += share.lower <= true_share <= share.upper
+        active_widths.append(share.upper - share.lower)
+        uniform = newrllama.plan_coding(annotations, codes, target_width=0.08, seed=d)
+        chosen = first | set(uniform.texts)
+        u = newrllama.prevalence(annotations, [t if i in chosen else None for i, t in enumerate(truth)]).share("earnings")
+        uniform_widths.append(u.upper - u.lower)
+    assert covered >= 0.9 * draws
+    assert np.median(active_widths) < 0.9 * np.median(uniform_widths)
+    probs = plan.inclusion_probs
+    unsure = [probs[i] for i, a in enumerate(annotations) if max(a.probs.values()) < 0.5]
+    sure = [probs[i] for i, a in enumerate(annotations) if max(a.probs.values()) > 0.85]
+    assert np.mean(unsure) > 1.3 * np.mean(sure) and abs(len(plan.texts) - plan.n_more) < 4 * math.sqrt(plan.n_more)
+
+
+def test_inclusion_probabilities_must_be_one_probability_per_text():
+    _, truth, annotations = population(2, n=50)
+    codes = [t if i % 2 else None for i, t in enumerate(truth)]
+    for bad in ([0.5] * 49, [0.0] * 50, ["x"] * 50):
+        with pytest.raises(newrllama.InvalidArgumentError, match="inclusion_probs must be"):
+            newrllama.prevalence(annotations, codes, inclusion_probs=bad)
+    with pytest.raises(newrllama.InvalidArgumentError, match="active must be True or False"):
+        newrllama.plan_coding(annotations, codes, 0.1, active="yes")
+
+
+def test_a_plan_for_a_budget_draws_that_many():
+    rng, truth, annotations = population(23, n=300)
+    codes = [t if i < 30 else None for i, t in enumerate(truth)]
+    plan = newrllama.plan_coding(annotations, codes, budget=50)
+    assert plan.n_more == len(plan.texts) == 50 and plan.target_width is None and plan.reachable
+    assert all(plan.expected_widths[k] < plan.widths[k] for k in LABELS)
+    assert newrllama.plan_coding(annotations, codes, budget=1000).n_more == 270
+    for kwargs, message in [({}, "target_width .* or budget"), ({"budget": 5, "target_width": 0.1}, "not both"),
+                            ({"budget": -1}, "budget must be a whole number")]:
+        with pytest.raises(newrllama.InvalidArgumentError, match=message):
+            newrllama.plan_coding(annotations, codes, **kwargs)

@@ -20,16 +20,21 @@ class CodingPlan:
     yet, so that the coded texts stay a random sample and every interval stays valid) for PPI++ intervals of
     at most ``target_width`` on every label's share; ``widths``: each label's interval width now and
     ``expected_widths`` after coding them. ``reachable`` is False when no number of coded texts reaches the
-    target (the uncoded texts' own variation sets a floor): ``n_more`` is then every uncoded text."""
+    target (the uncoded texts' own variation sets a floor): ``n_more`` is then every uncoded text.
+
+    An active plan (``active=True``) draws the texts one by one with probabilities that favour those whose
+    labels the model is least sure of (``n_more`` is then the expected number) and gives every text's
+    probability of being coded in all (``inclusion_probs``), which prevalence() takes to weight the coded texts."""
 
     n_more: int
     texts: List[int]
-    target_width: float
+    target_width: Optional[float]
     widths: Dict[str, float]
     expected_widths: Dict[str, float]
     reachable: bool
     n_coded: int
     n_texts: int
+    inclusion_probs: Optional[List[float]] = None  # active plans: each text's probability of being coded
 
 
 def _width(z: float, lam: float, var_pred: float, var_rectifier: float, n: int, n_unlabeled: int) -> float:
@@ -37,14 +42,48 @@ def _width(z: float, lam: float, var_pred: float, var_rectifier: float, n: int, 
     return 2 * z * math.sqrt(imputed + var_rectifier / n)
 
 
-def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: float, alpha: float = 0.05,
-                predictions: str = "probs", seed: Optional[int] = 0) -> CodingPlan:
+# An active draw's probabilities mix the model's uncertainty with this share of a uniform draw, so that no text's
+# probability, and no weight 1/probability, is extreme.
+UNIFORM_SHARE = 0.2
+
+
+def _active_probs(probs: np.ndarray, uncoded: np.ndarray, n_more: int) -> np.ndarray:
+    """Each text's probability of being drawn if uncoded: proportional to the spread of the model's
+    probabilities (the standard deviation of a label drawn from them), mixed with a uniform share, scaled so that
+    the uncoded texts' expect n_more, none above 1."""
+    spread = np.sqrt(np.clip(1 - np.sum(probs * probs, axis=1), 0, None))
+    q = (1 - UNIFORM_SHARE) * spread / max(spread.sum(), 1e-12) + UNIFORM_SHARE / len(probs)
+    pi = np.zeros(len(q))
+    capped = np.zeros(len(q), dtype=bool)
+    for _ in range(len(q)):  # the texts that would exceed 1 take 1; the rest share what is left
+        free = ~capped
+        left = n_more - capped[uncoded].sum()
+        pi[free] = left * q[free] / q[uncoded][free[uncoded]].sum() if left > 0 else 0.0
+        pi[capped] = 1.0
+        over = free & (pi > 1)
+        if not over.any():
+            break
+        capped |= over
+    return pi
+
+
+def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: Optional[float] = None, *,
+                budget: Optional[int] = None, alpha: float = 0.05, predictions: str = "probs", seed: Optional[int] = 0,
+                active: bool = False) -> CodingPlan:
     """The number of further texts to code so that every label's PPI++ interval (see prevalence()) is at most
     ``target_width`` wide, from the variances seen on the texts coded so far (``truth``: None where not coded;
-    at least 2 coded), and a uniform random draw of that many uncoded texts to code next (``seed`` fixes it)."""
+    at least 2 coded), and a uniform random draw of that many uncoded texts to code next (``seed`` fixes it).
+    With ``budget`` instead of ``target_width``: that many texts (at most the uncoded ones), and the widths
+    they are expected to give."""
     alpha = check_alpha(alpha)
-    if isinstance(target_width, bool) or not isinstance(target_width, (int, float)) or not 0 < target_width < 1:
+    if (target_width is None) == (budget is None):
+        raise InvalidArgumentError("give target_width (the widest interval wanted) or budget (how many texts), not "
+                                   "both or neither")
+    if target_width is not None and (isinstance(target_width, bool) or not isinstance(target_width, (int, float))
+                                     or not 0 < target_width < 1):
         raise InvalidArgumentError(f"target_width must be a number in (0, 1), got {target_width!r}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+        raise InvalidArgumentError(f"budget must be a whole number of texts, at least 0, got {budget!r}")
     data = coded_texts(annotations, truth, predictions)
     coded = np.flatnonzero(data.coded)
     uncoded = np.flatnonzero(~data.coded)
@@ -64,13 +103,30 @@ def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: 
         terms[label] = (lam, var_pred, var_rectifier)
         # Smallest n with width(n) <= target, the uncoded texts being n_total - n.
         n = next((m for m in range(len(coded), n_total + 1)
-                  if _width(z, lam, var_pred, var_rectifier, m, n_total - m) <= target_width), None)
+                  if target_width is not None and _width(z, lam, var_pred, var_rectifier, m, n_total - m)
+                  <= target_width), None)
         needed.append(n)
     reachable = all(n is not None for n in needed)
-    n_more = (max(needed) - len(coded)) if reachable else len(uncoded)
+    if budget is not None:
+        reachable, n_more = True, min(budget, len(uncoded))
+    else:
+        n_more = (max(needed) - len(coded)) if reachable else len(uncoded)
+    if not isinstance(active, bool):
+        raise InvalidArgumentError(f"active must be True or False, got {active!r}")
     rng = random.Random(seed)
-    chosen = sorted(rng.sample(uncoded.tolist(), n_more))
+    inclusion = None
+    if active:
+        pi = _active_probs(data.predictions, uncoded, n_more)
+        chosen = [i for i in uncoded.tolist() if rng.random() < pi[i]]
+        p0 = len(coded) / n_total
+        inclusion = [p0] * data.n_given  # texts whose annotation failed are never estimated from
+        for i in range(n_total):
+            inclusion[int(data.kept[i])] = float(p0 + (1 - p0) * pi[i])
+    else:
+        chosen = sorted(rng.sample(uncoded.tolist(), n_more))
     positions = [int(data.kept[i]) for i in chosen]
     after = len(coded) + n_more
     expected = {label: _width(z, *terms[label], after, n_total - after) for label in data.labels}
-    return CodingPlan(n_more, positions, float(target_width), widths, expected, reachable, len(coded), n_total)
+    return CodingPlan(n_more, positions, None if target_width is None else float(target_width), widths, expected,
+                      reachable, len(coded), n_total,
+                      inclusion)

@@ -129,3 +129,21 @@ def classical_ols(x: np.ndarray, y: np.ndarray, alpha: float) -> list:
     sigma = inv_hessian @ (grads.T @ grads / n) @ inv_hessian
     se = np.sqrt(np.diag(sigma) / n)
     return [z_interval(theta[j], se[j], alpha) for j in range(x.shape[1])]
+
+
+def weighted_mean(y: np.ndarray, f: np.ndarray, pi: np.ndarray, coded: np.ndarray, alpha: float,
+                  lam: Optional[float] = None) -> "tuple[Interval, float]":
+    """The mean of y over every text when the coded ones were drawn text by text with known probabilities pi
+    (Poisson sampling, as an active coding plan draws them): the predictions' mean corrected by the coded texts'
+    errors weighted by 1/pi (Horvitz-Thompson), with its design-based variance. y is read on coded texts only;
+    lambda (clipped to [0, 1]) minimises the estimated variance, 0 gives the coded texts alone."""
+    n_texts = len(f)
+    w = np.where(coded, (1 - pi) / (pi * pi), 0.0)
+    y0 = np.where(coded, y, 0.0)
+    if lam is None:
+        denom = float(np.sum(w * f * f))
+        lam = float(np.clip(np.sum(w * y0 * f) / denom, 0.0, 1.0)) if denom > 0 else 0.0
+    error = np.where(coded, y0 - lam * f, 0.0)
+    estimate = (lam * float(f.sum()) + float(np.sum(np.where(coded, error / pi, 0.0)))) / n_texts
+    se = float(np.sqrt(np.sum(w * error * error))) / n_texts
+    return z_interval(estimate, se, alpha), lam

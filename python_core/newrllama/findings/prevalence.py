@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .coded import CodedTexts, coded_texts
-from .ppi import Interval, check_alpha, classical_mean, ppi_mean, z_interval
+from .ppi import Interval, check_alpha, classical_mean, ppi_mean, weighted_mean, z_interval
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ def _naive(hits: np.ndarray, alpha: float) -> Interval:
     return z_interval(p, math.sqrt(p * (1 - p) / len(hits)), alpha)
 
 
-def _share(data: CodedTexts, label: str, group: Optional[Hashable], rows: np.ndarray, alpha: float) -> Share:
+def _share(data: CodedTexts, label: str, group: Optional[Hashable], rows: np.ndarray, alpha: float,
+           pi: Optional[np.ndarray]) -> Share:
     coded = rows[data.coded[rows]]
     uncoded = rows[~data.coded[rows]]
     if len(coded) < 2:
@@ -95,9 +96,14 @@ def _share(data: CodedTexts, label: str, group: Optional[Hashable], rows: np.nda
     k = data.labels.index(label)
     y = data.truth_is(label)[coded]
     f = data.predictions[:, k]
-    est, lam = ppi_mean(y, f[coded], f[uncoded], alpha)
+    if pi is None:
+        est, lam = ppi_mean(y, f[coded], f[uncoded], alpha)
+        classical = classical_mean(y, alpha)
+    else:
+        truth, drawn = data.truth_is(label)[rows], data.coded[rows]
+        est, lam = weighted_mean(truth, f[rows], pi[rows], drawn, alpha)
+        classical, _ = weighted_mean(truth, f[rows], pi[rows], drawn, alpha, lam=0.0)
     naive = _naive((data.predicted == k)[rows], alpha)
-    classical = classical_mean(y, alpha)
     return Share(label, group, est.estimate, est.se, est.lower, est.upper, lam, naive.estimate, naive.lower,
                  naive.upper, classical.estimate, classical.se, classical.lower, classical.upper, len(coded),
                  len(rows))
@@ -126,8 +132,23 @@ def _groups(by: Optional[Sequence[Hashable]], n: int) -> Tuple[List[Optional[Has
     return order, np.array([order.index(k) for k in keys])
 
 
+def _inclusion(inclusion_probs: Any, data: CodedTexts) -> Optional[np.ndarray]:
+    if inclusion_probs is None:
+        return None
+    try:
+        pi = np.array(inclusion_probs.tolist() if hasattr(inclusion_probs, "tolist") else list(inclusion_probs),
+                      dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("inclusion_probs must be numbers, one per annotation") from None
+    if pi.shape != (data.n_given,) or not np.all((pi > 0) & (pi <= 1)):
+        raise InvalidArgumentError(f"inclusion_probs must be {data.n_given} probabilities in (0, 1], one per "
+                                   "annotation (CodingPlan.inclusion_probs)")
+    return pi[data.kept]
+
+
 def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Sequence[Hashable]] = None,
-               alpha: float = 0.05, predictions: str = "probs", reference: Optional[Hashable] = None) -> Prevalence:
+               alpha: float = 0.05, predictions: str = "probs", reference: Optional[Hashable] = None,
+               inclusion_probs: Optional[Sequence[float]] = None) -> Prevalence:
     """Each label's share of the texts, with intervals valid whatever the model's errors.
 
     ``annotations``: what ``annotate()`` returned for every text (or labels, with ``predictions="labels"``);
@@ -141,11 +162,17 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
 
     ``by``: a group per text; shares are estimated within each group, and each group's difference from
     ``reference`` (the first group in sorted order unless given) with its interval. Texts whose annotation
-    failed are left out (``n_failed``)."""
+    failed are left out (``n_failed``).
+
+    ``inclusion_probs``: when the coded texts were drawn text by text with known probabilities (an active coding
+    plan: ``plan_coding(..., active=True).inclusion_probs``), each text's probability of being coded. The
+    estimates then weight the coded texts' errors by 1/probability (Horvitz-Thompson) and the intervals are
+    design-based: they are about these texts, and stay valid however the probabilities favoured some texts."""
     alpha = check_alpha(alpha)
     if predictions not in ("probs", "labels"):
         raise InvalidArgumentError(f"predictions must be 'probs' or 'labels', got {predictions!r}")
     data = coded_texts(annotations, truth, predictions)
+    pi = _inclusion(inclusion_probs, data)
     groups, group_of = _groups(by, data.n_given)
     if group_of is not None:
         group_of = group_of[data.kept]
@@ -155,7 +182,7 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     differences: List[ShareDifference] = []
     for label in data.labels:
         by_group = {g: _share(data, label, g, np.flatnonzero(group_of == i) if group_of is not None
-                              else np.arange(data.n), alpha) for i, g in enumerate(groups)}
+                              else np.arange(data.n), alpha, pi) for i, g in enumerate(groups)}
         shares += by_group.values()
         if group_of is not None:
             ref = groups[0] if reference is None else reference

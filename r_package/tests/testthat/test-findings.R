@@ -126,3 +126,17 @@ test_that("plan_coding() and a coding sheet take the next texts to a coder and t
                class = "newrllama_invalid_argument")
   expect_error(write_coding_sheet(texts, "a", path), "positions", class = "newrllama_invalid_argument")
 })
+
+test_that("an active plan gives inclusion probabilities that prevalence() weights by", {
+  first <- ifelse(seq_len(n) <= 40, truth, NA)
+  plan <- plan_coding(x, first, budget = 60, active = TRUE, seed = 2)
+  expect_length(plan$inclusion_probs, n)
+  expect_true(all(plan$inclusion_probs > 0 & plan$inclusion_probs <= 1))
+  coded_now <- ifelse(seq_len(n) %in% c(1:40, plan$texts), truth, NA)
+  weighted <- prevalence(x, coded_now, inclusion_probs = plan$inclusion_probs)
+  expect_false(isTRUE(all.equal(weighted$estimate, prevalence(x, coded_now)$estimate)))
+  expect_equal(plan_coding(x, first, budget = 25)$n_more, 25)
+  expect_error(prevalence(x, coded_now, inclusion_probs = rep(2, n)), "inclusion_probs must be",
+               class = "newrllama_invalid_argument")
+  expect_error(plan_coding(x, first), "target_width .* or budget", class = "newrllama_invalid_argument")
+})
