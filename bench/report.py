@@ -272,11 +272,32 @@ def stream_latency(r: dict) -> List[str]:
                    f"{m['gap_max_s']:.2f}"] for name, m in r["medians"].items()])
 
 
+def findings(r: dict) -> List[str]:
+    out = table(f"Share of \"{r['label']}\" among the {r['stories']} Reuters stories (cut at {r['cut']} characters), "
+                f"instruct model `{r['model']}`, {r['draws']} random samples of {r['coded']} taken as coded, "
+                f"{r['machine']['cpu']}: coverage of the share of every human code by each 95% interval, and its "
+                "median width:",
+                ["prompt", "kappa", "naive share", "true share", "PPI++ (probabilities)", "PPI++ (labels)",
+                 "coded only", "naive"],
+                [[name, f"{p['kappa']:.3f}", f"{p['naive_share']:.3f}", f"{p['true_share']:.3f}"]
+                 + [f"{p['coverage'][k]:.3f} ({p['median_width'][k]:.3f})"
+                    for k in ("ppi, probabilities", "ppi, labels", "coded only", "naive")]
+                 for name, p in r["prompts"].items()])
+    phases = next(iter(r["prompts"].values())).get("two_phase")
+    if phases:
+        out += [""] + table(f"Two phases: {r['coded'] // 2} random stories coded, then {r['coded'] - r['coded'] // 2} "
+                            "more drawn by `plan_coding()`; PPI++ from the probabilities, coverage (median width):",
+                            ["prompt"] + list(phases),
+                            [[name] + [f"{p['two_phase'][k]['coverage']:.3f} ({p['two_phase'][k]['median_width']:.3f})"
+                                       for k in phases] for name, p in r["prompts"].items()])
+    return out
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
     "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
-    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server}
+    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings}
 
 
 def main(paths: List[str]) -> int:
