@@ -37,9 +37,14 @@ class CodingPlan:
     inclusion_probs: Optional[List[float]] = None  # active plans: each text's probability of being coded
 
 
-def _width(z: float, lam: float, var_pred: float, var_rectifier: float, n: int, n_unlabeled: int) -> float:
+def _width(z: float, var_truth: float, cov: float, var_pred: float, n: int, n_unlabeled: int) -> float:
+    """The expected PPI++ interval width with n coded texts and n_unlabeled uncoded ones, lambda tuned for them
+    as prevalence() tunes it, from the coded texts' variance of the truth, its covariance with the predictions
+    and the predictions' variance."""
+    lam = min(max(cov / ((1 + n / n_unlabeled) * var_pred), 0.0), 1.0) if n_unlabeled and var_pred > 0 else 0.0
     imputed = lam * lam * var_pred / n_unlabeled if n_unlabeled else 0.0
-    return 2 * z * math.sqrt(imputed + var_rectifier / n)
+    rectifier = max(var_truth - 2 * lam * cov + lam * lam * var_pred, 0.0)
+    return 2 * z * math.sqrt(imputed + rectifier / n)
 
 
 # An active draw's probabilities mix the model's uncertainty with this share of a uniform draw, so that no text's
@@ -96,15 +101,13 @@ def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: 
     for k, label in enumerate(data.labels):
         y = data.truth_is(label)[coded]
         f = data.predictions[:, k]
-        interval, lam = ppi_mean(y, f[coded], f[uncoded], alpha)
+        interval, _ = ppi_mean(y, f[coded], f[uncoded], alpha)
         widths[label] = interval.upper - interval.lower
-        var_rectifier = float(np.var(y - lam * f[coded]))
-        var_pred = float(np.var(f))
-        terms[label] = (lam, var_pred, var_rectifier)
+        terms[label] = (float(np.var(y)), float(np.mean((y - y.mean()) * (f[coded] - f[coded].mean()))),
+                        float(np.var(f)))
         # Smallest n with width(n) <= target, the uncoded texts being n_total - n.
         n = next((m for m in range(len(coded), n_total + 1)
-                  if target_width is not None and _width(z, lam, var_pred, var_rectifier, m, n_total - m)
-                  <= target_width), None)
+                  if target_width is not None and _width(z, *terms[label], m, n_total - m) <= target_width), None)
         needed.append(n)
     reachable = all(n is not None for n in needed)
     if budget is not None:
