@@ -171,8 +171,8 @@ def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, refe
     return _r_columns(result.rows())
 
 
-def regression(x, names, truth, predicted, alpha):
-    result = newrllama.regression(x, truth, predicted, names=names, intercept=False, alpha=alpha)
+def regression(x, names, truth, predicted, family, alpha):
+    result = newrllama.regression(x, truth, predicted, names=names, intercept=False, family=family, alpha=alpha)
     rows = [{**row, "lam": result.lam, "n_coded": result.n_coded, "n_texts": result.n_texts} for row in result.rows()]
     return _r_columns(rows)
 

@@ -126,13 +126,13 @@ columns_frame <- function(cols) {
 
 #' Regression coefficients with valid intervals when the model codes the outcome
 #'
-#' Least squares of an outcome coded by hand on a random sample of the texts
-#' and predicted by the model for every text (for a label: 1 if the text has
-#' it, 0 if not, and its probability from [annotate_vec()]), on regressors
-#' known for every text. PPI++ (power-tuned, as `ppi-python`'s `ppi_ols_ci`)
-#' gives each coefficient an interval that is valid whatever the model's
-#' errors; beside it, least squares on the coded texts alone with White's
-#' robust standard errors.
+#' Least squares or logistic regression of an outcome coded by hand on a
+#' random sample of the texts and predicted by the model for every text (for a
+#' label: 1 if the text has it, 0 if not, and its probability from
+#' [annotate_vec()]), on regressors known for every text. PPI++ (power-tuned,
+#' as `ppi-python`'s `ppi_ols_ci` and `ppi_logistic_ci`) gives each
+#' coefficient an interval that is valid whatever the model's errors; beside
+#' it, the fit on the coded texts alone with sandwich standard errors.
 #'
 #' @param formula A formula, `outcome ~ regressors`, as for [stats::lm()]; the
 #'   outcome column holds the human codes (numbers or `TRUE`/`FALSE`), `NA`
@@ -140,6 +140,8 @@ columns_frame <- function(cols) {
 #' @param data A data frame with one row per text.
 #' @param predicted The name (bare or a string) of the column of `data`
 #'   holding the model's prediction of the outcome for every text.
+#' @param family `"gaussian"` (least squares) or `"binomial"` (logistic: the
+#'   outcome 0/1 or `TRUE`/`FALSE`, the prediction a probability).
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @return A data frame, one row per coefficient: `term`, `estimate`,
 #'   `std.error`, `conf.low`, `conf.high` (PPI++), `classical`,
@@ -153,7 +155,7 @@ columns_frame <- function(cols) {
 #' d$coded <- ifelse(seq_len(40) %% 3 == 0, as.numeric(d$p > 0.5), NA)
 #' regression(coded ~ year, d, p)
 #' @export
-regression <- function(formula, data, predicted, alpha = 0.05) {
+regression <- function(formula, data, predicted, family = c("gaussian", "binomial"), alpha = 0.05) {
   if (!inherits(formula, "formula") || length(formula) != 3) {
     abort_invalid("`formula` must be a two-sided formula, outcome ~ regressors")
   }
@@ -161,6 +163,7 @@ regression <- function(formula, data, predicted, alpha = 0.05) {
     abort_invalid(sprintf("`data` must be a data frame, not %s", describe(data)))
   }
   predicted <- column_of(data, substitute(predicted), "predicted")
+  family <- match.arg(family)
   alpha <- check_number(alpha, "alpha")
   frame <- stats::model.frame(formula, data, na.action = stats::na.pass)
   outcome <- stats::model.response(frame)
@@ -176,7 +179,7 @@ regression <- function(formula, data, predicted, alpha = 0.05) {
   x <- stats::model.matrix(formula, frame)
   cols <- with_python(python_helpers()$regression(matrix_rows(x), as.list(colnames(x)),
                                                   as.list(unname(as.numeric(outcome))),
-                                                  as.list(unname(as.numeric(predicted))), alpha))
+                                                  as.list(unname(as.numeric(predicted))), family, alpha))
   columns_frame(cols)
 }
 

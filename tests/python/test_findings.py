@@ -8,7 +8,7 @@ import ppi_py
 import pytest
 
 import newrllama
-from newrllama.findings.ppi import classical_mean, classical_ols, ppi_mean, ppi_ols
+from newrllama.findings.ppi import classical_glm, classical_mean, ppi_glm, ppi_mean
 
 LABELS = ["acquisition", "crude oil", "earnings"]
 
@@ -62,11 +62,11 @@ def test_least_squares_agree_with_ppi_python(seed):
     y = x @ beta + rng.normal(size=n)
     f = y + rng.normal(size=n) * (0.3 + seed)
     f_unlabeled = x_unlabeled @ beta + rng.normal(size=n_unlabeled)
-    ours, _ = ppi_ols(x, y, f, x_unlabeled, f_unlabeled, 0.05)
+    ours, _ = ppi_glm("gaussian", x, y, f, x_unlabeled, f_unlabeled, 0.05)
     lower, upper = ppi_py.ppi_ols_ci(x, y, f, x_unlabeled, f_unlabeled, alpha=0.05)
     assert [c.lower for c in ours] == pytest.approx(list(lower), abs=1e-6)
     assert [c.upper for c in ours] == pytest.approx(list(upper), abs=1e-6)
-    classical = classical_ols(x, y, 0.05)
+    classical = classical_glm("gaussian", x, y, 0.05)
     lower, upper = ppi_py.classical_ols_ci(x, y, alpha=0.05)
     assert [c.lower for c in classical] == pytest.approx(list(lower), abs=1e-6)
     assert [c.upper for c in classical] == pytest.approx(list(upper), abs=1e-6)
@@ -179,6 +179,45 @@ def test_bad_options_of_prevalence_are_clear_errors(kwargs, message):
         newrllama.prevalence(annotations, [t if i % 2 else None for i, t in enumerate(truth)], **kwargs)
 
 
+@pytest.mark.filterwarnings("ignore:'penalty' was deprecated:FutureWarning")  # ppi-python's own scikit-learn call
+@pytest.mark.parametrize("seed, noise", [(0, 0.5), (1, 0.5), (2, 2.5), (3, 2.5)])
+def test_logistic_coefficients_agree_with_ppi_python(seed, noise):
+    """Predictions that track the codes closely (lambda clipped at 1) and loosely (lambda between 0 and 1)."""
+    rng = np.random.default_rng(40 + seed)
+    n, n_unlabeled = 150 + 50 * seed, 400 + 300 * seed
+    x = np.column_stack([np.ones(n), rng.normal(size=(n, 2))])
+    x_unlabeled = np.column_stack([np.ones(n_unlabeled), rng.normal(size=(n_unlabeled, 2))])
+    beta = np.array([-0.5, 1.0, -0.8])
+    p = 1 / (1 + np.exp(-x @ beta))
+    y = (rng.random(n) < p).astype(float)
+    f = 1 / (1 + np.exp(-(x @ beta + 1.5 * (y - p) + rng.normal(size=n) * noise)))
+    f_unlabeled = 1 / (1 + np.exp(-(x_unlabeled @ beta + rng.normal(size=n_unlabeled) * 0.7)))
+    ours, lam = ppi_glm("binomial", x, y, f, x_unlabeled, f_unlabeled, 0.05)
+    lower, upper = ppi_py.ppi_logistic_ci(x, y, f, x_unlabeled, f_unlabeled, alpha=0.05)
+    assert [c.lower for c in ours] == pytest.approx(list(lower), abs=1e-6)
+    assert [c.upper for c in ours] == pytest.approx(list(upper), abs=1e-6)
+    assert (lam == 1.0) == (noise < 1)
+    classical = classical_glm("binomial", x, y, 0.05)
+    lower, upper = ppi_py.classical_logistic_ci(x, y, alpha=0.05)
+    assert [c.lower for c in classical] == pytest.approx(list(lower), abs=1e-6)
+    assert [c.upper for c in classical] == pytest.approx(list(upper), abs=1e-6)
+
+
+def test_a_logistic_fit_whose_rectified_loss_has_no_minimum_at_lambda_1_starts_from_the_coded_texts():
+    """Predictions on the coded texts far from their codes: the loss rectified with lambda 1 falls without end,
+    so lambda is tuned from the coded texts' own fit; the result is a valid interval, not an error."""
+    rng = np.random.default_rng(40)
+    x = np.column_stack([np.ones(150), rng.normal(size=(150, 2))])
+    x_unlabeled = np.column_stack([np.ones(400), rng.normal(size=(400, 2))])
+    y = (rng.random(150) < 1 / (1 + np.exp(-x @ [-0.5, 1.0, -0.8]))).astype(float)
+    f = np.clip(0.6 * y + 0.4 * rng.random(150), 0, 1)
+    f_unlabeled = 1 / (1 + np.exp(-x_unlabeled @ [-0.5, 1.0, -0.8] + rng.normal(size=400) * 0.3))
+    with pytest.raises(newrllama.InvalidArgumentError, match="does not converge"):
+        ppi_glm("binomial", x, y, f, x_unlabeled, f_unlabeled, 0.05, lam=1.0)
+    ours, lam = ppi_glm("binomial", x, y, f, x_unlabeled, f_unlabeled, 0.05)
+    assert 0 <= lam < 1 and all(c.lower < c.estimate < c.upper for c in ours)
+
+
 def test_regression_on_a_model_coded_outcome_agrees_with_ppi_python():
     rng = np.random.default_rng(4)
     n = 500
@@ -206,11 +245,15 @@ def test_regression_on_a_model_coded_outcome_agrees_with_ppi_python():
     (([[1.0, 2.0]] * 10, [1.0] * 10, [0.5] * 10), "collinear"),
     (([[1.0]] * 10, ["a"] * 10, [0.5] * 10), "truth must hold numbers"),
     (([[1.0]] * 10, [1.0] * 10, [0.5] * 9 + [None]), "predicted has missing values"),
+    (([[0.0], [1.0]] * 5, [2.0] * 10, [0.5] * 10, "binomial"), "truth 0 or 1"),
+    (([[0.0], [1.0]] * 5, [0.0, 1.0] * 5, [0.5] * 10, "binomial"), "does not converge"),
+    (([[1.0]] * 10, [1.0] * 10, [0.5] * 10, "poisson"), "family must be"),
     ((["a"] * 10, [1.0] * 10, [0.5] * 10), "x must be a texts x regressors table"),
 ])
 def test_bad_input_to_regression_is_a_clear_error(args, message):
+    family = args[3] if len(args) > 3 else "gaussian"
     with pytest.raises(newrllama.InvalidArgumentError, match=message):
-        newrllama.regression(*args)
+        newrllama.regression(*args[:3], family=family)
 
 
 def test_a_coding_plan_reaches_the_width_it_promises():

@@ -71,23 +71,85 @@ def _least_squares(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(x, y, rcond=None)[0]
 
 
-def _ols_estimate(x, y, f, x_unlabeled, f_unlabeled, lam: float) -> np.ndarray:
+def _expit(t: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * t))  # no overflow at either end
+
+
+def _logistic(x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray, f_unlabeled: np.ndarray,
+              lam: float) -> np.ndarray:
+    """The minimiser of the rectified logistic loss (the truth's loss on the coded texts, minus lam * the
+    predictions' there, plus lam * the predictions' on the uncoded ones), convex for lam in [0, 1]: Newton's
+    method, each step halved until the loss falls."""
+    n, n_unlabeled = len(y), len(f_unlabeled)
+
+    def loss(theta: np.ndarray) -> float:
+        t, t_u = x @ theta, x_unlabeled @ theta
+        out = np.sum(np.logaddexp(0, t) - y * t) / n - lam * np.sum(np.logaddexp(0, t) - f * t) / n
+        return out + (lam * np.sum(np.logaddexp(0, t_u) - f_unlabeled * t_u) / n_unlabeled if n_unlabeled else 0.0)
+
+    def found(theta: np.ndarray) -> np.ndarray:
+        # The coded texts alone, a coded text fitted with certainty (a probability within e^-25 of 0 or 1):
+        # separation, no finite minimum (the gradient vanishes in rounding before the steps grow).
+        if lam == 0 and np.max(np.abs(x @ theta)) > 25:
+            raise InvalidArgumentError("the logistic fit does not converge: the regressors predict the coded texts' "
+                                       "outcome perfectly (separation), or it is constant; code more texts or drop "
+                                       "a regressor")
+        return theta
+
+    theta = np.zeros(x.shape[1])
+    current = loss(theta)
+    for _ in range(100):
+        mu, mu_u = _expit(x @ theta), _expit(x_unlabeled @ theta)
+        grad = x.T @ (mu - y) / n - lam * x.T @ (mu - f) / n
+        hessian = (1 - lam) * (x.T * (mu * (1 - mu))) @ x / n
+        if n_unlabeled:
+            grad = grad + lam * x_unlabeled.T @ (mu_u - f_unlabeled) / n_unlabeled
+            hessian = hessian + lam * (x_unlabeled.T * (mu_u * (1 - mu_u))) @ x_unlabeled / n_unlabeled
+        if np.max(np.abs(grad)) < 1e-14:
+            return found(theta)
+        try:
+            step = np.linalg.solve(hessian, grad)
+        except np.linalg.LinAlgError:
+            break
+        for _ in range(60):
+            trial = theta - step
+            value = loss(trial)
+            if value <= current:
+                break
+            step = step / 2
+        if np.max(np.abs(trial - theta)) <= 1e-15 * (1 + np.max(np.abs(theta))):
+            return found(trial)
+        theta, current = trial, value
+    raise InvalidArgumentError("the logistic fit does not converge: the regressors predict the coded texts' outcome "
+                               "perfectly (separation), or it is constant; code more texts or drop a regressor")
+
+
+def _estimate(family: str, x, y, f, x_unlabeled, f_unlabeled, lam: float) -> np.ndarray:
+    if family == "binomial":
+        return _logistic(x, y, f, x_unlabeled, f_unlabeled, lam)
     imputed = _least_squares(x_unlabeled, lam * f_unlabeled) if len(f_unlabeled) else 0.0
     return imputed + _least_squares(x, y - lam * f)
 
 
-def _ols_stats(theta, x, y, f, x_unlabeled, f_unlabeled, pooled: bool):
-    """Per text, the gradients of the squared loss at theta (truth; prediction), and the inverse Hessian (over
-    every text, or the coded ones alone once lambda is 0)."""
-    grads = x * (x @ theta - y)[:, None]
-    grads_pred = x * (x @ theta - f)[:, None]
-    grads_pred_unlabeled = x_unlabeled * (x_unlabeled @ theta - f_unlabeled)[:, None]
+def _stats(family: str, theta, x, y, f, x_unlabeled, f_unlabeled, pooled: bool):
+    """Per text, the gradients of the loss at theta (truth; prediction), and the inverse Hessian (over every
+    text, or the coded ones alone once lambda is 0)."""
+    if family == "binomial":
+        mean, mean_u = _expit(x @ theta), _expit(x_unlabeled @ theta)
+        curve, curve_u = mean * (1 - mean), mean_u * (1 - mean_u)
+    else:
+        mean, mean_u = x @ theta, x_unlabeled @ theta
+        curve, curve_u = np.ones(len(y)), np.ones(len(f_unlabeled))
+    grads = x * (mean - y)[:, None]
+    grads_pred = x * (mean - f)[:, None]
+    grads_pred_unlabeled = x_unlabeled * (mean_u - f_unlabeled)[:, None]
     n, n_unlabeled = len(y), len(f_unlabeled)
-    hessian = (x.T @ x + x_unlabeled.T @ x_unlabeled) / (n + n_unlabeled) if pooled else x.T @ x / n
+    coded = (x.T * curve) @ x
+    hessian = (coded + (x_unlabeled.T * curve_u) @ x_unlabeled) / (n + n_unlabeled) if pooled else coded / n
     return grads, grads_pred, grads_pred_unlabeled, np.linalg.inv(hessian)
 
 
-def _ols_lambda(grads, grads_pred, grads_pred_unlabeled, inv_hessian) -> float:
+def _glm_lambda(grads, grads_pred, grads_pred_unlabeled, inv_hessian) -> float:
     """The lambda minimising the trace of the coefficients' covariance, clipped to [0, 1]."""
     n, n_unlabeled = len(grads), len(grads_pred_unlabeled)
     centred, centred_pred = grads - grads.mean(0), grads_pred - grads_pred.mean(0)
@@ -97,22 +159,37 @@ def _ols_lambda(grads, grads_pred, grads_pred_unlabeled, inv_hessian) -> float:
     return float(np.clip(np.trace(inv_hessian @ cov @ inv_hessian) / denom, 0.0, 1.0)) if denom > 0 else 0.0
 
 
-def ppi_ols(x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray, f_unlabeled: np.ndarray,
-            alpha: float, lam: Optional[float] = None) -> "tuple[list, float]":
-    """PPI++ least-squares coefficients of y on x (x holds every regressor, the intercept too): one Interval per
-    column, and the lambda used (one for all coefficients: the one minimising the trace of their covariance).
-    Lambda is tuned twice, as ppi-python does: at the estimate with lambda 1, then at the estimate that gave."""
+def _estimate_or_less(family: str, args: tuple, lam: float) -> "tuple[np.ndarray, float]":
+    """The estimate at lam, or at the largest of lam / 2, lam / 4, ... (then 0) whose rectified loss has a minimum."""
+    for _ in range(20):
+        try:
+            return _estimate(family, *args, lam), lam
+        except InvalidArgumentError:
+            lam /= 2
+    return _estimate(family, *args, 0.0), 0.0
+
+
+def ppi_glm(family: str, x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray,
+            f_unlabeled: np.ndarray, alpha: float, lam: Optional[float] = None) -> "tuple[list, float]":
+    """PPI++ coefficients of a least-squares ("gaussian") or logistic ("binomial") regression of y on x (x holds
+    every regressor, the intercept too): one Interval per column, and the lambda used (one for all coefficients:
+    the one minimising the trace of their covariance). Lambda is tuned twice, as ppi-python does: at the
+    estimate with lambda 1, then at the estimate that gave. A logistic loss rectified with a lambda near 1 has
+    no minimum when the predictions on the coded texts stray far from the codes (its linear part falls without
+    end): a lambda without a minimum is then halved until it has one (the tuning starting from the coded texts
+    alone at worst), where ppi-python would stop wherever its optimiser does."""
     n, d = x.shape
     n_unlabeled = len(f_unlabeled)
     args = (x, y, f, x_unlabeled, f_unlabeled)
     if n_unlabeled == 0:
         lam = 0.0
     if lam is None:
-        lam = 1.0
-        for _ in range(2):
-            lam = _ols_lambda(*_ols_stats(_ols_estimate(*args, lam), *args, pooled=True))
-    theta = _ols_estimate(*args, lam)
-    grads, grads_pred, grads_pred_unlabeled, inv_hessian = _ols_stats(theta, *args, pooled=lam != 0)
+        start, _ = _estimate_or_less(family, args, 1.0)
+        start, _ = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=True)))
+        theta, lam = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=True)))
+    else:
+        theta = _estimate(family, *args, lam)
+    grads, grads_pred, grads_pred_unlabeled, inv_hessian = _stats(family, theta, *args, pooled=lam != 0)
     var_unlabeled = np.atleast_2d(np.cov((lam * grads_pred_unlabeled).T)) if n_unlabeled > 1 else np.zeros((d, d))
     var = np.atleast_2d(np.cov((grads - lam * grads_pred).T))
     sigma = inv_hessian @ ((n / n_unlabeled if n_unlabeled else 0.0) * var_unlabeled + var) @ inv_hessian
@@ -120,14 +197,15 @@ def ppi_ols(x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray
     return [z_interval(theta[j], se[j], alpha) for j in range(d)], lam
 
 
-def classical_ols(x: np.ndarray, y: np.ndarray, alpha: float) -> list:
-    """The coded texts alone: least squares with White's (HC0) heteroskedasticity-robust standard errors."""
+def classical_glm(family: str, x: np.ndarray, y: np.ndarray, alpha: float) -> list:
+    """The coded texts alone, with sandwich standard errors (least squares: White's HC0; logistic: the
+    gradients' sample covariance, as ppi-python's classical intervals)."""
     n = len(y)
-    theta = _least_squares(x, y)
-    grads = x * (x @ theta - y)[:, None]
-    inv_hessian = np.linalg.inv(x.T @ x / n)
-    sigma = inv_hessian @ (grads.T @ grads / n) @ inv_hessian
-    se = np.sqrt(np.diag(sigma) / n)
+    empty = np.zeros((0, x.shape[1]))
+    theta = _estimate(family, x, y, y, empty, np.zeros(0), 0.0)
+    grads, _, _, inv_hessian = _stats(family, theta, x, y, y, empty, np.zeros(0), pooled=False)
+    meat = grads.T @ grads / n if family == "gaussian" else np.atleast_2d(np.cov(grads.T))
+    se = np.sqrt(np.diag(inv_hessian @ meat @ inv_hessian) / n)
     return [z_interval(theta[j], se[j], alpha) for j in range(x.shape[1])]
 
 

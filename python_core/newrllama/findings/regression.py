@@ -1,4 +1,4 @@
-"""Least-squares coefficients of an outcome the model codes, with valid intervals: regression()."""
+"""Least-squares and logistic coefficients of an outcome the model codes, with valid intervals: regression()."""
 from __future__ import annotations
 
 import math
@@ -8,12 +8,12 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .ppi import check_alpha, classical_ols, ppi_ols
+from .ppi import check_alpha, classical_glm, ppi_glm
 
 
 @dataclass(frozen=True)
 class Coefficient:
-    """One regressor's coefficient: PPI++ and from the coded texts alone (White's robust standard errors)."""
+    """One regressor's coefficient: PPI++ and from the coded texts alone (sandwich standard errors)."""
 
     term: str
     estimate: float
@@ -30,6 +30,7 @@ class Coefficient:
 class Regression:
     coefficients: List[Coefficient]
     lam: float  # the weight given to the predictions (0: the coded texts alone)
+    family: str
     alpha: float
     n_coded: int
     n_texts: int
@@ -78,27 +79,33 @@ def _regressors(x: Any, names: Optional[Sequence[str]], intercept: bool) -> "tup
 
 
 def regression(x: Any, truth: Any, predicted: Any, *, names: Optional[Sequence[str]] = None, intercept: bool = True,
-               alpha: float = 0.05) -> Regression:
-    """Least-squares coefficients of an outcome coded by hand on a sample and predicted by the model for every text.
+               family: str = "gaussian", alpha: float = 0.05) -> Regression:
+    """Coefficients of an outcome coded by hand on a sample and predicted by the model for every text: least
+    squares (``family="gaussian"``) or logistic regression (``"binomial"``: the truth 0 or 1, the prediction a
+    probability).
 
     ``x``: the regressors of every text (texts x regressors; an intercept is added unless ``intercept=False``);
     ``truth``: the human code (a number, e.g. 1 if a text has the label and 0 if not), None or NaN where the text
     was not coded; ``predicted``: the model's prediction of it for every text (e.g. the label's probability). The
-    coded texts must be a random sample. PPI++ (power-tuned, as ppi-python's ``ppi_ols_ci``) gives each
-    coefficient its interval; beside it, least squares on the coded texts alone."""
+    coded texts must be a random sample. PPI++ (power-tuned, as ppi-python's ``ppi_ols_ci`` and
+    ``ppi_logistic_ci``) gives each coefficient its interval; beside it, the fit on the coded texts alone."""
     alpha = check_alpha(alpha)
+    if family not in ("gaussian", "binomial"):
+        raise InvalidArgumentError(f"family must be 'gaussian' or 'binomial', got {family!r}")
     if not isinstance(intercept, bool):
         raise InvalidArgumentError(f"intercept must be True or False, got {intercept!r}")
     m, terms = _regressors(x, names, intercept)
     y = _vector(truth, "truth", len(m), allow_missing=True)
     f = _vector(predicted, "predicted", len(m), allow_missing=False)
     coded = ~np.isnan(y)
+    if family == "binomial" and (not np.isin(y[coded], (0.0, 1.0)).all() or ((f < 0) | (f > 1)).any()):
+        raise InvalidArgumentError("a binomial regression needs truth 0 or 1 (or missing) and predictions in [0, 1]")
     if coded.sum() <= m.shape[1]:
         raise InvalidArgumentError(f"{int(coded.sum())} coded texts for {m.shape[1]} coefficients: code more texts")
     if np.linalg.matrix_rank(m[coded]) < m.shape[1]:
         raise InvalidArgumentError("the regressors of the coded texts are collinear (a column repeats another, or is "
                                    "constant beside the intercept): drop one")
-    ppi, lam = ppi_ols(m[coded], y[coded], f[coded], m[~coded], f[~coded], alpha)
-    classical = classical_ols(m[coded], y[coded], alpha)
+    ppi, lam = ppi_glm(family, m[coded], y[coded], f[coded], m[~coded], f[~coded], alpha)
+    classical = classical_glm(family, m[coded], y[coded], alpha)
     return Regression([Coefficient(t, p.estimate, p.se, p.lower, p.upper, c.estimate, c.se, c.lower, c.upper)
-                       for t, p, c in zip(terms, ppi, classical)], lam, alpha, int(coded.sum()), len(m))
+                       for t, p, c in zip(terms, ppi, classical)], lam, family, alpha, int(coded.sum()), len(m))

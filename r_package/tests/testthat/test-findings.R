@@ -86,6 +86,12 @@ test_that("regression() fits a formula with PPI++ intervals that agree with Pyth
   expect_equal(out$conf.high[3], py$coefficient("wire")$upper)
   expect_equal(unique(out$n_coded), n / 3)
   expect_equal(regression(crude ~ year, d, "p_crude")$term, c("(Intercept)", "year"))
+  logit <- regression(crude ~ year + wire, d, p_crude, family = "binomial")
+  py_logit <- py_newrllama()$regression(Map(list, d$year, d$wire), as.list(d$crude), d$p_crude,
+                                        names = list("year", "wire"), family = "binomial")
+  expect_equal(logit$conf.low[2], py_logit$coefficient("year")$lower)
+  expect_false(isTRUE(all.equal(logit$estimate, out$estimate)))
+  expect_error(regression(crude ~ year, d, p_crude, family = "poisson"), "should be one of")
   d$crude_flag <- d$crude == 1
   expect_equal(regression(crude_flag ~ year, d, p_crude)$estimate, regression(crude ~ year, d, p_crude)$estimate)
   expect_error(regression(crude ~ year, d, nothing), "must name a column", class = "newrllama_invalid_argument")
