@@ -118,6 +118,11 @@ def unpack_annotations(done):
             "provenance": next((json.dumps(a.provenance.to_dict()) for a in done if a.provenance), None)}
 
 
+def labelled(labels, names, probs, errors, provenance=None):
+    """Annotations from annotate_vec()'s labels and chosen probabilities alone (what the estimators read)."""
+    return repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors, provenance)
+
+
 def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance=None):
     """annotate_vec()'s result (its label vector, probability matrices' rows and provenance record) as
     Annotations again."""
@@ -147,7 +152,7 @@ def calibration_from_json(text):
 
 
 def least_confident(labels, names, probs, errors, n):
-    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    annotations = labelled(labels, names, probs, errors)
     return newrllama.least_confident(annotations, n)
 
 
@@ -165,7 +170,7 @@ def _r_columns(rows):
 
 
 def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference, inclusion_probs):
-    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    annotations = labelled(labels, names, probs, errors)
     result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference,
                                   inclusion_probs=inclusion_probs)
     return _r_columns(result.rows())
@@ -178,14 +183,14 @@ def regression(x, names, truth, predicted, family, alpha):
 
 
 def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha, predictions, seed, active):
-    annotations = repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors)
+    annotations = labelled(labels, names, probs, errors)
     return dataclasses.asdict(newrllama.plan_coding(annotations, truth, target_width, budget=budget, alpha=alpha,
                                                     predictions=predictions, seed=seed, active=active))
 
 
 def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha):
     annotations = [dataclasses.replace(a, order_flip=f) for a, f in zip(
-        repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors, provenance),
+        labelled(labels, names, probs, errors, provenance),
         order_flip)]
     return newrllama.methods_text(annotations, truth, calibration, alpha)
 

@@ -25,6 +25,7 @@ from .convenience import sized_context
 from .errors import AnnotationWarning, InvalidArgumentError
 from .jobs import AnnotationJob
 from .model import Model
+from .model_hash import ModelIdentity
 from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
 from .params import SamplingParams
 from .provenance import Provenance, codebook_digest
@@ -105,11 +106,13 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], progress, context_kwargs)
                        if prompts else [])
         per_question = {}
+        identity = use.identity()  # once per call: the questions share the model and the context
+        determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
         for q, book in books.items():
             mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
                                   [completions[k] for k, _ in mine], base_order(debias, book.labels))
-            source = _provenance(use, context, book, debias, examples_in)
+            source = _provenance(identity, determinism, book, debias, examples_in)
             results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
             for message in suspect_labels(per_question[q]):
@@ -169,10 +172,8 @@ def _model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
             yield own
 
 
-def _provenance(model: Model, context: Optional[Context], book: Codebook, debias: str,
+def _provenance(identity: ModelIdentity, determinism: Optional[Dict[str, Any]], book: Codebook, debias: str,
                 examples_in: str) -> Provenance:
-    identity = model.identity()
-    determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
     return Provenance(os.path.basename(identity.path), identity.sha256, book.labels, book.instruction,
                       codebook_digest(book, examples_in), debias, examples_in, len(book.examples), determinism,
                       __version__)
