@@ -75,42 +75,53 @@ def _expit(t: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * t))  # no overflow at either end
 
 
-def _logistic(x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray, f_unlabeled: np.ndarray,
-              lam: float) -> np.ndarray:
+def _positive_definite(hessian: np.ndarray) -> bool:
+    try:
+        np.linalg.cholesky(hessian)
+        return True
+    except np.linalg.LinAlgError:
+        return False
+
+
+def _no_logistic_minimum() -> InvalidArgumentError:
+    return InvalidArgumentError("the logistic fit does not converge: the regressors predict the coded texts' outcome "
+                                "perfectly (separation), or it is constant; code more texts or drop a regressor")
+
+
+def _logistic(x: np.ndarray, y: np.ndarray, xf: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray,
+              f_unlabeled: np.ndarray, lam: float) -> np.ndarray:
     """The minimiser of the rectified logistic loss (the truth's loss on the coded texts, minus lam * the
-    predictions' there, plus lam * the predictions' on the uncoded ones), convex for lam in [0, 1]: Newton's
-    method, each step halved until the loss falls."""
+    predictions' there, plus lam * the predictions' on the uncoded ones): Newton's method, each step halved until
+    the loss falls. Convex for lam in [0, 1] when the regressors are known; with model-coded regressors (xf, the
+    predicted ones, differs from x) it may not be, and a Hessian that is not positive definite means no minimum."""
     n, n_unlabeled = len(y), len(f_unlabeled)
 
     def loss(theta: np.ndarray) -> float:
-        t, t_u = x @ theta, x_unlabeled @ theta
-        out = np.sum(np.logaddexp(0, t) - y * t) / n - lam * np.sum(np.logaddexp(0, t) - f * t) / n
+        t, tf, t_u = x @ theta, xf @ theta, x_unlabeled @ theta
+        out = np.sum(np.logaddexp(0, t) - y * t) / n - lam * np.sum(np.logaddexp(0, tf) - f * tf) / n
         return out + (lam * np.sum(np.logaddexp(0, t_u) - f_unlabeled * t_u) / n_unlabeled if n_unlabeled else 0.0)
 
     def found(theta: np.ndarray) -> np.ndarray:
         # The coded texts alone, a coded text fitted with certainty (a probability within e^-25 of 0 or 1):
         # separation, no finite minimum (the gradient vanishes in rounding before the steps grow).
         if lam == 0 and np.max(np.abs(x @ theta)) > 25:
-            raise InvalidArgumentError("the logistic fit does not converge: the regressors predict the coded texts' "
-                                       "outcome perfectly (separation), or it is constant; code more texts or drop "
-                                       "a regressor")
+            raise _no_logistic_minimum()
         return theta
 
     theta = np.zeros(x.shape[1])
     current = loss(theta)
     for _ in range(100):
-        mu, mu_u = _expit(x @ theta), _expit(x_unlabeled @ theta)
-        grad = x.T @ (mu - y) / n - lam * x.T @ (mu - f) / n
-        hessian = (1 - lam) * (x.T * (mu * (1 - mu))) @ x / n
+        mu, mu_f, mu_u = _expit(x @ theta), _expit(xf @ theta), _expit(x_unlabeled @ theta)
+        grad = x.T @ (mu - y) / n - lam * xf.T @ (mu_f - f) / n
+        hessian = (x.T * (mu * (1 - mu))) @ x / n - lam * (xf.T * (mu_f * (1 - mu_f))) @ xf / n
         if n_unlabeled:
             grad = grad + lam * x_unlabeled.T @ (mu_u - f_unlabeled) / n_unlabeled
             hessian = hessian + lam * (x_unlabeled.T * (mu_u * (1 - mu_u))) @ x_unlabeled / n_unlabeled
         if np.max(np.abs(grad)) < 1e-14:
             return found(theta)
-        try:
-            step = np.linalg.solve(hessian, grad)
-        except np.linalg.LinAlgError:
+        if not _positive_definite(hessian):
             break
+        step = np.linalg.solve(hessian, grad)
         for _ in range(60):
             trial = theta - step
             value = loss(trial)
@@ -120,28 +131,48 @@ def _logistic(x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarr
         if np.max(np.abs(trial - theta)) <= 1e-15 * (1 + np.max(np.abs(theta))):
             return found(trial)
         theta, current = trial, value
-    raise InvalidArgumentError("the logistic fit does not converge: the regressors predict the coded texts' outcome "
-                               "perfectly (separation), or it is constant; code more texts or drop a regressor")
+    raise _no_logistic_minimum()
 
 
-def _estimate(family: str, x, y, f, x_unlabeled, f_unlabeled, lam: float) -> np.ndarray:
+def _least_squares_rectified(x, y, xf, f, x_unlabeled, f_unlabeled, lam: float) -> np.ndarray:
+    """The minimiser of the rectified squared loss when regressors are model-coded (the normal equations of the
+    truth's loss on the coded texts, minus lam * the predictions' there, plus lam * the predictions' on the uncoded
+    ones); it has none when their Hessian is not positive definite."""
+    n, n_unlabeled = len(y), len(f_unlabeled)
+    hessian = (x.T @ x - lam * xf.T @ xf) / n
+    rhs = (x.T @ y - lam * xf.T @ f) / n
+    if n_unlabeled:
+        hessian = hessian + lam * x_unlabeled.T @ x_unlabeled / n_unlabeled
+        rhs = rhs + lam * x_unlabeled.T @ f_unlabeled / n_unlabeled
+    if not _positive_definite(hessian):
+        raise InvalidArgumentError(f"the rectified least-squares loss has no minimum at lambda {lam:g}: the model-coded "
+                                   "regressors spread wider than the coded values")
+    return np.linalg.solve(hessian, rhs)
+
+
+def _estimate(family: str, x, y, xf, f, x_unlabeled, f_unlabeled, lam: float) -> np.ndarray:
+    """xf: the coded texts' regressors as the model codes them, None where every regressor is known."""
     if family == "binomial":
-        return _logistic(x, y, f, x_unlabeled, f_unlabeled, lam)
+        return _logistic(x, y, x if xf is None else xf, f, x_unlabeled, f_unlabeled, lam)
+    if xf is not None:
+        return _least_squares_rectified(x, y, xf, f, x_unlabeled, f_unlabeled, lam)
+    # Known regressors: the imputed fit plus the fit of the errors, as ppi-python's ppi_ols.
     imputed = _least_squares(x_unlabeled, lam * f_unlabeled) if len(f_unlabeled) else 0.0
     return imputed + _least_squares(x, y - lam * f)
 
 
-def _stats(family: str, theta, x, y, f, x_unlabeled, f_unlabeled, pooled: bool):
+def _stats(family: str, theta, x, y, xf, f, x_unlabeled, f_unlabeled, pooled: bool):
     """Per text, the gradients of the loss at theta (truth; prediction), and the inverse Hessian (over every
-    text, or the coded ones alone once lambda is 0)."""
+    text when the regressors are known and pooled, else over the coded texts' true regressors alone)."""
+    xf = x if xf is None else xf
     if family == "binomial":
-        mean, mean_u = _expit(x @ theta), _expit(x_unlabeled @ theta)
+        mean, mean_f, mean_u = _expit(x @ theta), _expit(xf @ theta), _expit(x_unlabeled @ theta)
         curve, curve_u = mean * (1 - mean), mean_u * (1 - mean_u)
     else:
-        mean, mean_u = x @ theta, x_unlabeled @ theta
+        mean, mean_f, mean_u = x @ theta, xf @ theta, x_unlabeled @ theta
         curve, curve_u = np.ones(len(y)), np.ones(len(f_unlabeled))
     grads = x * (mean - y)[:, None]
-    grads_pred = x * (mean - f)[:, None]
+    grads_pred = xf * (mean_f - f)[:, None]
     grads_pred_unlabeled = x_unlabeled * (mean_u - f_unlabeled)[:, None]
     n, n_unlabeled = len(y), len(f_unlabeled)
     coded = (x.T * curve) @ x
@@ -170,26 +201,33 @@ def _estimate_or_less(family: str, args: tuple, lam: float) -> "tuple[np.ndarray
 
 
 def ppi_glm(family: str, x: np.ndarray, y: np.ndarray, f: np.ndarray, x_unlabeled: np.ndarray,
-            f_unlabeled: np.ndarray, alpha: float, lam: Optional[float] = None) -> "tuple[list, float]":
+            f_unlabeled: np.ndarray, alpha: float, lam: Optional[float] = None,
+            x_predicted: Optional[np.ndarray] = None) -> "tuple[list, float]":
     """PPI++ coefficients of a least-squares ("gaussian") or logistic ("binomial") regression of y on x (x holds
     every regressor, the intercept too): one Interval per column, and the lambda used (one for all coefficients:
     the one minimising the trace of their covariance). Lambda is tuned twice, as ppi-python does: at the
     estimate with lambda 1, then at the estimate that gave. A logistic loss rectified with a lambda near 1 has
     no minimum when the predictions on the coded texts stray far from the codes (its linear part falls without
     end): a lambda without a minimum is then halved until it has one (the tuning starting from the coded texts
-    alone at worst), where ppi-python would stop wherever its optimiser does."""
+    alone at worst), where ppi-python would stop wherever its optimiser does.
+
+    ``x_predicted``: when the model codes regressors too, the coded texts' regressors as the model codes them (x
+    then holds their coded values, x_unlabeled the model's). The estimate is then the minimiser of the rectified
+    loss in both families (PPI++'s M-estimation, the predictions' loss read at the predicted regressors), with the
+    Hessian from the coded texts alone, since the uncoded texts' true regressors are unknown."""
     n, d = x.shape
     n_unlabeled = len(f_unlabeled)
-    args = (x, y, f, x_unlabeled, f_unlabeled)
+    args = (x, y, x_predicted, f, x_unlabeled, f_unlabeled)
+    known = x_predicted is None
     if n_unlabeled == 0:
         lam = 0.0
     if lam is None:
         start, _ = _estimate_or_less(family, args, 1.0)
-        start, _ = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=True)))
-        theta, lam = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=True)))
+        start, _ = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=known)))
+        theta, lam = _estimate_or_less(family, args, _glm_lambda(*_stats(family, start, *args, pooled=known)))
     else:
         theta = _estimate(family, *args, lam)
-    grads, grads_pred, grads_pred_unlabeled, inv_hessian = _stats(family, theta, *args, pooled=lam != 0)
+    grads, grads_pred, grads_pred_unlabeled, inv_hessian = _stats(family, theta, *args, pooled=known and lam != 0)
     var_unlabeled = np.atleast_2d(np.cov((lam * grads_pred_unlabeled).T)) if n_unlabeled > 1 else np.zeros((d, d))
     var = np.atleast_2d(np.cov((grads - lam * grads_pred).T))
     sigma = inv_hessian @ ((n / n_unlabeled if n_unlabeled else 0.0) * var_unlabeled + var) @ inv_hessian
@@ -202,8 +240,8 @@ def classical_glm(family: str, x: np.ndarray, y: np.ndarray, alpha: float) -> li
     gradients' sample covariance, as ppi-python's classical intervals)."""
     n = len(y)
     empty = np.zeros((0, x.shape[1]))
-    theta = _estimate(family, x, y, y, empty, np.zeros(0), 0.0)
-    grads, _, _, inv_hessian = _stats(family, theta, x, y, y, empty, np.zeros(0), pooled=False)
+    theta = _estimate(family, x, y, None, y, empty, np.zeros(0), 0.0)
+    grads, _, _, inv_hessian = _stats(family, theta, x, y, None, y, empty, np.zeros(0), pooled=False)
     meat = grads.T @ grads / n if family == "gaussian" else np.atleast_2d(np.cov(grads.T))
     se = np.sqrt(np.diag(inv_hessian @ meat @ inv_hessian) / n)
     return [z_interval(theta[j], se[j], alpha) for j in range(x.shape[1])]

@@ -60,44 +60,95 @@ def _vector(values: Any, name: str, n: Optional[int], allow_missing: bool) -> np
     return v
 
 
-def _regressors(x: Any, names: Optional[Sequence[str]], intercept: bool) -> "tuple[np.ndarray, List[str]]":
+def _table(x: Any, name: str) -> np.ndarray:
     try:
-        m = np.array(x.tolist() if hasattr(x, "tolist") else x, dtype=float)
+        m = np.array([[math.nan if v is None else v for v in row] if isinstance(row, (list, tuple)) else
+                      (math.nan if row is None else row) for row in (x.tolist() if hasattr(x, "tolist") else x)],
+                     dtype=float)
     except (TypeError, ValueError):
-        raise InvalidArgumentError("x must be a texts x regressors table of numbers") from None
+        raise InvalidArgumentError(f"{name} must be a texts x regressors table of numbers") from None
     if m.ndim == 1:
         m = m[:, None]
-    if m.ndim != 2 or not np.isfinite(m).all():
-        raise InvalidArgumentError("x must be a texts x regressors table of finite numbers")
+    if m.ndim != 2 or np.isinf(m).any():
+        raise InvalidArgumentError(f"{name} must be a texts x regressors table of finite numbers")
+    return m
+
+
+def _regressors(x: Any, names: Optional[Sequence[str]]) -> "tuple[np.ndarray, List[str]]":
+    m = _table(x, "x")
     names = list(names) if names is not None else [f"x{j + 1}" for j in range(m.shape[1])]
     if len(names) != m.shape[1]:
         raise InvalidArgumentError(f"names has {len(names)} entries for {m.shape[1]} regressors")
-    if intercept:
-        m = np.column_stack([np.ones(len(m)), m])
-        names = ["(Intercept)"] + names
     return m, names
 
 
-def regression(x: Any, truth: Any, predicted: Any, *, names: Optional[Sequence[str]] = None, intercept: bool = True,
-               family: str = "gaussian", alpha: float = 0.05) -> Regression:
-    """Coefficients of an outcome coded by hand on a sample and predicted by the model for every text: least
-    squares (``family="gaussian"``) or logistic regression (``"binomial"``: the truth 0 or 1, the prediction a
-    probability).
+def _predicted_regressors(predicted_regressors: Any, m: np.ndarray, names: List[str]) -> np.ndarray:
+    """The regressors as the model codes them: x with the predicted columns put in."""
+    if isinstance(predicted_regressors, dict):
+        out = m.copy()
+        for name, values in predicted_regressors.items():
+            if name not in names:
+                raise InvalidArgumentError(f"predicted_regressors names {name!r}, which is not a regressor; the "
+                                           f"regressors are {names}")
+            out[:, names.index(name)] = _vector(values, f"predicted_regressors[{name!r}]", len(m), allow_missing=False)
+        return out
+    out = _table(predicted_regressors, "predicted_regressors")
+    if out.shape != m.shape:
+        raise InvalidArgumentError(f"predicted_regressors must be a table of x's shape {m.shape} (or a dict of "
+                                   f"columns by name), got shape {out.shape}")
+    if np.isnan(out).any():
+        raise InvalidArgumentError("predicted_regressors has missing values: the model's value is needed for every text")
+    return out
 
-    ``x``: the regressors of every text (texts x regressors; an intercept is added unless ``intercept=False``);
-    ``truth``: the human code (a number, e.g. 1 if a text has the label and 0 if not), None or NaN where the text
-    was not coded; ``predicted``: the model's prediction of it for every text (e.g. the label's probability). The
-    coded texts must be a random sample. PPI++ (power-tuned, as ppi-python's ``ppi_ols_ci`` and
-    ``ppi_logistic_ci``) gives each coefficient its interval; beside it, the fit on the coded texts alone."""
+
+def _coded_texts(m: np.ndarray, y: np.ndarray, outcome_coded_by_model: bool) -> np.ndarray:
+    """The texts coded by hand: every model-coded value present. A text coded for some of them but not others is
+    refused rather than dropped."""
+    missing = np.isnan(m[:, np.isnan(m).any(axis=0)])
+    if outcome_coded_by_model:
+        missing = np.column_stack([missing, np.isnan(y)])
+    partly = np.flatnonzero(missing.any(axis=1) & ~missing.all(axis=1))
+    if len(partly):
+        raise InvalidArgumentError(f"{len(partly)} texts (the first: row {int(partly[0]) + 1}) are coded for some "
+                                   "model-coded variables and not others: code all of them or none")
+    return ~missing.any(axis=1)
+
+
+def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressors: Any = None,
+               names: Optional[Sequence[str]] = None, intercept: bool = True, family: str = "gaussian",
+               alpha: float = 0.05) -> Regression:
+    """Coefficients of a regression in which the model codes the outcome, regressors, or both, and a random sample
+    of the texts is coded by hand: least squares (``family="gaussian"``) or logistic regression (``"binomial"``:
+    the truth 0 or 1, the prediction a probability).
+
+    ``x``: the regressors of every text (texts x regressors; an intercept is added unless ``intercept=False``),
+    a model-coded regressor holding the human code on coded texts and None or NaN elsewhere; ``truth``: the
+    outcome (for a model-coded outcome, the human code, None or NaN where the text was not coded);
+    ``predicted``: the model's prediction of the outcome for every text (e.g. the label's probability), None when
+    the outcome is known for every text; ``predicted_regressors``: the model's value of each model-coded
+    regressor for every text, a dict by regressor name (``names``, else ``x1``, ``x2``, ...) or a table of x's
+    shape. PPI++ (power-tuned, as ppi-python's ``ppi_ols_ci`` and ``ppi_logistic_ci`` where only the outcome is
+    model-coded; PPI++'s M-estimation where regressors are) gives each coefficient its interval; beside it, the
+    fit on the coded texts alone."""
     alpha = check_alpha(alpha)
     if family not in ("gaussian", "binomial"):
         raise InvalidArgumentError(f"family must be 'gaussian' or 'binomial', got {family!r}")
     if not isinstance(intercept, bool):
         raise InvalidArgumentError(f"intercept must be True or False, got {intercept!r}")
-    m, terms = _regressors(x, names, intercept)
-    y = _vector(truth, "truth", len(m), allow_missing=True)
-    f = _vector(predicted, "predicted", len(m), allow_missing=False)
-    coded = ~np.isnan(y)
+    if predicted is None and predicted_regressors is None:
+        raise InvalidArgumentError("nothing is model-coded: give predicted (the outcome's predictions), "
+                                   "predicted_regressors, or both")
+    m, terms = _regressors(x, names)
+    mf = None if predicted_regressors is None else _predicted_regressors(predicted_regressors, m, terms)
+    if mf is None and np.isnan(m).any():
+        raise InvalidArgumentError("x has missing values: every text needs its regressors, unless the model codes "
+                                   "them (predicted_regressors)")
+    y = _vector(truth, "truth", len(m), allow_missing=predicted is not None)
+    f = y if predicted is None else _vector(predicted, "predicted", len(m), allow_missing=False)
+    if intercept:
+        m, terms = np.column_stack([np.ones(len(m)), m]), ["(Intercept)"] + terms
+        mf = None if mf is None else np.column_stack([np.ones(len(mf)), mf])
+    coded = _coded_texts(m, y, predicted is not None)
     if family == "binomial" and (not np.isin(y[coded], (0.0, 1.0)).all() or ((f < 0) | (f > 1)).any()):
         raise InvalidArgumentError("a binomial regression needs truth 0 or 1 (or missing) and predictions in [0, 1]")
     if coded.sum() <= m.shape[1]:
@@ -105,7 +156,8 @@ def regression(x: Any, truth: Any, predicted: Any, *, names: Optional[Sequence[s
     if np.linalg.matrix_rank(m[coded]) < m.shape[1]:
         raise InvalidArgumentError("the regressors of the coded texts are collinear (a column repeats another, or is "
                                    "constant beside the intercept): drop one")
-    ppi, lam = ppi_glm(family, m[coded], y[coded], f[coded], m[~coded], f[~coded], alpha)
+    ppi, lam = ppi_glm(family, m[coded], y[coded], f[coded], (m if mf is None else mf)[~coded], f[~coded], alpha,
+                       x_predicted=None if mf is None else mf[coded])
     classical = classical_glm(family, m[coded], y[coded], alpha)
     return Regression([Coefficient(t, p.estimate, p.se, p.lower, p.upper, c.estimate, c.se, c.lower, c.upper)
                        for t, p, c in zip(terms, ppi, classical)], lam, family, alpha, int(coded.sum()), len(m))
