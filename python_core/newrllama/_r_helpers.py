@@ -176,8 +176,9 @@ def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, refe
     return _r_columns(result.rows())
 
 
-def regression(x, names, truth, predicted, family, alpha):
-    result = newrllama.regression(x, truth, predicted, names=names, intercept=False, family=family, alpha=alpha)
+def regression(x, names, truth, predicted, predicted_regressors, family, alpha):
+    result = newrllama.regression(x, truth, predicted, predicted_regressors=predicted_regressors, names=names,
+                                  intercept=False, family=family, alpha=alpha)
     rows = [{**row, "lam": result.lam, "n_coded": result.n_coded, "n_texts": result.n_texts} for row in result.rows()]
     return _r_columns(rows)
 

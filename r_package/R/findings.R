@@ -124,22 +124,28 @@ columns_frame <- function(cols) {
   }), check.names = FALSE, stringsAsFactors = FALSE)
 }
 
-#' Regression coefficients with valid intervals when the model codes the outcome
+#' Regression coefficients with valid intervals when the model codes the outcome or a regressor
 #'
-#' Least squares or logistic regression of an outcome coded by hand on a
-#' random sample of the texts and predicted by the model for every text (for a
-#' label: 1 if the text has it, 0 if not, and its probability from
-#' [annotate_vec()]), on regressors known for every text. PPI++ (power-tuned,
-#' as `ppi-python`'s `ppi_ols_ci` and `ppi_logistic_ci`) gives each
+#' Least squares or logistic regression in which the model codes the
+#' outcome, a regressor, or both for every text and a random sample of the
+#' texts is coded by hand (for a label: 1 if the text has it, 0 if not, and
+#' its probability from [annotate_vec()]). PPI++ (power-tuned, as
+#' `ppi-python`'s `ppi_ols_ci` and `ppi_logistic_ci` when only the outcome is
+#' model-coded; PPI++'s M-estimation when a regressor is) gives each
 #' coefficient an interval that is valid whatever the model's errors; beside
 #' it, the fit on the coded texts alone with sandwich standard errors.
 #'
-#' @param formula A formula, `outcome ~ regressors`, as for [stats::lm()]; the
-#'   outcome column holds the human codes (numbers or `TRUE`/`FALSE`), `NA`
-#'   where the text was not coded.
+#' @param formula A formula, `outcome ~ regressors`, as for [stats::lm()]. A
+#'   model-coded variable's column holds the human codes (numbers or
+#'   `TRUE`/`FALSE`), `NA` where the text was not coded.
 #' @param data A data frame with one row per text.
 #' @param predicted The name (bare or a string) of the column of `data`
-#'   holding the model's prediction of the outcome for every text.
+#'   holding the model's prediction of the outcome for every text; `NULL` when
+#'   the outcome is known for every text and only regressors are model-coded.
+#' @param predicted_regressors A named character vector: for each model-coded
+#'   regressor of the formula (its name), the column of `data` holding the
+#'   model's value of it for every text, e.g. `c(oil = "p_oil")`. A text must be
+#'   coded for every model-coded variable or for none.
 #' @param family `"gaussian"` (least squares) or `"binomial"` (logistic: the
 #'   outcome 0/1 or `TRUE`/`FALSE`, the prediction a probability).
 #' @param alpha The intervals' level is `1 - alpha`.
@@ -154,33 +160,76 @@ columns_frame <- function(cols) {
 #' d <- data.frame(year = rep(1:4, 10), p = runif(40))
 #' d$coded <- ifelse(seq_len(40) %% 3 == 0, as.numeric(d$p > 0.5), NA)
 #' regression(coded ~ year, d, p)
+#' # The model codes a regressor: does a story about oil run longer?
+#' d$words <- 100 + 30 * (d$p > 0.5) + rnorm(40, sd = 10)
+#' regression(words ~ coded, d, predicted_regressors = c(coded = "p"))
 #' @export
-regression <- function(formula, data, predicted, family = c("gaussian", "binomial"), alpha = 0.05) {
+regression <- function(formula, data, predicted = NULL, predicted_regressors = NULL,
+                       family = c("gaussian", "binomial"), alpha = 0.05) {
   if (!inherits(formula, "formula") || length(formula) != 3) {
     abort_invalid("`formula` must be a two-sided formula, outcome ~ regressors")
   }
   if (!is.data.frame(data)) {
     abort_invalid(sprintf("`data` must be a data frame, not %s", describe(data)))
   }
-  predicted <- column_of(data, substitute(predicted), "predicted")
+  expr <- if (missing(predicted)) NULL else substitute(predicted)
+  predicted <- if (is.null(expr)) NULL else numeric_values(column_of(data, expr, "predicted"), "`predicted`")
   family <- match.arg(family)
   alpha <- check_number(alpha, "alpha")
-  frame <- stats::model.frame(formula, data, na.action = stats::na.pass)
-  outcome <- stats::model.response(frame)
-  if (is.logical(outcome)) outcome <- as.numeric(outcome)
-  if (!is.numeric(outcome)) {
-    abort_invalid(sprintf("the outcome must hold numbers or TRUE/FALSE (for a label: 1 if the text has it, 0 if not), not %s",
-                          describe(outcome)))
-  }
-  if (is.logical(predicted)) predicted <- as.numeric(predicted)
-  if (!is.numeric(predicted)) {
-    abort_invalid(sprintf("`predicted` must be a numeric column, not %s", describe(predicted)))
-  }
+  coded_data <- model_coded_as_numbers(data, predicted_regressors, formula)
+  frame <- stats::model.frame(formula, coded_data, na.action = stats::na.pass)
+  outcome <- numeric_values(stats::model.response(frame), "the outcome")
   x <- stats::model.matrix(formula, frame)
+  x_predicted <- NULL
+  if (length(predicted_regressors) > 0) {
+    predicted_data <- coded_data
+    for (v in names(predicted_regressors)) {
+      predicted_data[[v]] <- numeric_values(data[[predicted_regressors[[v]]]], sprintf("column `%s`", predicted_regressors[[v]]))
+    }
+    x_predicted <- matrix_rows(stats::model.matrix(formula, stats::model.frame(formula, predicted_data,
+                                                                               na.action = stats::na.pass)))
+  }
   cols <- with_python(python_helpers()$regression(matrix_rows(x), as.list(colnames(x)),
-                                                  as.list(unname(as.numeric(outcome))),
-                                                  as.list(unname(as.numeric(predicted))), family, alpha))
+                                                  as.list(unname(outcome)),
+                                                  if (is.null(predicted)) NULL else as.list(unname(predicted)),
+                                                  x_predicted, family, alpha))
   columns_frame(cols)
+}
+
+# Numbers from numbers or TRUE/FALSE; anything else is the caller's mistake.
+numeric_values <- function(values, what, call = sys.call(-1)) {
+  if (is.logical(values)) values <- as.numeric(values)
+  if (!is.numeric(values)) {
+    abort_invalid(sprintf("%s must hold numbers or TRUE/FALSE (for a label: 1 if the text has it, 0 if not), not %s",
+                          what, describe(values)), call = call)
+  }
+  as.numeric(values)
+}
+
+# The data with each model-coded regressor's human codes as numbers, after checking that
+# predicted_regressors names regressors of the formula and columns of the data.
+model_coded_as_numbers <- function(data, predicted_regressors, formula, call = sys.call(-1)) {
+  if (is.null(predicted_regressors)) return(data)
+  regressors <- all.vars(formula[[3]])
+  if (!is.character(predicted_regressors) || is.null(names(predicted_regressors)) ||
+      any(names(predicted_regressors) == "")) {
+    abort_invalid("`predicted_regressors` must be a named character vector: regressor = column of its predictions",
+                  call = call)
+  }
+  unknown <- setdiff(names(predicted_regressors), regressors)
+  if (length(unknown)) {
+    abort_invalid(sprintf("`predicted_regressors` names %s, not a regressor of the formula (%s)",
+                          paste0("`", unknown, "`", collapse = ", "), paste(regressors, collapse = ", ")), call = call)
+  }
+  missing_columns <- setdiff(unname(predicted_regressors), names(data))
+  if (length(missing_columns)) {
+    abort_invalid(sprintf("`predicted_regressors` refers to %s, not a column of the data",
+                          paste0("`", missing_columns, "`", collapse = ", ")), call = call)
+  }
+  for (v in names(predicted_regressors)) {
+    data[[v]] <- numeric_values(data[[v]], sprintf("the model-coded regressor `%s`", v), call = call)
+  }
+  data
 }
 
 #' How many more texts to code, and which

@@ -100,7 +100,37 @@ test_that("regression() fits a formula with PPI++ intervals that agree with Pyth
   expect_error(regression(label ~ year, d, p_crude), "the outcome must hold numbers",
                class = "newrllama_invalid_argument")
   d$year[3] <- NA
-  expect_error(regression(crude ~ year, d, p_crude), "finite numbers", class = "newrllama_invalid_argument")
+  expect_error(regression(crude ~ year, d, p_crude), "x has missing values", class = "newrllama_invalid_argument")
+})
+
+test_that("regression() takes a model-coded regressor, as Python does, and refuses what it cannot use", {
+  d <- data.frame(wire = as.numeric(group == "wire"), p_crude = probs[, "crude oil"])
+  d$crude <- ifelse(is.na(coded), NA, coded == "crude oil")
+  d$words <- 80 + 40 * (truth == "crude oil") + 10 * d$wire + stats::rnorm(n, sd = 15)
+  out <- regression(words ~ crude + wire, d, predicted_regressors = c(crude = "p_crude"))
+  expect_equal(out$term, c("(Intercept)", "crude", "wire"))
+  py <- py_newrllama()$regression(Map(list, ifelse(is.na(d$crude), NA, as.numeric(d$crude)), d$wire), as.list(d$words),
+                                  predicted_regressors = list(crude = d$p_crude), names = list("crude", "wire"))
+  expect_equal(out$estimate[2], py$coefficient("crude")$estimate)
+  expect_equal(out$conf.low[2], py$coefficient("crude")$lower)
+  expect_equal(unique(out$n_coded), n / 3)
+  d$earnings <- ifelse(is.na(coded), NA, coded == "earnings")
+  d$p_earnings <- probs[, "earnings"]
+  both <- regression(crude ~ earnings + wire, d, p_crude, predicted_regressors = c(earnings = "p_earnings"))
+  py_both <- py_newrllama()$regression(Map(list, as.numeric(d$earnings), d$wire), as.list(as.numeric(d$crude)),
+                                       d$p_crude, predicted_regressors = list(earnings = d$p_earnings),
+                                       names = list("earnings", "wire"))
+  expect_equal(both$conf.high[2], py_both$coefficient("earnings")$upper)
+  expect_error(regression(words ~ crude + wire, d), "nothing is model-coded", class = "newrllama_invalid_argument")
+  expect_error(regression(words ~ crude + wire, d, predicted_regressors = c(age = "p_crude")), "not a regressor",
+               class = "newrllama_invalid_argument")
+  expect_error(regression(words ~ crude + wire, d, predicted_regressors = c(crude = "p_oil")), "not a column",
+               class = "newrllama_invalid_argument")
+  expect_error(regression(words ~ crude + wire, d, predicted_regressors = "p_crude"), "named character vector",
+               class = "newrllama_invalid_argument")
+  d$words[1] <- NA
+  expect_error(regression(words ~ crude + wire, d, predicted_regressors = c(crude = "p_crude")), "missing values",
+               class = "newrllama_invalid_argument")
 })
 
 test_that("plan_coding() and a coding sheet take the next texts to a coder and their codes back", {
