@@ -283,14 +283,15 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
 #' Coding sheets: texts to code by hand, and their codes read back
 #'
 #' `write_coding_sheet()` writes the texts to code (for example
-#' `plan_coding()$texts`) to a CSV file with the columns `id`, `text` and an
+#' `plan_coding()$texts`) to a CSV file, or an Excel workbook when `path` ends
+#' in `.xlsx` (with the openxlsx package), with the columns `id`, `text` and an
 #' empty `code`; `read_coding_sheet()` reads the filled-in sheet back as one
 #' code per text, refusing codes that are not labels and ids it does not know.
 #'
 #' @param x The texts (a character vector; its names are the ids, else the
 #'   positions).
 #' @param which Positions in `x` of the texts to write.
-#' @param path The CSV file.
+#' @param path The sheet's file: `.csv`, or `.xlsx` for a workbook.
 #' @param labels The labels a code may be.
 #' @return `write_coding_sheet()`: `path`, invisibly. `read_coding_sheet()`: a
 #'   character vector of codes, one per text of `x` (`NA` where the sheet has
@@ -307,8 +308,15 @@ write_coding_sheet <- function(x, which, path) {
   if (!is.numeric(which) || anyNA(which) || any(which != round(which))) {
     abort_invalid(sprintf("`which` must be positions in `x`, not %s", describe(which)))
   }
-  with_python(py_newrllama()$write_coding_sheet(path, as.list(unname(x)), as.list(as.integer(which) - 1L),
+  csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
+  with_python(py_newrllama()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
                                                 ids = as.list(sheet_ids(x))))
+  if (is_xlsx(path)) {
+    on.exit(unlink(csv))
+    sheet <- utils::read.csv(csv, colClasses = "character", encoding = "UTF-8")
+    sheet$code <- NA_character_  # an empty cell, not an empty string, for the coder to fill
+    openxlsx::write.xlsx(sheet, path, sheetName = "to code", overwrite = TRUE)
+  }
   invisible(path)
 }
 
@@ -318,8 +326,26 @@ read_coding_sheet <- function(path, x, labels) {
   x <- check_sheet_texts(x)
   path <- check_string(path, "path")
   labels <- check_labels(labels, "labels")
-  codes <- with_python(py_newrllama()$read_coding_sheet(path, as.list(as.character(labels)), as.list(sheet_ids(x))))
+  csv <- path
+  if (is_xlsx(path)) {
+    if (!file.exists(path)) abort_invalid(sprintf("cannot read the coding sheet %s: no such file", path))
+    csv <- tempfile(fileext = ".csv")
+    on.exit(unlink(csv))
+    sheet <- openxlsx::read.xlsx(path, sheet = 1, colNames = TRUE, skipEmptyRows = FALSE, na.strings = character())
+    utils::write.csv(sheet, csv, row.names = FALSE, na = "", fileEncoding = "UTF-8")
+  }
+  codes <- with_python(py_newrllama()$read_coding_sheet(csv, as.list(as.character(labels)), as.list(sheet_ids(x))))
   stats::setNames(vapply(codes, function(code) if (is.null(code)) NA_character_ else code, character(1)), names(x))
+}
+
+# A workbook's sheet goes through a CSV, so that Python alone checks it.
+is_xlsx <- function(path) {
+  if (!grepl("[.]xlsx$", path, ignore.case = TRUE)) return(FALSE)
+  if (!requireNamespace("openxlsx", quietly = TRUE)) {
+    abort_invalid("an .xlsx coding sheet needs the openxlsx package (Debian: r-cran-openxlsx); or use a .csv path",
+                  call = sys.call(-2))
+  }
+  TRUE
 }
 
 check_sheet_texts <- function(x, call = sys.call(-1)) {

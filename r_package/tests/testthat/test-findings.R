@@ -133,6 +133,28 @@ test_that("regression() takes a model-coded regressor, as Python does, and refus
                class = "newrllama_invalid_argument")
 })
 
+test_that("a coding sheet goes out and comes back as an Excel workbook, checked as a CSV one is", {
+  skip_if_not_installed("openxlsx")
+  texts <- c(s1 = "Texaco agreed to buy Getty Oil.", s2 = "OPEC cut its crude output,\n\"again\".", s3 = "Profit rose.")
+  path <- tempfile(fileext = ".xlsx")
+  expect_equal(write_coding_sheet(texts, c(3, 2), path), path)
+  sheet <- openxlsx::read.xlsx(path)
+  expect_equal(names(sheet), c("id", "text", "code"))
+  expect_equal(sheet$id, c("s3", "s2"))
+  expect_equal(sheet$text, unname(texts[c(3, 2)]))
+  expect_true(all(is.na(sheet$code)))
+  expect_equal(unname(read_coding_sheet(path, texts, labels)), rep(NA_character_, 3))
+  sheet$code <- c("earnings", "crude oil")
+  openxlsx::write.xlsx(sheet, path, overwrite = TRUE)
+  expect_equal(read_coding_sheet(path, texts, labels), c(s1 = NA, s2 = "crude oil", s3 = "earnings"))
+  sheet$code[1] <- "sport"
+  openxlsx::write.xlsx(sheet, path, overwrite = TRUE)
+  expect_error(read_coding_sheet(path, texts, labels), "line 2: code 'sport' is not one of the labels",
+               class = "newrllama_invalid_argument")
+  expect_error(read_coding_sheet(tempfile(fileext = ".xlsx"), texts, labels), "no such file",
+               class = "newrllama_invalid_argument")
+})
+
 test_that("plan_coding() and a coding sheet take the next texts to a coder and their codes back", {
   first <- ifelse(seq_len(n) <= 40, truth, NA)
   plan <- plan_coding(x, first, target_width = 0.2, seed = 3)
