@@ -10,6 +10,10 @@ reported: each one's coverage of the true share at 95% nominal, its median width
 Then two-phase samples of the same size: a random 20 coded first, then 20 more drawn by plan_coding() for that
 budget, uniformly or actively (favouring the stories whose labels the model is least sure of, each coded
 story weighted by its probability of being drawn): the PPI intervals' coverage and median width of each.
+Last, a model-coded regressor: the coefficient of "crude oil" in a least-squares regression of the story's log
+word count (known for every story) on it, computed from every human code; newrllama.regression() with the
+label's probability as predicted_regressors on the same samples of 40, against the coded stories alone and the
+naive fit on the model's probabilities for every story.
 
     .venv/bin/python bench/bench_findings.py [--draws 2000] [--coded 40]
 Writes bench/results/findings-<date>-<cpu>.json.
@@ -17,6 +21,7 @@ Writes bench/results/findings-<date>-<cpu>.json.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -26,7 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import numpy as np  # noqa: E402
+
 import newrllama  # noqa: E402
+from newrllama.findings.ppi import classical_glm  # noqa: E402
 from bench_results import write_results  # noqa: E402
 from bench_validity import DEFINITIONS, INSTRUCTION, PLAIN_INSTRUCTION  # noqa: E402
 from fetch_instruct_model import instruct_model_path  # noqa: E402
@@ -92,6 +100,29 @@ def coverage(done, truth, draws: int, n_coded: int, seed: int) -> dict:
             "median_lambda_probabilities": statistics.median(lams)}
 
 
+def regression_coverage(done, truth, lengths, draws: int, n_coded: int, seed: int) -> dict:
+    is_label = [float(t == LABEL) for t in truth]
+    probs = [a.probs[LABEL] for a in done]
+    target = classical_glm("gaussian", np.column_stack([np.ones(len(truth)), is_label]), np.array(lengths), 0.05)[1]
+    # The naive fit: the model's probabilities taken for the codes, on every story.
+    naive = classical_glm("gaussian", np.column_stack([np.ones(len(truth)), probs]), np.array(lengths), 0.05)[1]
+    rng = random.Random(seed)
+    kinds = ("ppi", "coded only")
+    hits, widths = dict.fromkeys(kinds, 0), {k: [] for k in kinds}
+    for _ in range(draws):
+        coded = set(rng.sample(range(len(truth)), n_coded))
+        x = [[v if i in coded else None] for i, v in enumerate(is_label)]
+        c = newrllama.regression(x, lengths, predicted_regressors={LABEL: probs}, names=[LABEL]).coefficient(LABEL)
+        for k, (lo, hi) in {"ppi": (c.lower, c.upper), "coded only": (c.classical_lower, c.classical_upper)}.items():
+            hits[k] += lo <= target.estimate <= hi
+            widths[k].append(hi - lo)
+    return {"outcome": "log word count", "regressor": LABEL, "true_coefficient": target.estimate,
+            "naive": {"estimate": naive.estimate, "lower": naive.lower, "upper": naive.upper,
+                      "covers": naive.lower <= target.estimate <= naive.upper},
+            "coverage": {k: hits[k] / draws for k in kinds},
+            "median_width": {k: statistics.median(widths[k]) for k in kinds}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--draws", type=int, default=2000)
@@ -100,15 +131,20 @@ def main() -> None:
     args = ap.parse_args()
     stories = reuters_stories()
     texts, truth = [t[:CUT] for t, _ in stories], [label for _, label in stories]
+    lengths = [math.log(len(t.split())) for t, _ in stories]
     with newrllama.Model(instruct_model_path()) as model:
         done = annotations(model, texts)
     report = {"model": Path(instruct_model_path()).name, "stories": len(texts), "cut": CUT, "coded": args.coded,
               "draws": args.draws, "seed": args.seed, "label": LABEL,
-              "prompts": {name: coverage(d, truth, args.draws, args.coded, args.seed) for name, d in done.items()}}
+              "prompts": {name: coverage(d, truth, args.draws, args.coded, args.seed) for name, d in done.items()},
+              "regressor": {name: regression_coverage(d, truth, lengths, args.draws, args.coded, args.seed)
+                            for name, d in done.items()}}
     write_results("findings", report)
     for name, r in report["prompts"].items():
         print(name, {k: round(v, 3) for k, v in r["coverage"].items()}, {k: round(v, 3) for k, v in r["median_width"].items()},
               f"kappa {r['kappa']:.3f} naive {r['naive_share']:.3f} true {r['true_share']:.3f}", r["two_phase"])
+    for name, r in report["regressor"].items():
+        print(name, "regressor:", r)
 
 
 if __name__ == "__main__":

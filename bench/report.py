@@ -290,6 +290,18 @@ def findings(r: dict) -> List[str]:
                             ["prompt"] + list(phases),
                             [[name] + [f"{p['two_phase'][k]['coverage']:.3f} ({p['two_phase'][k]['median_width']:.3f})"
                                        for k in phases] for name, p in r["prompts"].items()])
+    regressor = r.get("regressor")
+    if regressor:
+        first = next(iter(regressor.values()))
+        out += [""] + table(f"A model-coded regressor: the coefficient of \"{first['regressor']}\" in a least-squares "
+                            f"regression of the story's {first['outcome']} on it (from every human code), same "
+                            "samples; coverage (median width) of each 95% interval, and the naive fit on the "
+                            "model's probabilities:",
+                            ["prompt", "true coefficient", "PPI++", "coded only", "naive estimate (covers)"],
+                            [[name, f"{g['true_coefficient']:.3f}"]
+                             + [f"{g['coverage'][k]:.3f} ({g['median_width'][k]:.3f})" for k in ("ppi", "coded only")]
+                             + [f"{g['naive']['estimate']:.3f} ({'yes' if g['naive']['covers'] else 'no'})"]
+                             for name, g in regressor.items()])
     return out
 
 
