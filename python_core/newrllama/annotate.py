@@ -75,26 +75,14 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     yet in it (``ids`` name the texts in it, else their positions), and with ``retry_errors=True``
     also the texts whose line holds an error. The file format and rules are those of
     ``Cluster.annotate``; every setting above, and the model file, is part of what a resume must match.
-    One question at a time, with a debias that scores each text on its own (not "prior" or
-    "batch", which estimate over all the texts of a call)."""
+    Codebooks and every cure are recorded too; "prior" and "batch", which estimate their correction over
+    the texts of one call, then estimate it per group of texts written (a warning says so)."""
+    options = dict(definitions=definitions, examples=examples, codebook=codebook, debias=debias,
+                   calibration=calibration, examples_in=examples_in)
     if output is not None or resume or retry_errors:
         return _annotate_recorded(texts, labels, instruction, ids, output, resume, retry_errors, progress, context,
-                                  model, context_kwargs, definitions=definitions, examples=examples,
-                                  codebook=codebook, debias=debias, calibration=calibration, examples_in=examples_in)
-    texts = check_texts(texts)
-    if (labels is None) == (codebook is None):
-        raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
-    if codebook is not None:
-        if definitions is not None or examples is not None:
-            raise InvalidArgumentError("with a codebook, each question's definitions go in it (a dict label -> "
-                                       "definition); examples are for one question (labels=)")
-        books = check_questions(codebook, instruction)
-    else:
-        books = {None: check_codebook(labels, instruction, definitions, examples)}
-    debias = check_debias(debias)
-    if examples_in not in ("turns", "system"):
-        raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
-    calibrations = _check_calibrations(calibration, books)
+                                  model, context_kwargs, options)
+    texts, books, debias, calibrations = check_annotate_call(texts, labels, instruction, **options)
     with _model_of(context, model) as use:
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
@@ -115,11 +103,54 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
             source = _provenance(identity, determinism, book, debias, examples_in)
             results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
-            for message in suspect_labels(per_question[q]):
-                warnings.warn(message if q is None else f"question {q!r}: {message}", AnnotationWarning, stacklevel=2)
-    if codebook is None:
-        return per_question[None]
-    return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
+    out = per_question[None] if codebook is None else [{q: per_question[q][i] for q in books}
+                                                       for i in range(len(texts))]
+    warn_if_suspect(out, list(books))
+    return out
+
+
+def check_annotate_call(texts: object, labels: Any, instruction: str, definitions: Any, examples: Any,
+                        codebook: Any, debias: Any, calibration: Any, examples_in: Any
+                        ) -> Tuple[List[Any], Dict[Optional[str], Codebook], str, Dict[Optional[str], Calibration]]:
+    """The texts, each question's codebook (the key None for one question), the order cure and each question's
+    calibration of an annotate() call, checked before anything runs (by a Cluster's driver too)."""
+    texts = check_texts(texts)
+    if (labels is None) == (codebook is None):
+        raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
+    if codebook is not None:
+        if definitions is not None or examples is not None:
+            raise InvalidArgumentError("with a codebook, each question's definitions go in it (a dict label -> "
+                                       "definition); examples are for one question (labels=)")
+        books = check_questions(codebook, instruction)
+    else:
+        books = {None: check_codebook(labels, instruction, definitions, examples)}
+    debias = check_debias(debias)
+    if examples_in not in ("turns", "system"):
+        raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
+    return texts, books, debias, _check_calibrations(calibration, books)
+
+
+def warn_if_suspect(results: Sequence[Any], questions: Sequence[Optional[str]], stacklevel: int = 3) -> None:
+    """Warns of a question whose labels collapsed or moved with the listing order (AnnotationWarning)."""
+    for q in questions:
+        for message in suspect_labels([r if q is None else r[q] for r in results]):
+            warnings.warn(message if q is None else f"question {q!r}: {message}", AnnotationWarning,
+                          stacklevel=stacklevel)
+
+
+def split_message(debias: str, where: str) -> Optional[str]:
+    """What a cure that estimates over the texts of one call ("prior", "batch") means when a call is split into
+    ``where``: a text's label depends on which texts share it. None for the cures that score each text alone."""
+    if debias not in ("prior", "batch"):
+        return None
+    return (f"debias={debias!r} estimates its correction over the texts of {where}: a text's label and "
+            "probabilities depend on which texts share it. 'reverse' or 'rotations' score each text on its own")
+
+
+def warn_if_split(debias: str, n_texts: int, group: int, where: str, stacklevel: int = 3) -> None:
+    message = split_message(debias, f"{where} (at most {group} texts)")
+    if message and n_texts > group:
+        warnings.warn(message, AnnotationWarning, stacklevel=stacklevel)
 
 
 RECORDED_GROUP = 64  # texts labelled between two writes of the output file
@@ -127,27 +158,25 @@ RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 
 def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object, output: object, resume: bool,
                        retry_errors: bool, progress: bool, context: Optional[Context], model: Any,
-                       context_kwargs: Dict[str, Any], **options: Any) -> List[Annotation]:
-    if options["codebook"] is not None:
-        raise InvalidArgumentError("output= records the labels of one question: run each question of a codebook "
-                                   "with its own file")
-    if check_debias(options["debias"]) in ("prior", "batch"):
-        raise InvalidArgumentError(f"output= labels the texts in groups, and debias={options['debias']!r} estimates "
-                                   "over all the texts of a call: use 'reverse', 'rotations' or 'none'")
-    job = AnnotationJob(texts, labels, instruction, {**options, "labels": labels})  # labels: with any definitions
+                       context_kwargs: Dict[str, Any], options: Dict[str, Any]) -> List[Any]:
+    checked, books, debias, _ = check_annotate_call(texts, labels, instruction, **options)
+    job = AnnotationJob(checked, labels, instruction, options, questions=None if None in books else list(books))
 
-    def run(todo: List[int], record) -> List[Annotation]:
+    def run(todo: List[int], record) -> List[Any]:
+        warn_if_split(debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=6)
         bar = tqdm(total=len(todo), disable=not progress, unit="text", desc="newrllama annotate")
-        done: List[Annotation] = []
+        done: List[Any] = []
         try:
-            for a in range(0, len(todo), RECORDED_GROUP):
-                group = todo[a:a + RECORDED_GROUP]
-                # Without a context, each group gets one sized for it (as a call without output would).
-                results = annotate([job.texts[i] for i in group], labels, instruction, context=context, model=use,
-                                   **options, **context_kwargs)
-                record(group, results)
-                done.extend(results)
-                bar.update(len(group))
+            with warnings.catch_warnings():  # suspect labels are judged on the whole call, below
+                warnings.simplefilter("ignore", AnnotationWarning)
+                for a in range(0, len(todo), RECORDED_GROUP):
+                    group = todo[a:a + RECORDED_GROUP]
+                    # Without a context, each group gets one sized for it (as a call without output would).
+                    results = annotate([job.texts[i] for i in group], labels, instruction, context=context,
+                                       model=use, **options, **context_kwargs)
+                    record(group, results)
+                    done.extend(results)
+                    bar.update(len(group))
         finally:
             bar.close()
         return done
@@ -155,6 +184,7 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
     with _model_of(context, model) as use:
         results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run,
                                      context.engine_stats().determinism if context is not None else None)
+    warn_if_suspect(results, list(books), stacklevel=4)
     return results
 
 
@@ -198,14 +228,6 @@ def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) 
             raise InvalidArgumentError(f"the calibration was fitted on the labels {list(cal.labels)}, "
                                        f"not {list(books[q].labels)}")
     return given
-
-
-def annotation_prompts(model: Model, texts: Sequence[Any], book: Codebook, debias: str,
-                       examples_in: ExamplesIn = "system") -> Tuple[List[Tuple[int, Order]], List[str]]:
-    """The (text, listing order) pairs to score for the texts that can be labelled, and their prompts."""
-    runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-    jobs = sorted(scoring_jobs(debias, runnable, base_order(debias, book.labels)), key=lambda job: job[0])  # a text's prompts in a row
-    return jobs, [book.in_order(order).prompt(model, texts[i], examples_in) for i, order in jobs]
 
 
 def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, Order]],

@@ -8,7 +8,8 @@ import hashlib
 import json
 from typing import Any, Hashable, List, Optional, Sequence, Tuple, Union
 
-from .annotation import Annotation, check_annotate_args
+from .annotation import Annotation
+from .codebook import check_codebook
 from .errors import InvalidArgumentError
 from .provenance import Provenance
 from .params import SamplingParams
@@ -88,38 +89,70 @@ class GenerationJob:
         """A prompt the cluster could not run (its worker died, the run stopped): the engine's failure."""
         return Completion("", finish_reason="error", error=message, engine_error=True)
 
+    def has_error(self, result: Completion) -> bool:
+        return result.error is not None
+
 
 class AnnotationJob:
-    """annotate over the cluster: chunks of texts; each worker builds the prompts with its model's template."""
+    """annotate over the cluster or in recorded groups: chunks of texts, each labelled by annotate() with every
+    option of the call (the worker builds the prompts with its model's template). A text's result is an
+    Annotation, or with a codebook a dict question -> Annotation (``questions``)."""
 
     method = "annotate"
 
-    def __init__(self, texts: object, labels: object, instruction: object, options: Optional[dict] = None) -> None:
-        self.texts, self.labels = check_annotate_args(texts, labels, instruction)
-        self.instruction = instruction
-        # The codebook's other settings (definitions, examples, debias ...), when annotate() runs locally.
-        extra = (options,) if options else ()
-        self.digests = [_digest(t, self.labels, instruction, *extra) for t in self.texts]
+    def __init__(self, texts: Sequence[Any], labels: object, instruction: object, options: dict,
+                 questions: Optional[Sequence[str]] = None) -> None:
+        self.texts, self.labels, self.instruction, self.options = list(texts), labels, instruction, options
+        self.questions = list(questions) if questions is not None else None
+        # The same digest as before codebooks could be recorded, so that older files still resume.
+        label_set = check_codebook(labels, instruction).labels if labels is not None else None
+        digestible = {**options, "labels": labels, "calibration": _calibration_dicts(options.get("calibration"))}
+        self.digests = [_digest(t, label_set, instruction, digestible) for t in self.texts]
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def payload(self, indices: Sequence[int]) -> Tuple[Any, ...]:
-        return [self.texts[i] for i in indices], self.labels, self.instruction
+        return [self.texts[i] for i in indices], self.labels, self.instruction, self.options
 
-    def record(self, result: Annotation) -> dict:
-        return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
-                "order_free_probs": result.order_free_probs, "order_flip": result.order_flip,
-                "provenance": result.provenance.to_dict() if result.provenance else None}
+    def record(self, result: Any) -> dict:
+        if self.questions is None:
+            return _annotation_record(result)
+        answers = {q: _annotation_record(result[q]) for q in self.questions}
+        return {"questions": answers, "error": next((a["error"] for a in answers.values() if a["error"]), None)}
 
-    def from_record(self, record: dict) -> Annotation:
-        source = record.get("provenance")
-        return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
-                          record.get("order_free_probs"), record.get("order_flip"),
-                          Provenance.from_dict(source) if source else None)
+    def from_record(self, record: dict) -> Any:
+        if self.questions is None:
+            return _annotation_from_record(record)
+        return {q: _annotation_from_record(record["questions"][q]) for q in self.questions}
 
-    def failed(self, message: str) -> Annotation:
-        return Annotation(None, error=message)
+    def failed(self, message: str) -> Any:
+        if self.questions is None:
+            return Annotation(None, error=message)
+        return {q: Annotation(None, error=message) for q in self.questions}
+
+    def has_error(self, result: Any) -> bool:
+        return any(a.error is not None for a in (result.values() if self.questions is not None else [result]))
+
+
+def _calibration_dicts(calibration: Any) -> Any:
+    """A calibration (or a dict question -> calibration) as plain data, for a run's digest."""
+    if isinstance(calibration, dict):
+        return {q: c.to_dict() for q, c in calibration.items()}
+    return calibration.to_dict() if calibration is not None else None
+
+
+def _annotation_record(result: Annotation) -> dict:
+    return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
+            "order_free_probs": result.order_free_probs, "order_flip": result.order_flip,
+            "provenance": result.provenance.to_dict() if result.provenance else None}
+
+
+def _annotation_from_record(record: dict) -> Annotation:
+    source = record.get("provenance")
+    return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
+                      record.get("order_free_probs"), record.get("order_flip"),
+                      Provenance.from_dict(source) if source else None)
 
 
 Job = Union[GenerationJob, AnnotationJob]

@@ -215,6 +215,44 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
     assert again == remote and cluster.last_stats.n_resumed == 4
 
 
+def test_every_argument_of_annotate_reaches_the_workers_and_the_results_file(cluster, model, tmp_path):
+    """Definitions, examples, a cure, a calibration and a codebook: the cluster's labels are a local call's, and
+    its file is a local recorded run's (same digests), so a run recorded on one resumes on the other."""
+    texts = ["Texaco agreed to buy Getty Oil for $10 billion.", "OPEC ministers agreed to cut crude output.",
+             "Shares of the acquired firm rose after the takeover bid.", "Brent crude fell two dollars a barrel.",
+             "The bank bought a stake in the insurer.", "Saudi Arabia raised its oil exports."] * 2
+    truth = ["acquisition", "crude oil", "acquisition", "crude oil", "acquisition", "crude oil"] * 2
+    labels = {"acquisition": "one company buys another, or a stake in it",
+              "crude oil": "oil prices, output, exports or supply"}
+    examples = [("Exxon bought a refinery in Texas.", "acquisition")]
+    codebook = {"topic": labels, "tone": ["good news", "bad news"]}
+    instruction = "Give the topic of the news story."
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8) as ctx:
+        local = newrllama.annotate(texts, labels, instruction, examples=examples, debias="rotations", context=ctx)
+        calibration = newrllama.calibrate(local, truth, penalty=1.0)
+        calibrated = calibration.apply(local)
+        book = newrllama.annotate(texts, codebook=codebook, instruction=instruction, context=ctx)
+    remote = cluster.annotate(texts, labels, instruction, examples=examples, debias="rotations",
+                              calibration=calibration)
+    assert remote == calibrated  # labels, probabilities (exactly), raw and order-free ones, order flips
+    assert cluster.last_stats.n_chunks > 1
+    out = tmp_path / "book.jsonl"
+    remote_book = cluster.annotate(texts, codebook=codebook, instruction=instruction, output=out)
+    assert remote_book == book and set(remote_book[0]) == {"topic", "tone"}
+    assert lines_of(out)[0]["questions"]["topic"]["label"] == book[0]["topic"].label
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=8) as ctx:
+        resumed = newrllama.annotate(texts, codebook=codebook, instruction=instruction, context=ctx, output=out,
+                                     resume=True)
+    assert resumed == book
+    with pytest.raises(newrllama.InvalidArgumentError, match="other settings"):
+        cluster.annotate(texts, codebook={**codebook, "tone": ["good", "bad"]}, instruction=instruction,
+                         output=out, resume=True)
+    with pytest.raises(newrllama.InvalidArgumentError, match="not both or neither"):
+        cluster.annotate(texts, labels, instruction, codebook=codebook)
+    with pytest.warns(newrllama.AnnotationWarning, match="each chunk a worker labels"):
+        cluster.annotate(texts, labels, instruction, debias="batch")
+
+
 def test_the_cluster_records_its_workers_model_refuses_another_and_retries_failed_prompts(cluster, model, tmp_path):
     """The file of a local context (256 cells per sequence, too few for the long prompt) resumed on the cluster
     (1024): both run the embedded model, so the cluster takes the file on and runs only what failed."""

@@ -119,10 +119,30 @@ def test_annotate_writes_labels_and_resumes_only_what_is_missing(model, tmp_path
     with pytest.raises(newrllama.InvalidArgumentError, match="other settings"):
         newrllama.annotate(STORIES, dict(LABELS, **{"crude oil": "other"}), "Give the topic.", model=model,
                            output=out, resume=True)
-    with pytest.raises(newrllama.InvalidArgumentError, match="groups"):
-        newrllama.annotate(STORIES, LABELS, model=model, debias="batch", output=tmp_path / "b.jsonl")
-    with pytest.raises(newrllama.InvalidArgumentError, match="codebook"):
-        newrllama.annotate(STORIES, codebook={"topic": LABELS}, model=model, output=tmp_path / "c.jsonl")
+
+
+def test_a_codebook_and_a_whole_call_cure_are_recorded_and_resumed(model, tmp_path):
+    codebook = {"topic": LABELS, "tone": ["good news", "bad news"]}
+    out = tmp_path / "book.jsonl"
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_threads=2) as ctx:
+        rest = newrllama.annotate(STORIES[3:], codebook=codebook, context=ctx, debias="prior")
+        first = newrllama.annotate(STORIES[:3], codebook=codebook, context=ctx, debias="prior", output=out)
+        assert [set(r) for r in first] == [{"topic", "tone"}] * 3
+        done = newrllama.annotate(STORIES, codebook=codebook, context=ctx, debias="prior", output=out, resume=True)
+        steps = ctx.engine_stats().n_steps
+        again = newrllama.annotate(STORIES, codebook=codebook, context=ctx, debias="prior", output=out, resume=True)
+        assert ctx.engine_stats().n_steps == steps, "nothing ran again"
+        many = STORIES[:4] * 17  # 68 texts: two groups of the file, each estimating its own correction
+        with pytest.warns(newrllama.AnnotationWarning, match="each group written to the output file"):
+            newrllama.annotate(many, LABELS, context=ctx, debias="batch", output=tmp_path / "many.jsonl")
+    assert again == done and done[:3] == first
+    assert done[4]["topic"].error and done[4]["tone"].error
+    records = sorted(lines_of(out), key=lambda r: r["index"])
+    assert records[4]["error"] and records[0]["questions"]["tone"]["label"] == done[0]["tone"].label
+    # The texts resumed are labelled as a call on them alone would label them (the prior estimated over them).
+    assert done[3:] == rest
+    with pytest.raises(newrllama.InvalidArgumentError, match="other settings"):
+        newrllama.annotate(STORIES, codebook={"topic": LABELS}, model=model, debias="prior", output=out, resume=True)
 
 
 def _with_model_hash(path, sha256):

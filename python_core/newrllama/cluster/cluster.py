@@ -4,14 +4,16 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Hashable, List, Optional, Sequence, Union
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..annotation import Annotation
+from ..annotate import check_annotate_call, warn_if_split, warn_if_suspect
+from ..codebook import ExamplesIn
 from ..context import usable_cores
 from ..download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..model import Model, check_messages
 from ..model_hash import ModelIdentity
+from ..order_bias import DEFAULT_DEBIAS
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
 from .dispatch import Chunk, run_chunks
@@ -153,12 +155,24 @@ class Cluster:
         reason and token counts from the file, and empty ``token_ids``."""
         return self._run(GenerationJob(prompts, params), ids, output, resume, retry_errors, progress)
 
-    def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str], instruction: str = "", *,
+    def annotate(self, texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str], None] = None,
+                 instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
+                 examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
+                 debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Annotation]:
-        """One label per text, in input order (see newrllama.annotate), run by the workers. The labels' listing
-        order is taken out of the scores by the default cure, per chunk."""
-        return self._run(AnnotationJob(texts, labels, instruction), ids, output, resume, retry_errors, progress)
+                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Any]:
+        """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
+        in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
+        chunk; a text's labels are a local call's. "prior" and "batch" estimate their correction per chunk (a
+        warning says so when the texts take more than one)."""
+        options = dict(definitions=definitions, examples=examples, codebook=codebook, debias=debias,
+                       calibration=calibration, examples_in=examples_in)
+        checked, books, debias, _ = check_annotate_call(texts, labels, instruction, **options)
+        warn_if_split(debias, len(checked), self.chunk_size, "each chunk a worker labels")
+        job = AnnotationJob(checked, labels, instruction, options, questions=None if None in books else list(books))
+        results = self._run(job, ids, output, resume, retry_errors, progress)
+        warn_if_suspect(results, list(books))
+        return results
 
     def _run(self, job: Job, ids: object, output: object, resume: bool, retry_errors: bool, progress: bool) -> list:
         t_start = time.perf_counter()
@@ -190,7 +204,7 @@ class Cluster:
                                                    lambda: self._model_identity(pool), run)
         t_total = time.perf_counter() - t_start
         self.last_stats = ClusterStats(
-            n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(r.error is not None for r in results),
+            n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(job.has_error(r) for r in results),
             n_chunks=stats.n_chunks, n_retried_chunks=stats.n_retried_chunks, n_workers_replaced=pool.n_replaced,
             t_total_s=t_total, t_driver_s=t_total - stats.t_wait_s - t_write, t_write_s=t_write,
             prompts_per_second=(len(job) - n_resumed) / t_total if t_total > 0 else 0.0)

@@ -8,16 +8,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from typing import List, Optional, Sequence
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
 
-from ..annotate import annotation_prompts, annotations
-from ..annotation import Annotation
-from ..codebook import check_codebook
-from ..order_bias import DEFAULT_DEBIAS, base_order
+from ..annotate import annotate
 from ..context import Context
+from ..errors import AnnotationWarning
 from ..model import Model
 from ..model_hash import ModelIdentity
-from ..params import SamplingParams
 from ..parallel import ParamsArg, Prompt
 from ..results import Completion
 
@@ -46,10 +44,13 @@ class Worker:
     async def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg) -> List[Completion]:
         return await self.context.agenerate_parallel(prompts, params)
 
-    async def annotate(self, texts: Sequence[Optional[str]], labels: Sequence[str],
-                       instruction: str) -> List[Annotation]:
-        book = check_codebook(labels, instruction)
-        jobs, prompts = annotation_prompts(self.model, texts, book, DEFAULT_DEBIAS)
-        done = (await self.context.agenerate_parallel(prompts, SamplingParams(choices=jobs[0][1]))
-                if prompts else [])
-        return annotations(len(texts), book.labels, DEFAULT_DEBIAS, jobs, done, base_order(DEFAULT_DEBIAS, book.labels))
+    async def annotate(self, texts: Sequence[Optional[str]], labels: Any, instruction: str,
+                       options: Dict[str, Any]) -> List[Any]:
+        """annotate() on this worker's context, in a thread (the context is shared with the chunks running beside
+        it); the driver judges the whole call's labels, so a chunk's suspect labels do not warn here."""
+        def run() -> List[Any]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", AnnotationWarning)
+                return annotate(texts, labels, instruction, context=self.context, **options)
+
+        return await asyncio.to_thread(run)
