@@ -3,6 +3,7 @@ lists, so that reticulate converts the results once instead of field by field.""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import urllib.error
@@ -11,7 +12,9 @@ import warnings
 
 import newrllama
 from newrllama import download
+from newrllama.annotate import split_message
 from newrllama.annotation import suspect_labels
+from newrllama.order_bias import DEFAULT_DEBIAS
 from newrllama.provenance import Provenance
 
 
@@ -82,26 +85,29 @@ def unpack(completions, stats):
             "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 
-def annotate(texts, labels, instruction, context, progress, definitions, examples, debias, calibration, codebook,
-             examples_in, ids, output, resume, retry_errors, **settings):
-    """One question: its annotations as named columns; a codebook: those of each question, by question."""
+def annotate(texts, labels, instruction, context, model, progress, definitions, examples, debias, calibration,
+             codebook, examples_in, ids, output, resume, retry_errors, **settings):
+    """One question: its annotations as named columns; a codebook: those of each question, by question. On a
+    context (or a model, without one) or a cluster alike."""
     # None: the library's default
     options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
+    if context is None or isinstance(context, newrllama.Context):
+        run = functools.partial(newrllama.annotate, context=context, model=model, **settings)
+    else:
+        run = context.annotate
     with warnings.catch_warnings():  # R warns, from each question's columns
         warnings.simplefilter("ignore", newrllama.AnnotationWarning)
-        done = newrllama.annotate(texts, labels, instruction, definitions=definitions, examples=examples,
-                                  codebook=codebook, calibration=calibration, context=context, progress=bool(progress),
-                                  ids=ids, output=output, resume=resume, retry_errors=retry_errors, **options,
-                                  **settings)
+        done = run(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
+                   calibration=calibration, progress=bool(progress), ids=ids, output=output, resume=resume,
+                   retry_errors=retry_errors, **options)
     if codebook is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
 
 
-def annotate_cluster(cluster, texts, labels, instruction, ids, output, resume, retry_errors, progress):
-    done = cluster.annotate(texts, labels, instruction, ids=ids, output=output, resume=resume,
-                            retry_errors=retry_errors, progress=bool(progress))
-    return unpack_annotations(done)
+def group_warning(debias):
+    """The warning for a grouped R call (each group labelled as a call of its own), or None."""
+    return split_message(DEFAULT_DEBIAS if debias is None else debias, "each group of a grouped call")
 
 
 def _values(probs):

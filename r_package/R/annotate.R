@@ -18,8 +18,10 @@
 #'   define them (`""` for a label left undefined).
 #' @param instruction What the model is to do, before the list of labels.
 #' @param context A context from [context_create()], a cluster from
-#'   [cluster_create()], or `NULL` to make a context on the embedded model,
-#'   sized for the texts.
+#'   [cluster_create()] (every argument reaches its workers), or `NULL` to
+#'   make a context on the embedded model, sized for the texts (the model is
+#'   loaded once per session and kept, so that a grouped `dplyr::mutate()`
+#'   does not load it for every group).
 #' @param pred_name The name of the new label column.
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
@@ -46,6 +48,11 @@
 #'   the other texts' scores; at most 1.5 times the work), `"batch"` (each
 #'   label's probability divided by its mean over the texts; no extra work) or
 #'   `"none"`. The README gives what each achieves on real coded text.
+#'   `"prior"` and `"batch"` estimate over the texts of one call: in a grouped
+#'   `dplyr::mutate()`, each group, and on a cluster or with `output`, each
+#'   chunk of texts, so a text's label depends on which texts share it (a
+#'   warning of class `newrllama_group_dependent_labels` says so); the other
+#'   cures score each text on its own.
 #' @param calibration A calibration from [calibrate()], applied to the scores
 #'   (with a `codebook`: a named list, question = calibration).
 #' @param examples_in Where the `examples` go (`NULL`: the library's default,
@@ -143,6 +150,10 @@ annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ...
   instruction <- check_string(instruction, "instruction")
   progress <- check_flag(progress, "progress")
   target <- check_output(output, resume, retry_errors, names(x), "x")
+  if (in_grouped_call()) {
+    message <- with_python(python_helpers()$group_warning(spec$debias))
+    if (!is.null(message)) warn_group_dependent(message)
+  }
   out <- label_texts(context, x, spec, instruction, progress, target, sys.call(), ...)
   if (is.null(codebook)) {
     return(label_vector(out, label_names(labels), names(x)))
@@ -264,26 +275,41 @@ label_texts.default <- function(context, x, spec, instruction, progress, target,
   if (!is.null(context)) {
     check_context(context, call = call)
   }
-  settings <- python_args(list(...), call = call)
-  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction,
-                                                        if (is.null(context)) NULL else context$py, progress,
-                                                        spec$definitions, spec$examples, spec$debias,
-                                                        spec$calibration, spec$codebook, spec$examples_in,
-                                                        target$ids, target$output, target$resume,
-                                                        target$retry_errors),
-                                                   settings)), call = call)
+  python_annotate(if (is.null(context)) NULL else context$py, x, spec, instruction, progress, target, call,
+                  python_args(list(...), call = call), model = if (is.null(context)) embedded_model())
 }
 
 #' @export
 label_texts.newrllama_cluster <- function(context, x, spec, instruction, progress, target, call, ...) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
-  if (!is.null(names(spec$labels)) || !is.null(spec$definitions) || !is.null(spec$examples) ||
-      !is.null(spec$debias) || !is.null(spec$calibration) || !is.null(spec$codebook) || !is.null(spec$examples_in)) {
-    abort_invalid(paste("a cluster labels with plain labels and an instruction only: definitions, examples,",
-                        "debias, calibration and codebook need a context"), call = call)
+  python_annotate(context$py, x, spec, instruction, progress, target, call, list())
+}
+
+# Whether this is one group's call within a grouped dplyr verb (each group then labels as a call of its own).
+in_grouped_call <- function() {
+  if (!requireNamespace("dplyr", quietly = TRUE)) {
+    return(FALSE)
   }
-  with_python(python_helpers()$annotate_cluster(context$py, na_to_none(x), spec$labels, instruction, target$ids,
-                                                target$output, target$resume, target$retry_errors, progress),
-              call = call)
+  group <- tryCatch(dplyr::cur_group(), error = function(e) NULL)
+  !is.null(group) && ncol(group) > 0
+}
+
+# The embedded model, loaded once per session for the calls that give no context (a grouped dplyr verb calls
+# once per group).
+embedded_model <- function() {
+  if (is.null(the$embedded_model) || reticulate::py_is_null_xptr(the$embedded_model)) {
+    the$embedded_model <- with_python(py_newrllama()$Model(NULL))
+  }
+  the$embedded_model
+}
+
+# One Python call labels on a context, on none or on a cluster: the same arguments reach each.
+python_annotate <- function(on, x, spec, instruction, progress, target, call, settings, model = NULL) {
+  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction, on, model, progress,
+                                                        spec$definitions, spec$examples, spec$debias,
+                                                        spec$calibration, spec$codebook, spec$examples_in,
+                                                        target$ids, target$output, target$resume,
+                                                        target$retry_errors),
+                                                   settings)), call = call)
 }

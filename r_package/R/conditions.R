@@ -87,6 +87,13 @@ warn_failed_prompts <- function(n_failed, n_total) {
   ))
 }
 
+warn_group_dependent <- function(message) {
+  warning(structure(
+    class = c("newrllama_group_dependent_labels", "newrllama_warning", "warning", "condition"),
+    list(message = message, call = NULL)
+  ))
+}
+
 warn_suspect_labels <- function(message) {
   warning(structure(
     class = c("newrllama_suspect_labels", "newrllama_warning", "warning", "condition"),

@@ -59,17 +59,25 @@ test_that("a cluster answers like a context, writes its results as they come and
   labelled <- annotate_vec(texts, labels, "Give the topic of the news story.", context = cluster, progress = FALSE)
   here <- annotate_vec(texts, labels, "Give the topic of the news story.", context = test_context(model),
                        progress = FALSE)
-  expect_equal(as.vector(labelled), as.vector(here))
-  expect_equal(attr(labelled, "probs"), attr(here, "probs"), tolerance = 0.02)
+  expect_equal(labelled, here, ignore_attr = "provenance")
+  defined <- c(acquisition = "one company buys another", `crude oil` = "oil prices, output or supply")
+  expect_equal(annotate_vec(texts, defined, "Give the topic of the news story.", context = cluster,
+                            debias = "rotations", progress = FALSE),
+               annotate_vec(texts, defined, "Give the topic of the news story.", context = test_context(model),
+                            debias = "rotations", progress = FALSE),
+               ignore_attr = "provenance")
   stories <- data.frame(text = unname(texts))
   out2 <- tempfile(fileext = ".jsonl")
   coded <- annotate(stories, text, labels, "Give the topic of the news story.", context = cluster, progress = FALSE,
                     output = out2)
   expect_equal(coded$.label, as.vector(here))
   expect_length(readLines(out2), 2L)
-  # A context's file records the whole codebook (definitions, examples, debias ...), a cluster's does not.
-  expect_error(annotate_vec(unname(texts), labels, "Give the topic of the news story.", context = test_context(model),
-                            output = out2, resume = TRUE, progress = FALSE), "other settings",
+  # The cluster's file is a context's: a run recorded on one resumes on the other, and other settings are refused.
+  resumed <- annotate(stories, text, labels, "Give the topic of the news story.", context = test_context(model),
+                      progress = FALSE, output = out2, resume = TRUE)
+  expect_equal(resumed$.probs, coded$.probs)
+  expect_error(annotate(stories, text, defined, "Give the topic of the news story.", context = test_context(model),
+                        output = out2, resume = TRUE, progress = FALSE), "other settings",
                class = "newrllama_invalid_argument")
   expect_error(annotate_vec(texts, labels, context = cluster, n_seq_max = 2L), "unknown argument",
                class = "newrllama_invalid_argument")

@@ -43,6 +43,41 @@ test_that("annotate_vec() works inside mutate(), also on grouped data, one call 
   expect_gte(ctx$py$last_stats$n_cached_tokens, instruction_tokens)
 })
 
+test_that("grouped calls without a context load the model once, and a text's labels do not depend on its group", {
+  newrllama:::embedded_model()
+  loads <- reticulate::py_run_string(paste(
+    "def counting():", "    import newrllama", "    calls = []", "    plain = newrllama.Model.__init__",
+    "    def counted(self, *args, **kwargs):", "        calls.append(1)", "        plain(self, *args, **kwargs)",
+    "    newrllama.Model.__init__ = counted", "    return calls, plain",
+    "loads, plain_init = counting()", sep = "\n"), local = TRUE)
+  on.exit(reticulate::py_set_attr(py_newrllama()$Model, "__init__", loads$plain_init))
+  grouped <- news |>
+    dplyr::group_by(desk) |>
+    dplyr::mutate(topic = annotate_vec(text, labels, instruction, progress = FALSE)) |>
+    dplyr::ungroup()
+  expect_length(loads$loads, 0)
+  flat <- annotate_vec(news$text, labels, instruction, progress = FALSE)
+  expect_equal(as.vector(grouped$topic), as.vector(flat))
+  for (desk in unique(news$desk)) {
+    rows <- which(news$desk == desk)
+    alone <- annotate_vec(news$text[rows], labels, instruction, progress = FALSE)
+    expect_identical(attr(alone, "probs"), attr(flat, "probs")[rows, , drop = FALSE])
+  }
+  seen <- character()
+  withCallingHandlers(
+    news |>
+      dplyr::group_by(desk) |>
+      dplyr::mutate(topic = annotate_vec(text, labels, instruction, debias = "batch", progress = FALSE)),
+    newrllama_group_dependent_labels = function(w) {
+      seen <<- c(seen, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    }
+  )
+  expect_length(seen, 2) # one per group
+  expect_match(seen[1], "depend on which texts share it")
+  expect_no_warning(annotate_vec(news$text, labels, instruction, debias = "batch", progress = FALSE))
+})
+
 test_that("annotate() on a context writes its labels and resumes only the missing texts", {
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out))
@@ -60,6 +95,15 @@ test_that("annotate() on a context writes its labels and resumes only the missin
   expect_equal(as.vector(again), as.vector(all))
   expect_error(annotate_vec(texts, labels, "Another instruction.", context = ctx, output = out, resume = TRUE,
                             progress = FALSE), "other settings", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec(texts, labels, instruction, context = ctx, output = tempfile(), debias = "batch",
-                            progress = FALSE), "groups", class = "newrllama_invalid_argument")
+  # A codebook and a whole-call cure are recorded too (five texts: one group, as a call without a file).
+  book <- list(topic = labels, tone = c("good news", "bad news"))
+  path <- tempfile(fileext = ".jsonl")
+  recorded <- annotate_vec(texts, codebook = book, instruction = instruction, context = ctx, output = path,
+                           debias = "batch", progress = FALSE)
+  expect_length(readLines(path), 5)
+  expect_equal(recorded, annotate_vec(texts, codebook = book, instruction = instruction, context = ctx,
+                                      debias = "batch", progress = FALSE), ignore_attr = "provenance")
+  expect_equal(annotate_vec(texts, codebook = book, instruction = instruction, context = ctx, output = path,
+                            resume = TRUE, debias = "batch", progress = FALSE),
+               recorded, ignore_attr = "provenance")
 })
