@@ -14,8 +14,8 @@ from .cluster import Cluster, ClusterStats
 from .context import Context
 from .convenience import generate_parallel
 from .embedded import default_model_path
-from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, methods_text,
-                       plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
+from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
+                       methods_text, plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .model import Model
@@ -34,7 +34,7 @@ __all__ = [
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",
     "SamplingParams", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
-    "Validation", "agreement", "annotate", "calibrate", "default_model_path", "generate_parallel", "least_confident",
+    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
     "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate",
     "write_coding_sheet",
 ]

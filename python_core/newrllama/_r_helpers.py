@@ -149,6 +149,13 @@ def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, er
     return unpack_annotations(cal.apply(annotations))
 
 
+def cross_fit(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, folds, seed, penalty,
+              balanced):
+    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
+    return unpack_annotations(newrllama.cross_fit(annotations, truth, folds=folds, seed=seed, penalty=penalty,
+                                                  balanced=balanced))
+
+
 def calibration_json(cal):
     return json.dumps(cal.to_dict())
 

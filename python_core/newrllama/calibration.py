@@ -172,7 +172,8 @@ def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: float) -> np.ndar
     return theta
 
 
-def _folds(n: int, folds: int, seed: int) -> List[List[int]]:
+def fold_indices(n: int, folds: int, seed: int) -> List[List[int]]:
+    """Positions 0..n-1 shuffled by seed and dealt into folds."""
     order = list(range(n))
     random.Random(seed).shuffle(order)
     k = min(folds, n)
@@ -197,7 +198,7 @@ def _choose_penalty(x: np.ndarray, y: np.ndarray, balanced: bool, seed: int, fol
     """The penalty of PENALTIES with the smallest cross-validated (weighted) log-loss."""
     if len(y) < 2:
         return PENALTIES[-1]
-    split = _folds(len(y), folds, seed)
+    split = fold_indices(len(y), folds, seed)
     w = _weights(y, balanced)
 
     def loss(penalty: float) -> float:
@@ -246,7 +247,7 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
     y = np.array([labels.index(t) for _, t in used])
     chosen = float(penalty) if penalty is not None else _choose_penalty(x, y, balanced, seed, folds)
     theta = _fit(x, y, _weights(y, balanced), chosen)
-    held = _held_out(x, y, balanced, _folds(len(y), folds, seed), penalty, seed)
+    held = _held_out(x, y, balanced, fold_indices(len(y), folds, seed), penalty, seed)
     v = validate([None if np.isnan(row).any() else labels[int(row.argmax())] for row in held], [t for _, t in used])
     return Calibration(labels, float(theta[0]), {label: float(o) for label, o in zip(labels, theta[1:])},
                        len(used), v.accuracy, v.kappa, chosen, balanced, fitted_on)

@@ -85,6 +85,41 @@ read_calibration <- function(path) {
   calibration_object(with_python(py_newrllama()$Calibration$load(path)))
 }
 
+#' Calibrated labels to estimate from with the texts they were calibrated on
+#'
+#' [prevalence()] and [regression()] give valid intervals when the model's
+#' probabilities do not depend on the coded texts; a calibration fitted on
+#' those same texts makes them depend. `cross_fit()` calibrates by
+#' cross-prediction (Zrnic and Candes, 2024): the coded texts are split into
+#' `folds`, each coded text gets the calibration fitted on the other folds,
+#' and every uncoded text the average of the folds' calibrations.
+#'
+#' @inheritParams calibrate
+#' @param truth The human codes, `NA` where a text is not coded.
+#' @param seed The seed of the split into folds.
+#' @return Labels as [annotate_vec()] returns them, calibrated.
+#' @seealso [calibrate()], [prevalence()].
+#' @examplesIf newrllama::newrllama_available()
+#' labels <- c("acquisition", "crude oil")
+#' x <- rep(c("acquisition", "crude oil"), 20)
+#' attr(x, "probs") <- cbind(acquisition = rep(c(0.7, 0.4), 20), `crude oil` = rep(c(0.3, 0.6), 20))
+#' truth <- ifelse(seq_along(x) %% 2 == 0, x, NA)
+#' prevalence(cross_fit(x, truth), truth)
+#' @export
+cross_fit <- function(x, truth, folds = 5L, seed = 0L, penalty = NULL, balanced = TRUE) {
+  parts <- annotation_parts(x, "x")
+  truth <- check_labels(truth, "truth")
+  folds <- check_count(folds, "folds", min = 2)
+  seed <- check_count(seed, "seed")
+  if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
+  balanced <- check_flag(balanced, "balanced")
+  out <- with_python(do.call(python_helpers()$cross_fit, c(unname(parts), list(na_to_none(as.character(truth)), folds,
+                                                                               seed, penalty, balanced))))
+  result <- label_vector(out, parts$names, names(x), warn = FALSE)
+  attr(result, "order_flip") <- attr(x, "order_flip")
+  result
+}
+
 #' @importFrom stats predict
 #' @export
 predict.newrllama_calibration <- function(object, newdata, ...) {

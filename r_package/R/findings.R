@@ -17,8 +17,8 @@
 #'   frame, the name of its column.
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @param predictions `"probs"` (each label's probability: narrower intervals
-#'   when the probabilities carry information) or `"labels"` (the model's
-#'   labels alone).
+#'   when the probabilities carry information; calibrated on these same coded
+#'   texts, use [cross_fit()]) or `"labels"` (the model's labels alone).
 #' @param reference The group the others are compared with (the first in
 #'   sorted order when `NULL`).
 #' @param inclusion_probs When the coded texts were drawn one by one with

@@ -444,3 +444,43 @@ def test_a_plan_for_a_budget_draws_that_many():
                             ({"budget": -1}, "budget must be a whole number")]:
         with pytest.raises(newrllama.InvalidArgumentError, match=message):
             newrllama.plan_coding(annotations, codes, **kwargs)
+
+
+def test_a_cross_fitted_coded_text_does_not_see_its_own_code():
+    """Each coded text's probabilities come from a calibration fitted without it: changing its code changes
+    nothing of its own (a calibration fitted on every coded text and applied to it moves with its code)."""
+    _, truth, annotations = population(21, n=300)
+    codes = [t if i % 3 == 0 else None for i, t in enumerate(truth)]
+    fitted = newrllama.cross_fit(annotations, codes, penalty=1.0)
+    flipped = list(codes)
+    flipped[0] = next(label for label in LABELS if label != codes[0])
+    refitted = newrllama.cross_fit(annotations, flipped, penalty=1.0)
+    assert refitted[0].probs == fitted[0].probs
+    assert refitted[1].probs != fitted[1].probs  # an uncoded text: every fold's calibration saw the change
+    in_sample = newrllama.calibrate(annotations, codes, penalty=1.0).apply(annotations)
+    assert newrllama.calibrate(annotations, flipped, penalty=1.0).apply(annotations)[0].probs != in_sample[0].probs
+    assert all(math.isclose(sum(a.probs.values()), 1.0) and a.label == max(a.probs, key=a.probs.get) for a in fitted)
+    assert [a.raw_probs for a in fitted] == [a.raw_probs for a in annotations]
+
+
+def test_shares_from_cross_fitted_probabilities_cover():
+    rng, truth, annotations = population(22, n=600, accuracy=0.7)
+    true_share = truth.count("earnings") / len(truth)
+    covered, draws = 0, 60
+    for _ in range(draws):
+        coded = set(rng.choice(len(truth), 80, replace=False).tolist())
+        codes = [t if i in coded else None for i, t in enumerate(truth)]
+        share = newrllama.prevalence(newrllama.cross_fit(annotations, codes, penalty=1.0), codes).share("earnings")
+        covered += share.lower <= true_share <= share.upper
+    assert covered / draws >= 0.88
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"folds": 1}, "folds must be an int of at least 2"),
+    ({"truth": ["acquisition"] * 5 + [None] * 295}, "cross-fitting needs at least 10"),
+    ({"truth": ["acquisition"]}, "one label .or None. per annotation"),
+])
+def test_bad_input_to_cross_fit_is_a_clear_error(kwargs, message):
+    _, truth, annotations = population(23, n=300)
+    with pytest.raises(newrllama.InvalidArgumentError, match=message):
+        newrllama.cross_fit(annotations, **{"truth": truth, **kwargs})

@@ -156,8 +156,9 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     a random sample of the texts (of each group), coded without looking at the model's labels. Each label's
     share is estimated by PPI++ (prediction-powered inference with power tuning): the model's predictions on
     every text, corrected by its errors on the coded ones. ``predictions="probs"`` uses each label's probability
-    (calibrated if the annotations were), which gives narrower intervals than the labels when the probabilities
-    carry information; ``"labels"`` uses the labels alone. Beside it: the naive share of the model's labels (its
+    (calibrated if the annotations were: a calibration fitted on these same coded texts makes the predictions
+    depend on them, so calibrate with ``cross_fit()`` then), which gives narrower intervals than the labels when
+    the probabilities carry information; ``"labels"`` uses the labels alone. Beside it: the naive share of the model's labels (its
     interval ignores the model's errors: do not report it) and the coded texts' share alone.
 
     ``by``: a group per text; shares are estimated within each group, and each group's difference from

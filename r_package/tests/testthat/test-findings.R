@@ -198,3 +198,19 @@ test_that("an active plan gives inclusion probabilities that prevalence() weight
                class = "newrllama_invalid_argument")
   expect_error(plan_coding(x, first), "target_width .* or budget", class = "newrllama_invalid_argument")
 })
+
+test_that("cross_fit() calibrates each coded text without its own code, as Python does", {
+  fitted <- cross_fit(x, coded, penalty = 1)
+  expect_equal(colnames(attr(fitted, "probs")), labels)
+  flipped <- coded
+  first <- which(!is.na(coded))[1]
+  flipped[first] <- setdiff(labels, coded[first])[1]
+  expect_identical(attr(cross_fit(x, flipped, penalty = 1), "probs")[first, ], attr(fitted, "probs")[first, ])
+  annotations <- lapply(seq_len(n), function(i) py_newrllama()$Annotation(predicted[[i]], as.list(probs[i, ])))
+  py <- py_newrllama()$cross_fit(annotations, lapply(coded, function(v) if (is.na(v)) NULL else v), penalty = 1)
+  expect_equal(attr(fitted, "probs")[2, ], unlist(py[[2]]$probs[labels]))
+  expect_s3_class(prevalence(fitted, coded), "data.frame")
+  expect_error(cross_fit(x, coded, folds = 1), "folds", class = "newrllama_invalid_argument")
+  expect_error(cross_fit(x, ifelse(seq_len(n) <= 5, truth, NA)), "cross-fitting needs at least 10",
+               class = "newrllama_invalid_argument")
+})
