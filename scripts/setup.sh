@@ -52,7 +52,7 @@ ensure_llama_cpp() {
 
 # What the build of the shim and the R package depend on; a change triggers a rebuild.
 inputs_digest() {
-    (cd "$ROOT" && echo "$GPU" && cat pyproject.toml setup.py capi_shim/* scripts/setup.sh scripts/build_llama_cpp.py \
+    (cd "$ROOT" && echo "$GPU" && cat pyproject.toml setup.py capi_shim/*.[ch] capi_shim/*.py scripts/setup.sh scripts/build_llama_cpp.py \
         $(find r_package -type f -not -path '*/tests/*' 2>/dev/null | sort) 2>/dev/null) | sha256sum | cut -d' ' -f1
 }
 
