@@ -72,7 +72,7 @@ typedef struct newrllama_sampling_params {
     float temperature;       /* >= 0; 0 is greedy */
     int32_t repeat_last_n;   /* >= -1; 0 disables, -1 is the whole context */
     float penalty_repeat;    /* > 0; 1 disables */
-    int64_t seed;            /* < 0: random; otherwise mixed with the prompt's tokens (newrllama_prompt_seed) */
+    int64_t seed;            /* -1: random; otherwise (0 to UINT32_MAX) mixed with the prompt's tokens (newrllama_prompt_seed) */
     const char *const *stop; /* stop strings, excluded from the text; may be NULL */
     int32_t n_stop;
 } newrllama_sampling_params;

@@ -31,9 +31,9 @@ newrllama_error_code nr_check_sampling(const newrllama_sampling_params *p, const
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
                        "penalty_repeat must be a finite number > 0, got %g", p->penalty_repeat);
     }
-    if (p->seed > (int64_t)UINT32_MAX) {
+    if (p->seed < -1 || p->seed > (int64_t)UINT32_MAX) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "seed must fit in 32 bits (negative = random), got %lld", (long long)p->seed);
+                       "seed must be -1 (random) or in [0, %u], got %lld", UINT32_MAX, (long long)p->seed);
     }
     if (p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "stop is NULL but n_stop is %d", p->n_stop);

@@ -9,18 +9,19 @@ from typing import List, Optional
 
 from . import Context, Model, NewrllamaError, SamplingParams
 from .download import is_remote
+from .sampling_table import SAMPLING_FIELDS
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m newrllama", description="Generate text with a local GGUF model.")
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="answer one or more prompts (decoded together)")
     gen.add_argument("prompts", nargs="+", metavar="PROMPT")
     gen.add_argument("--model", default=None,
                      help="GGUF file, URL or hf://owner/repo/file.gguf (default: the embedded gemma-3-270m)")
-    gen.add_argument("--max-tokens", type=int, default=100)
-    gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--seed", type=int, default=1234)
+    for f in SAMPLING_FIELDS:  # every sampling setting, with the library's default
+        gen.add_argument("--" + f.name.replace("_", "-"), type=f.kind, default=f.default,
+                         help=f"{f.range_text()} (default: {f.default})")
     serve = commands.add_parser("serve", help="an OpenAI-compatible HTTP server (needs newrllama[server])")
     serve.add_argument("--model", default=None,
                        help="GGUF file, URL or hf://owner/repo/file.gguf (default: the embedded gemma-3-270m)")
@@ -40,11 +41,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                             "its steps (default: bf16 KV cells); --no-batch-invariant keeps llama.cpp's f16 cells, "
                             "faster on long prompts")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
     try:
-        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+        params = SamplingParams(**{f.name: getattr(args, f.name) for f in SAMPLING_FIELDS})
         with Model(args.model) as model, Context(model, n_seq_max=min(len(args.prompts), 16)) as ctx:
             completions = ctx.generate_parallel(args.prompts, params)
     except NewrllamaError as exc:

@@ -16,6 +16,7 @@ from newrllama.annotate import split_message
 from newrllama.annotation import suspect_labels
 from newrllama.order_bias import DEFAULT_DEBIAS
 from newrllama.provenance import Provenance
+from newrllama.sampling_table import SAMPLING_FIELDS
 
 
 def sampling_fields():
@@ -103,6 +104,11 @@ def annotate(texts, labels, instruction, context, model, progress, definitions, 
     if codebook is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
+
+
+def sampling_defaults():
+    """Each sampling parameter's default, by name (R's signatures are tested against them)."""
+    return {f.name: f.default for f in SAMPLING_FIELDS}
 
 
 def group_warning(debias):

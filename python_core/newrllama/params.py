@@ -2,37 +2,19 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from ._lib import ffi, lib
 from .errors import InvalidArgumentError
+from .sampling_table import FIELDS, SAMPLING_FIELDS
 
-MAX_SEED = 2**32 - 1
 MAX_CHOICES = 1024
 MAX_STOP = 64  # every stop string is searched for after every token
 # A json_schema is measured before the converter (which recurses per level) reads it; the grammar it
 # converts to must then keep to the grammar bounds (NEWRLLAMA_GRAMMAR_MAX_* in newrllama_capi.h).
 MAX_SCHEMA_BYTES = 64 * 1024    # of its JSON text
 MAX_SCHEMA_NESTING = 64         # objects and arrays inside one another in its JSON
-_INT32_MAX = 2**31 - 1
-
-
-def _check_int(name: str, value: object, low: int, high: int = _INT32_MAX) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise InvalidArgumentError(f"{name} must be in [{low}, {high}], got {value}")
-
-
-def _check_float(name: str, value: object, low: float, high: float, *, low_open: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgumentError(f"{name} must be a number, got {type(value).__name__}")
-    bad = not math.isfinite(value) or value > high or value < low or (low_open and value == low)
-    if bad:
-        bracket = "(" if low_open else "["
-        raise InvalidArgumentError(f"{name} must be a finite number in {bracket}{low}, {high}], got {value}")
 
 
 @dataclass(frozen=True)
@@ -74,14 +56,15 @@ class SamplingParams:
     n nested groups).
     """
 
-    max_tokens: int = 100
-    temperature: float = 0.0
-    top_k: int = 40
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repeat_last_n: int = 0
-    penalty_repeat: float = 1.0
-    seed: int = 1234
+    # Defaults and ranges: sampling_table.SAMPLING_FIELDS.
+    max_tokens: int = FIELDS["max_tokens"].default  # type: ignore[assignment]
+    temperature: float = FIELDS["temperature"].default
+    top_k: int = FIELDS["top_k"].default  # type: ignore[assignment]
+    top_p: float = FIELDS["top_p"].default
+    min_p: float = FIELDS["min_p"].default
+    repeat_last_n: int = FIELDS["repeat_last_n"].default  # type: ignore[assignment]
+    penalty_repeat: float = FIELDS["penalty_repeat"].default
+    seed: int = FIELDS["seed"].default  # type: ignore[assignment]
     stop: Union[Sequence[str], str, None] = field(default=())
     choices: Optional[Sequence[str]] = None
     grammar: Optional[str] = None
@@ -89,17 +72,8 @@ class SamplingParams:
     gbnf: Optional[str] = field(default=None, init=False, repr=False, compare=False)  # grammar or converted schema
 
     def __post_init__(self) -> None:
-        _check_int("max_tokens", self.max_tokens, 1)
-        _check_float("temperature", self.temperature, 0.0, math.inf)
-        _check_int("top_k", self.top_k, 0)
-        _check_float("top_p", self.top_p, 0.0, 1.0)
-        _check_float("min_p", self.min_p, 0.0, 1.0)
-        _check_int("repeat_last_n", self.repeat_last_n, -1)
-        _check_float("penalty_repeat", self.penalty_repeat, 0.0, math.inf, low_open=True)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise InvalidArgumentError(f"seed must be an int, got {type(self.seed).__name__}")
-        if self.seed > MAX_SEED or self.seed < -(2**63):
-            raise InvalidArgumentError(f"seed must fit in 32 bits (0 to {MAX_SEED}; negative = random), got {self.seed}")
+        for f in SAMPLING_FIELDS:
+            f.check(getattr(self, f.name))
         if self.stop is not None and not isinstance(self.stop, (str, Sequence)):
             raise InvalidArgumentError(f"stop must be a str or a list of str, got {type(self.stop).__name__}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -108,6 +82,8 @@ class SamplingParams:
         for s in stop:
             if not isinstance(s, str) or not s:
                 raise InvalidArgumentError(f"stop must be non-empty strings, got {s!r}")
+            if "\0" in s:
+                raise InvalidArgumentError("stop strings must not contain a NUL character")
         object.__setattr__(self, "stop", stop)
         object.__setattr__(self, "choices", check_choices(self.choices))
         if sum(x is not None for x in (self.choices, self.grammar, self.json_schema)) > 1:

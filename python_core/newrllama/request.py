@@ -277,7 +277,7 @@ def c_sampling_params(p: SamplingParams):
     c.temperature = p.temperature
     c.repeat_last_n = p.repeat_last_n
     c.penalty_repeat = p.penalty_repeat
-    c.seed = max(p.seed, -1)
+    c.seed = p.seed
     return c
 
 

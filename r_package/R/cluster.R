@@ -96,7 +96,7 @@ print.newrllama_cluster <- function(x, ...) {
 #' @param ... An unknown argument is an error.
 #' @export
 generate_parallel.newrllama_cluster <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                                                temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0,
+                                                temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0,
                                                 seed = 1234L, progress = interactive(), choices = NULL,
                                                 grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
                                                 min_p = 0.0, stop = NULL, params = NULL, messages = NULL,

@@ -12,10 +12,11 @@
 #'   reaches `top_p` (1 = all).
 #' @param temperature Sampling temperature; 0 is greedy decoding.
 #' @param repeat_last_n Number of recent tokens the repetition penalty looks at
-#'   (0 = none, -1 = the whole context).
+#'   (0 = none, -1 = the whole context; 64, as llama.cpp, so that a penalty
+#'   given alone takes effect).
 #' @param penalty_repeat Repetition penalty (1 = none).
-#' @param seed Random seed, a whole number up to 2^32 - 1; a negative seed
-#'   draws a random one. Each prompt's random stream comes from the seed, the
+#' @param seed Random seed, a whole number up to 2^32 - 1; -1 draws a
+#'   random one. Each prompt's random stream comes from the seed, the
 #'   prompt's tokens and how many identical prompts came before it in the call,
 #'   not from its position: re-running a subset of prompts gives the same answers.
 #' @param grammar `NULL`, or a GBNF grammar (one string, with a rule named
@@ -51,7 +52,7 @@
 #' generate(ctx, "Once upon a time", max_tokens = 8, stream = function(piece) cat(piece))
 #' @export
 generate <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                     temperature = 0.0, repeat_last_n = 0L, penalty_repeat = 1.0, seed = 1234L,
+                     temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
                      grammar = NULL, json_schema = NULL, min_p = 0.0, stop = NULL, messages = NULL,
                      stream = NULL) {
   check_context(context)

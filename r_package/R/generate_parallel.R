@@ -75,7 +75,7 @@ generate_parallel.default <- function(context, prompts, ...) {
 #' @rdname generate_parallel
 #' @export
 generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L,
-                                                top_p = 1.0, temperature = 0.0, repeat_last_n = 0L,
+                                                top_p = 1.0, temperature = 0.0, repeat_last_n = 64L,
                                                 penalty_repeat = 1.0, seed = 1234L, progress = interactive(),
                                                 choices = NULL, grammar = NULL, json_schema = NULL, min_p = 0.0,
                                                 stop = NULL, params = NULL, messages = NULL, output = NULL,

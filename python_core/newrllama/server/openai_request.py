@@ -5,12 +5,12 @@ Every problem is a BadRequest naming the field (OpenAI's 'param'), so a client g
 cannot honour is refused rather than silently ignored (see request_fields)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Optional, Union
 
 from ..errors import InvalidArgumentError
 from ..params import MAX_STOP, SamplingParams
+from ..sampling_table import FIELDS, SAMPLING_FIELDS, SamplingField
 from .request_fields import CHAT_FIELDS, COMPLETION_FIELDS, MESSAGE_FIELDS, STREAM_OPTION_FIELDS, refused_field
 
 MAX_PROMPTS = 256   # prompts (times n) in one request
@@ -37,15 +37,17 @@ class Job:
     constraint_field: Optional[str] = None  # the field that holds its choices, grammar or response_format
 
 
-def _number(body: Dict[str, Any], name: str, low: float, high: float, default: float) -> float:
-    value = body.get(name)
+def _sampling_field(body: Dict[str, Any], f: SamplingField) -> Any:
+    """A sampling field of the request, by its request name, in the library's range (sampling_table)."""
+    value = body.get(f.request_name)
     if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BadRequest(f"'{name}' must be a number, got {value!r}", name)
-    if not low <= value <= high:
-        raise BadRequest(f"'{name}' must be between {low} and {high}, got {value}", name)
-    return float(value)
+        return f.request_default
+    if f.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    why = f.problem(value)
+    if why:
+        raise BadRequest(f"'{f.request_name}' {why}", f.request_name)
+    return value
 
 
 def _integer(body: Dict[str, Any], name: str, low: int, high: int, default: Optional[int]) -> Optional[int]:
@@ -134,21 +136,17 @@ def _job(body: Dict[str, Any], prompts: List[Union[str, List[int]]], max_tokens:
         raise BadRequest("streaming answers one prompt with n = 1", "stream")
     if len(prompts) * n > MAX_PROMPTS:
         raise BadRequest(f"at most {MAX_PROMPTS} answers per request (prompts times n)", "n")
-    penalty = _number(body, "repeat_penalty", 0.01, 10.0, 1.0)
+    sampling = {f.name: _sampling_field(body, f) for f in SAMPLING_FIELDS if f.name != "max_tokens"}
     try:
-        params = SamplingParams(
-            max_tokens=max_tokens,
-            temperature=_number(body, "temperature", 0.0, 2.0, 1.0),
-            top_p=_number(body, "top_p", 0.0, 1.0, 1.0),
-            top_k=_integer(body, "top_k", 0, 1_000_000, 40),
-            min_p=_number(body, "min_p", 0.0, 1.0, 0.0),
-            repeat_last_n=_integer(body, "repeat_last_n", -1, 1_000_000, 64 if penalty != 1.0 else 0),
-            penalty_repeat=penalty,
-            seed=_integer(body, "seed", -1, 2**32 - 1, -1),  # -1 (the default): a random seed
-            stop=_stop(body), **_constraint(body))
+        params = SamplingParams(max_tokens=max_tokens, stop=_stop(body), **sampling, **_constraint(body))
     except InvalidArgumentError as exc:  # the fields above are in range: a constraint's own check
         raise BadRequest(str(exc), _constraint_field(body)) from None
     return Job(prompts, n, params, stream, bool(options.get("include_usage", False)), _constraint_field(body))
+
+
+def _max_tokens(body: Dict[str, Any], default: Optional[int], name: str = "max_tokens") -> Optional[int]:
+    f = FIELDS["max_tokens"]
+    return _integer(body, name, int(f.low), int(f.high), default)
 
 
 def completion_job(body: Dict[str, Any], default_max_tokens: int) -> Job:
@@ -170,7 +168,7 @@ def completion_job(body: Dict[str, Any], default_max_tokens: int) -> Job:
         raise BadRequest("'prompt' must be a string, a list of strings or a list of token ids", "prompt")
     if len(prompts) > MAX_PROMPTS:
         raise BadRequest(f"at most {MAX_PROMPTS} prompts per request", "prompt")
-    return _job(body, prompts, _integer(body, "max_tokens", 1, 1_000_000, default_max_tokens))
+    return _job(body, prompts, _max_tokens(body, default_max_tokens))  # type: ignore[arg-type]
 
 
 def chat_messages(body: Dict[str, Any]) -> List[Dict[str, str]]:
@@ -197,5 +195,5 @@ def chat_messages(body: Dict[str, Any]) -> List[Dict[str, str]]:
 
 def chat_job(body: Dict[str, Any], prompt: str, default_max_tokens: int) -> Job:
     """POST /v1/chat/completions, once the messages are formatted into prompt by the model's template."""
-    limit = _integer(body, "max_completion_tokens", 1, 1_000_000, None)
-    return _job(body, [prompt], _integer(body, "max_tokens", 1, 1_000_000, limit or default_max_tokens))
+    limit = _max_tokens(body, None, "max_completion_tokens")
+    return _job(body, [prompt], _max_tokens(body, limit or default_max_tokens))  # type: ignore[arg-type]
