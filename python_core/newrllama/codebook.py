@@ -6,7 +6,11 @@ answer), or written into the system turn; then the text, the labels' definitions
 the list of labels to answer with. Everything before the text is the same for every text of
 a call and everything before the list the same for every listing order of a text, so the
 prefix cache decodes the instruction and examples once per call, and each text with the
-definitions once for all the orders its labels are scored in (order_bias.py). The
+definitions once for all the orders its labels are scored in (order_bias.py). A short text
+without definitions (fewer tokens than two lists: a headline, a survey answer) has the list
+at the end of the system turn instead, one system turn per listing order, each decoded once per
+call: its text is then decoded once per order, which costs less than the list once per order
+after it, and on human-sorted one-liners labelled better (bench/bench_short_texts.py). The
 definitions are listed in the labels' sorted order, so that the order the labels were given
 in reaches only the list. They come after the text because that is where the instruct model
 uses them: on the Reuters stories, in the system turn they made it give every story one label
@@ -66,15 +70,28 @@ class Codebook:
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
         return "\n".join(lines)
 
+    def lists_first(self, model, text: str) -> bool:
+        """Whether text's prompts carry the list of labels in the system turn, before the text: for a text without
+        definitions shorter than two lists, where decoding the text once per listing order costs less than the
+        list once per order after it, and labels better (bench/bench_short_texts.py). Judged on the list in sorted
+        order, so that every listing order of a text takes the same layout."""
+        if self.definitions:
+            return False
+        listed = len(model.tokenize(self.in_order(sorted_labels(self.labels)).label_list()))
+        return len(model.tokenize(text)) < 2 * listed
+
     def prompt(self, model, text: str, examples_in: ExamplesIn = "system") -> str:
         if self.question is not None:
             return self._question_prompt(model, text)
         system = self.system_text(examples_in)
+        lists_first = self.lists_first(model, text)
+        if lists_first:
+            system = f"{system}\n{self.label_list()}"
         messages = [{"role": "system", "content": system}]
         if examples_in == "turns":
             for example, label in self.examples:
                 messages += [{"role": "user", "content": example}, {"role": "assistant", "content": label}]
-        ask = "\n".join([text, ""] + self.answer_lines())
+        ask = text if lists_first else "\n".join([text, ""] + self.answer_lines())
         try:
             return model.apply_chat_template(messages + [{"role": "user", "content": ask}])
         except TemplateError:  # no chat template: a base model continues plain text

@@ -11,7 +11,7 @@ from typing import Any, Hashable, List, Optional, Sequence, Tuple, Union
 from .annotation import Annotation
 from .codebook import check_codebook
 from .errors import InvalidArgumentError
-from .provenance import Provenance
+from .provenance import PROMPT_LAYOUT, Provenance
 from .params import SamplingParams
 from .parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
 from .results import Completion
@@ -104,9 +104,10 @@ class AnnotationJob:
                  questions: Optional[Sequence[str]] = None) -> None:
         self.texts, self.labels, self.instruction, self.options = list(texts), labels, instruction, options
         self.questions = list(questions) if questions is not None else None
-        # The same digest as before codebooks could be recorded, so that older files still resume.
+        # The prompt layout's version too: a file labelled under another layout is not resumed into this one.
         label_set = check_codebook(labels, instruction).labels if labels is not None else None
-        digestible = {**options, "labels": labels, "calibration": _calibration_dicts(options.get("calibration"))}
+        digestible = {**options, "labels": labels, "calibration": _calibration_dicts(options.get("calibration")),
+                      "layout": PROMPT_LAYOUT}
         self.digests = [_digest(t, label_set, instruction, digestible) for t in self.texts]
 
     def __len__(self) -> int:

@@ -49,8 +49,13 @@ class Provenance:
             raise InvalidArgumentError(f"not a provenance record: {exc}") from None
 
 
+# 2: a text shorter than two lists comes after the list (codebook.Codebook.lists_first).
+PROMPT_LAYOUT = 2
+
+
 def codebook_digest(book: Any, examples_in: str) -> str:
-    """A digest of everything in the prompt but the text: labels, instruction, definitions, examples, question."""
+    """A digest of everything in the prompt but the text: labels, instruction, definitions, examples, question,
+    and the version of the layout that places them (a calibration fitted under another layout is refused)."""
     parts = [list(book.labels), book.instruction, list(book.definitions), list(book.examples), book.question,
-             examples_in]
+             examples_in, PROMPT_LAYOUT]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:32]

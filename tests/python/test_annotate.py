@@ -35,22 +35,31 @@ def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
     book = check_codebook(LABELS, "")
     system = book.system_text()
     assert system.startswith("Classify the text.")
-    prompt = book.prompt(model, "hello")
+    story = "The home side scored twice in the last minutes of the cup final and took the trophy. " * 2
+    prompt = book.prompt(model, story)
     # The instruction, then the text, then the labels: a text's listing orders share all but the list.
-    assert prompt.index("Classify the text.") < prompt.index("hello") < prompt.index("sports, business, weather")
+    assert prompt.index("Classify the text.") < prompt.index(story) < prompt.index("sports, business, weather")
     assert prompt.endswith("<start_of_turn>model\n")
+    # A text shorter than two lists comes after the list: the list is decoded once per call and order.
+    short = book.prompt(model, "hello")
+    assert short.index("Classify the text.") < short.index("sports, business, weather") < short.index("hello")
+    defined = check_codebook({"sports": "games and matches", "business": "", "weather": ""}, "")
+    assert defined.prompt(model, "hello").index("hello") < defined.prompt(model, "hello").index("sports, business")
 
     class NoTemplate:  # a model without a chat template, as a base GGUF may be
         def apply_chat_template(self, messages):
             raise newrllama.TemplateError("this model has no chat template")
+
+        def tokenize(self, text):
+            return text.split()
     with_example = check_codebook(LABELS, "", None, [("a match", "sports")])
+    listing = "Answer with exactly one of these labels: sports, business, weather."
     plain = with_example.prompt(NoTemplate(), "hello", "turns")
-    assert plain.startswith(system) and plain.endswith(
-        "\n\nText: a match\nLabel: sports\n\nText: hello\n\nAnswer with exactly one of these labels: sports, "
-        "business, weather.\nLabel:")
+    assert plain == f"{system}\n{listing}\n\nText: a match\nLabel: sports\n\nText: hello\nLabel:"
     assert with_example.prompt(NoTemplate(), "hello") == (  # the examples in the system text, the default
-        "Classify the text.\nExamples:\nText: a match\nLabel: sports\n\nText: hello\n\nAnswer with exactly one "
-        "of these labels: sports, business, weather.\nLabel:")
+        f"Classify the text.\nExamples:\nText: a match\nLabel: sports\n{listing}\n\nText: hello\nLabel:")
+    assert with_example.prompt(NoTemplate(), story) == (
+        f"Classify the text.\nExamples:\nText: a match\nLabel: sports\n\nText: {story}\n\n{listing}\nLabel:")
 
 
 def test_the_order_the_labels_are_given_in_changes_nothing(model):
