@@ -305,11 +305,26 @@ def findings(r: dict) -> List[str]:
     return out
 
 
+def short_texts(r: dict) -> List[str]:
+    rows = []
+    for name, st in r["sets"].items():
+        for layout, m in st["layouts"].items():
+            rows.append([name, f"{st['texts']} ({st['mean_characters']:.0f} chars)", layout, f"{m['seconds']:.1f}",
+                         f"{m['ratio_to_reference']:.2f}", f"{m['accuracy']:.3f}", f"{m['kappa']:.3f}",
+                         f"{m['order_agreement']:.3f}"])
+    runs = "; ".join(f"{name} {len(next(iter(st['layouts'].values()))['all_seconds'])}" for name, st in r["sets"].items())
+    return table(f"Prompt layouts on human-sorted texts, instruct model `{r['model']}`, {r['machine']['cpu']}: seconds "
+                 f"(median of the runs: {runs}), ratio to the reference layout, accuracy and kappa against the human sorting, and order agreement (the same "
+                 "label with the labels listed in another order):",
+                 ["set", "texts", "layout", "seconds", "x reference", "accuracy", "kappa", "order agreement"], rows)
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
     "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
-    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings}
+    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
+    "short-texts": short_texts}
 
 
 def main(paths: List[str]) -> int:
