@@ -14,6 +14,8 @@ import pytest
 import newrllama
 from newrllama._capi import ffi, lib
 
+pytestmark = pytest.mark.slow  # starts R: the fast lane (-m "not slow") leaves it out
+
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [
     "The capital of Germany is Berlin. The capital of Italy is Rome. The capital of France is",

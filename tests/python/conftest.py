@@ -20,6 +20,12 @@ def ctx(model):
         yield c
 
 
+@pytest.fixture
+def ctx4(model):
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as c:
+        yield c
+
+
 @pytest.fixture(scope="session")
 def reference_llama():
     """llama-cpp-python's Llama over the same file and libllama, as an independent oracle of logits."""

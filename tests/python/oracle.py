@@ -2,8 +2,10 @@
 (its f16 KV cells and repacked weights round otherwise than our batch-invariant kernels, hence the margins)."""
 from __future__ import annotations
 
+import math
 from typing import List
 
+import llama_cpp
 import numpy as np
 
 # llama.cpp's CPU kernels round differently for different batch shapes; a token that
@@ -34,3 +36,43 @@ def worst_gap(llm, prompt_tokens: List[int], generated: List[int]) -> float:
 def assert_greedy_alone(llm, model, prompt: str, completion) -> None:
     gap = worst_gap(llm, model.tokenize(prompt), completion.token_ids)
     assert gap <= MARGIN, f"{prompt!r}: a token is {gap:.2f} logits below the argmax of the sequence alone"
+
+
+def oracle_ends(llm, chat: bool):
+    """What ends an answer, from llama-cpp-python's own tokenizer: after a chat prompt the template's
+    <end_of_turn>, else a line break; end of generation (eos, eot) in both."""
+    eot = llama_cpp.llama_vocab_eot(llama_cpp.llama_model_get_vocab(llm.model))
+    if chat:
+        texts = [b"<end_of_turn>"]
+    else:
+        texts = [b"\n", b"\n\n"]
+    tokens = [llm.tokenize(t, add_bos=False, special=True) for t in texts]
+    return sorted({t[0] for t in tokens if len(t) == 1} | {llm.token_eos(), eot})
+
+
+def oracle_probs(llm, model, prompt: str, labels, chat: bool = False):
+    """Softmax over labels of the log-probability of ' ' + label (or the label alone after a chat prompt)
+    and then of any token that ends the answer, after the prompt, decoded alone."""
+    prompt_tokens = model.tokenize(prompt)
+    ends = oracle_ends(llm, chat)
+    scores = []
+    for label in labels:
+        label_tokens = model.tokenize(label if chat else " " + label, add_special=False)
+        llm.reset()
+        llm.eval(prompt_tokens + label_tokens)
+        logits = np.asarray(llm.scores[: len(prompt_tokens) + len(label_tokens)], dtype=np.float64)
+        logsoftmax = [row - (row.max() + math.log(np.exp(row - row.max()).sum()))
+                      for row in logits[len(prompt_tokens) - 1:]]
+        total = sum(logsoftmax[j][t] for j, t in enumerate(label_tokens))
+        total += math.log(sum(math.exp(logsoftmax[-1][e]) for e in ends))
+        scores.append(total)
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return {label: w / sum(weights) for label, w in zip(labels, weights)}
+
+
+def assert_close_to_oracle(completion, expected):
+    """Every label's log-probability within CHOICE_MARGIN of the oracle's (see oracle.py for how that bound
+    was measured), the improbable labels too; a wrong row or a missing token would be logits off."""
+    for label, p in expected.items():
+        assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= CHOICE_MARGIN, (label, completion, expected)

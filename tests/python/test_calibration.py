@@ -175,7 +175,7 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimat
     for piece in (f"newrllama {newrllama.__version__}", "gemma-3-270m-q4_k_m.gguf", source.model_sha256,
                   'instruction "Give the topic."', '2 labels ("sports", "business")', source.codebook_digest,
                   "the list and of its reverse", "batch-invariant", "with 2 threads", "8 of 8 texts received a label",
-                  f"calibrated on 8 hand-coded texts", f"cross-validated accuracy {cal.cv_accuracy:.2f}",
+                  "calibrated on 8 hand-coded texts", f"cross-validated accuracy {cal.cv_accuracy:.2f}",
                   "A random sample of 4 of the 8 texts", "PPI++",
                   f"sports {share.estimate:.3f} [{share.lower:.3f}, {share.upper:.3f}]"):
         assert piece in text, piece

@@ -1,21 +1,15 @@
 """choices: every answer is one of the labels, with probabilities from the log-probability of all its tokens."""
 from __future__ import annotations
 
-import math
-
-import llama_cpp
-import numpy as np
 import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
 from newrllama.choices import label_paths
+from oracle import assert_close_to_oracle, oracle_ends, oracle_probs
+from samples import TOPIC_PROMPTS, TOPICS, check_labels
 
 CAPITALS = newrllama.SamplingParams(choices=["Paris", "Berlin", "Rome", "Madrid"])
-TOPICS = newrllama.SamplingParams(choices=["acquisition", "crude oil", "interest rates", "sports results"])
-STORIES = ["News: Texaco agreed to buy Getty Oil for ten billion dollars in cash.\nTopic:",
-           "News: OPEC ministers agreed to cut crude production to support prices.\nTopic:",
-           "News: The Federal Reserve raised its discount rate by half a point.\nTopic:"]
 
 
 NESTED = ["crude", "crude oil", "crude oil prices"]  # each label's tokens begin the next one's
@@ -34,62 +28,6 @@ def capital_prompt(country: str) -> str:
     return f"The capital of Germany is Berlin. The capital of Italy is Rome. The capital of {country} is"
 
 
-def oracle_ends(llm, chat: bool):
-    """What ends an answer, from llama-cpp-python's own tokenizer: after a chat prompt the template's
-    <end_of_turn>, else a line break; end of generation (eos, eot) in both."""
-    eot = llama_cpp.llama_vocab_eot(llama_cpp.llama_model_get_vocab(llm.model))
-    if chat:
-        texts = [b"<end_of_turn>"]
-    else:
-        texts = [b"\n", b"\n\n"]
-    tokens = [llm.tokenize(t, add_bos=False, special=True) for t in texts]
-    return sorted({t[0] for t in tokens if len(t) == 1} | {llm.token_eos(), eot})
-
-
-def oracle_probs(llm, model, prompt: str, labels, chat: bool = False):
-    """Softmax over labels of the log-probability of ' ' + label (or the label alone after a chat prompt)
-    and then of any token that ends the answer, after the prompt, decoded alone."""
-    prompt_tokens = model.tokenize(prompt)
-    ends = oracle_ends(llm, chat)
-    scores = []
-    for label in labels:
-        label_tokens = model.tokenize(label if chat else " " + label, add_special=False)
-        llm.reset()
-        llm.eval(prompt_tokens + label_tokens)
-        logits = np.asarray(llm.scores[: len(prompt_tokens) + len(label_tokens)], dtype=np.float64)
-        logsoftmax = [row - (row.max() + math.log(np.exp(row - row.max()).sum()))
-                      for row in logits[len(prompt_tokens) - 1:]]
-        total = sum(logsoftmax[j][t] for j, t in enumerate(label_tokens))
-        total += math.log(sum(math.exp(logsoftmax[-1][e]) for e in ends))
-        scores.append(total)
-    top = max(scores)
-    weights = [math.exp(s - top) for s in scores]
-    return {label: w / sum(weights) for label, w in zip(labels, weights)}
-
-
-@pytest.fixture
-def ctx4(model):
-    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as c:
-        yield c
-
-
-def assert_close_to_oracle(completion, expected):
-    """Every label's log-probability within CHOICE_MARGIN of the oracle's (see oracle.py for how that bound
-    was measured), the improbable labels too; a wrong row or a missing token would be logits off."""
-    from oracle import CHOICE_MARGIN
-    for label, p in expected.items():
-        assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= CHOICE_MARGIN, (label, completion, expected)
-
-
-def check_labels(completions, params):
-    for c in completions:
-        assert c.finish_reason == "stop" and c.error is None
-        assert c.text in params.choices
-        assert set(c.choice_probs) == set(params.choices)
-        assert sum(c.choice_probs.values()) == pytest.approx(1.0, abs=1e-6)
-        assert max(c.choice_probs, key=c.choice_probs.get) == c.text
-
-
 def test_single_token_labels_match_the_oracle(ctx4, model, reference_llama):
     countries = ["France", "Spain", "Germany", "Italy"]
     completions = ctx4.generate_parallel([capital_prompt(c) for c in countries], CAPITALS)
@@ -100,11 +38,11 @@ def test_single_token_labels_match_the_oracle(ctx4, model, reference_llama):
 
 
 def test_multi_token_labels_are_scored_on_every_token(ctx4, model, reference_llama):
-    completions = ctx4.generate_parallel(STORIES, TOPICS)
+    completions = ctx4.generate_parallel(TOPIC_PROMPTS, TOPICS)
     check_labels(completions, TOPICS)
     assert [c.text for c in completions[1:]] == ["crude oil", "interest rates"]
     assert completions[2].n_gen_tokens == len(model.tokenize(" interest rates", add_special=False)) > 1
-    for prompt, c in zip(STORIES, completions):
+    for prompt, c in zip(TOPIC_PROMPTS, completions):
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
 
 
@@ -152,24 +90,24 @@ def test_a_chat_prompt_ends_its_answer_with_the_end_of_turn(ctx4, model, referen
 def test_labels_sharing_tokens_score_as_if_alone(ctx4, model, reference_llama):
     shared = newrllama.SamplingParams(choices=SHARED_STARTS)
     assert len(label_paths([model.tokenize(" " + c, add_special=False) for c in shared.choices], [1])) == 3
-    completions = ctx4.generate_parallel(STORIES, shared)
+    completions = ctx4.generate_parallel(TOPIC_PROMPTS, shared)
     check_labels(completions, shared)
-    for prompt, c in zip(STORIES, completions):
+    for prompt, c in zip(TOPIC_PROMPTS, completions):
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, shared.choices))
 
 
 def test_token_prompts_get_the_leading_space_their_text_would(model):
     """A prompt given as tokens ends in ':' (no space): its labels follow a space, as for the text."""
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
-        as_text = ctx.generate_parallel(STORIES, TOPICS)
-        as_tokens = ctx.generate_parallel([model.tokenize(s) for s in STORIES], TOPICS)  # starts from the cache
+        as_text = ctx.generate_parallel(TOPIC_PROMPTS, TOPICS)
+        as_tokens = ctx.generate_parallel([model.tokenize(s) for s in TOPIC_PROMPTS], TOPICS)  # starts from the cache
     for t, k in zip(as_text, as_tokens):
         assert (k.n_gen_tokens, k.text, k.choice_probs) == (t.n_gen_tokens, t.text, t.choice_probs)
 
 
 def test_choices_mix_with_free_prompts_and_leave_nothing_behind(ctx4, model):
     free = newrllama.SamplingParams(max_tokens=6)
-    prompts = STORIES + ["Once upon a time", capital_prompt("France")]
+    prompts = TOPIC_PROMPTS + ["Once upon a time", capital_prompt("France")]
     completions = ctx4.generate_parallel(prompts, [TOPICS, TOPICS, TOPICS, free, CAPITALS])
     check_labels(completions[:3], TOPICS)
     check_labels(completions[4:], CAPITALS)
@@ -183,6 +121,7 @@ def test_choices_mix_with_free_prompts_and_leave_nothing_behind(ctx4, model):
         assert (lo[0], hi[0]) == ((0, kept[seq] - 1) if seq in kept else (-1, -1))
 
 
+@pytest.mark.slow
 def test_more_labels_than_scratch_sequences(model):
     labels = [f"topic number {k}" for k in range(150)]
     params = newrllama.SamplingParams(choices=labels)
@@ -196,21 +135,21 @@ def test_choices_share_a_cached_instruction(model):
     instruction = ("Classify the news story into one topic. Topics: acquisition (a company buys another), "
                    "crude oil (oil prices and production), interest rates (central banks), sports results. ") * 2
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
-        completions = ctx.generate_parallel([instruction + s for s in STORIES], TOPICS)
+        completions = ctx.generate_parallel([instruction + s for s in TOPIC_PROMPTS], TOPICS)
         check_labels(completions, TOPICS)
-        assert sorted(c.n_cached_tokens > 50 for c in completions) == [False] + [True] * (len(STORIES) - 1)
+        assert sorted(c.n_cached_tokens > 50 for c in completions) == [False] + [True] * (len(TOPIC_PROMPTS) - 1)
 
 
 def test_a_failing_label_decode_fails_only_its_prompt(model):
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
         first_scratch = ctx.n_seq_max + newrllama.Context.PREFIX_CACHE_SEQUENCES
         ctx._inject_decode_failure(2, first_scratch)  # the step scoring the first multi-token label
-        completions = ctx.generate_parallel(STORIES, TOPICS)
+        completions = ctx.generate_parallel(TOPIC_PROMPTS, TOPICS)
         failed = [c for c in completions if c.finish_reason == "error"]
         assert len(failed) == 1 and "scoring a label" in failed[0].error
         check_labels([c for c in completions if c.finish_reason != "error"], TOPICS)
         assert ctx.n_used_cells() == 0
-        check_labels(ctx.generate_parallel(STORIES, TOPICS), TOPICS)
+        check_labels(ctx.generate_parallel(TOPIC_PROMPTS, TOPICS), TOPICS)
 
 
 @pytest.mark.parametrize("choices,message", [
@@ -236,7 +175,7 @@ def test_tiny_contexts_keep_working_and_explain_what_they_cannot_do(model):
     # n_batch caps how many sequences llama.cpp can hold; here none is left for scratch work.
     with newrllama.Context(model, n_ctx=64, n_seq_max=4, n_batch=4, n_threads=2) as ctx:
         assert lib.newrllama_context_n_seq_cache(ctx.handle) == 0
-        completions = ctx.generate_parallel(STORIES[:2] + [capital_prompt("Spain")],
+        completions = ctx.generate_parallel(TOPIC_PROMPTS[:2] + [capital_prompt("Spain")],
                                             [TOPICS, CAPITALS, newrllama.SamplingParams(max_tokens=2)])
         assert all(c.finish_reason == "error" and "scratch sequence" in c.error for c in completions[:2])
         assert completions[2].text.strip().startswith("Madrid")

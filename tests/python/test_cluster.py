@@ -25,6 +25,8 @@ from results_lines import lines_of
 
 ray = pytest.importorskip("ray")
 
+pytestmark = pytest.mark.slow  # the fast lane (-m "not slow") leaves it out
+
 PROMPTS = [f"Fact {i}: the river that flows through city number {i} is" for i in range(48)]
 PARAMS = newrllama.SamplingParams(max_tokens=12)
 

@@ -463,6 +463,7 @@ def test_a_cross_fitted_coded_text_does_not_see_its_own_code():
     assert [a.raw_probs for a in fitted] == [a.raw_probs for a in annotations]
 
 
+@pytest.mark.slow
 def test_shares_from_cross_fitted_probabilities_cover():
     rng, truth, annotations = population(22, n=600, accuracy=0.7)
     true_share = truth.count("earnings") / len(truth)

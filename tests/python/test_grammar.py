@@ -16,12 +16,6 @@ STORIES = ["Story: Texaco agreed to buy Getty Oil.\nJSON:", "Story: OPEC ministe
            "Story: The union accepted the offer.\nJSON:"]
 
 
-@pytest.fixture
-def ctx4(model):
-    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as c:
-        yield c
-
-
 def test_answers_follow_the_grammar_greedy_and_sampled(ctx4):
     greedy = newrllama.SamplingParams(max_tokens=10, grammar=YES_NO)
     sampled = newrllama.SamplingParams(max_tokens=8, temperature=1.0, seed=5, grammar="root ::= [0-9]+")

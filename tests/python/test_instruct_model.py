@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION_DRAW = 1
 CALIBRATED_KAPPA = 0.35
 
-pytestmark = pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
-                                reason="set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
+                                 reason="set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")]
 
 
 @pytest.fixture(scope="module")
@@ -46,33 +47,44 @@ def reuters():
 
 
 @pytest.fixture(scope="module")
-def both_orders(instruct, reuters):
-    """annotate() with the labels listed one way and the other, by default (order-free scores)."""
+def definitions_in_instruction(instruct, reuters):
+    """annotate() by default under the instruction that carries the definitions."""
     texts, _ = reuters
     with newrllama.Context(instruct, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
         # With the definitions before the text the model labels every story "acquisition", and says so.
         with pytest.warns(newrllama.AnnotationWarning, match="70 of 70 texts got the label 'acquisition'"):
-            first = newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
-            assert ctx.last_stats.n_cached_tokens > 0
-            second = newrllama.annotate(texts, ["crude oil", "acquisition"], INSTRUCTION, context=ctx)
-    return first, second
+            return newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
 
 
-def test_reuters_labels_do_not_depend_on_the_listing_order(both_orders, reuters):
+@pytest.fixture(scope="module")
+def with_definitions(instruct, reuters):
+    """The definitions given as definitions= (where the model tells the labels apart), the labels listed in an
+    order other than the sorted one, by default: both orders scored and combined."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_validity import DEFINITIONS, PLAIN_INSTRUCTION
+    texts, _ = reuters
+    with newrllama.Context(instruct, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
+        with pytest.warns(newrllama.AnnotationWarning, match="changed with the listing order"):
+            return newrllama.annotate(texts, ["crude oil", "acquisition"], PLAIN_INSTRUCTION, definitions=DEFINITIONS,
+                                      context=ctx)
+
+
+def test_reuters_labels_do_not_depend_on_the_listing_order(with_definitions, reuters):
     _, truth = reuters
-    first, second = both_orders
-    assert all(a.error is None and a.label in ("acquisition", "crude oil") for a in first + second)
-    same = sum(a.label == b.label for a, b in zip(first, second)) / len(first)
-    assert same >= 0.95, same
-    kappas = [newrllama.validate([a.label for a in run], truth).kappa for run in (first, second)]
-    assert abs(kappas[0] - kappas[1]) <= 0.05, kappas
-    # The raw scores of the first listing are those of one order; they differ from the order-free ones.
-    assert any(a.raw_probs != a.order_free_probs for a in first)
+    done = with_definitions
+    assert all(a.error is None and a.label in ("acquisition", "crude oil") for a in done)
+    # The two listing orders alone disagree on many stories (the test sees an order effect) ...
+    flipped = sum(bool(a.order_flip) for a in done)
+    assert flipped >= 5, flipped
+    # ... the cure's scores combine the two orders (test_annotate: whatever order the labels were given in), and
+    # come from a labeller that is not constant.
+    assert any(a.raw_probs != a.order_free_probs for a in done)
+    assert newrllama.validate([a.label for a in done], truth).kappa >= 0.3
 
 
-def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(both_orders, reuters):
+def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(definitions_in_instruction, reuters):
     _, truth = reuters
-    first, _ = both_orders
+    first = definitions_in_instruction
     coded = random.Random(CALIBRATION_DRAW).sample(range(len(truth)), 20)
     rest = [i for i in range(len(truth)) if i not in coded]
     cal = newrllama.calibrate([first[i] for i in coded], [truth[i] for i in coded])
@@ -83,12 +95,12 @@ def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(bot
     assert after.kappa > before.kappa
 
 
-def test_reuters_share_from_40_coded_stories_is_covered_by_ppi_where_the_model_labels_fail(both_orders, reuters):
+def test_reuters_share_from_40_coded_stories_is_covered_by_ppi_where_the_model_labels_fail(definitions_in_instruction, reuters):
     """Every story labelled "acquisition": the naive share of crude oil is 0, yet the PPI++ intervals from the
     probabilities cover the share of all 70 human codes, and are narrower than the coded stories' own
     (bench/bench_findings.py: 2,000 draws, this prompt and a better one)."""
     _, truth = reuters
-    first, _ = both_orders
+    first = definitions_in_instruction
     true_share = truth.count("crude oil") / len(truth)
     rng = random.Random(46)
     covered, ppi_widths, coded_widths = 0, [], []

@@ -99,6 +99,7 @@ def test_stop_strings_end_the_text_and_are_excluded(ctx):
     assert free.text.startswith(" 5, 6, 7") and free.finish_reason == "length"
 
 
+@pytest.mark.slow
 def test_no_kv_residue_across_many_calls(model):
     params = newrllama.SamplingParams(max_tokens=16)
     with newrllama.Context(model, n_ctx=1024, n_seq_max=4) as fresh:

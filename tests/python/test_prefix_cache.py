@@ -9,28 +9,7 @@ import newrllama
 from newrllama.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, shares_start,
                                     token_key, worth_caching)
 from oracle import assert_greedy_alone
-
-GREEDY = newrllama.SamplingParams(max_tokens=6)
-INSTRUCTION = ("You label news stories. Answer with one word: business, sport, science or politics. "
-               "Business covers companies, markets and trade. Sport covers games, players and results. "
-               "Science covers research, discoveries and technology. Politics covers governments, "
-               "elections and laws. Read the story, then answer.\n")
-STORIES = ["The central bank raised interest rates again.", "The striker scored twice in the final.",
-           "Researchers found water on a distant moon.", "Parliament passed the new budget law.",
-           "Shares of the carmaker fell ten percent.", "The champion retired after twenty years.",
-           "A new vaccine entered its last trial.", "The president signed the trade agreement.",
-           "The airline reported record profits.", "The marathon was won in record time."]
-OTHER_INSTRUCTION = ("Translate the sentence into French, keeping names as they are and numbers in digits. "
-                     "Use a formal register and do not explain the translation. ") * 5
-
-
-def annotation_prompts(stories, instruction=INSTRUCTION):
-    return [f"{instruction}Story: {s}\nLabel:" for s in stories]
-
-
-def instruction_tokens(model, instruction=INSTRUCTION) -> int:
-    return len(model.tokenize(instruction))
-
+from prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
 @pytest.fixture
 def cached(model):
@@ -172,6 +151,7 @@ def test_prefix_past_the_sliding_window_is_never_cut(model, reference_llama):
             assert a.text == b.text
 
 
+@pytest.mark.slow
 def test_runs_never_crowd_out_prompts_and_the_least_recently_used_go(model, reference_llama):
     # n_ctx 1024 over 2 sequences: four 290-token instructions stay cached beside the prompts, each run in a
     # KV stream of its own, and answers are the bits of a context without the cache.

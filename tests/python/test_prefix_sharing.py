@@ -11,7 +11,7 @@ import pytest
 import newrllama
 from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS, common_prefix_length, token_key
 from oracle import MARGIN, assert_greedy_alone, worst_gap
-from test_prefix_cache import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
+from prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
 
 def assert_idle(ctx: newrllama.Context) -> None:
@@ -142,6 +142,7 @@ def test_kept_runs_that_make_way_for_others_unused_teach_the_cache_too(model):
         assert_idle(ctx)
 
 
+@pytest.mark.slow
 def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_llama):
     """A turn's run (its prompt and the answer tokens decoded) serves the next turn, also past gemma 3's window,
     where only a run's whole length may be reused."""
@@ -164,6 +165,7 @@ def test_the_next_turn_of_a_conversation_copies_the_last_one(model, reference_ll
         assert_idle(ctx)
 
 
+@pytest.mark.slow
 def test_a_prompt_past_the_window_continues_from_a_cached_run(model, reference_llama):
     long_story = " ".join(STORIES) * 12
     prompts = [f"{INSTRUCTION}Story: {long_story} ({k})\nLabel:" for k in range(2)]
@@ -211,6 +213,7 @@ def test_the_runs_of_waiting_prompts_are_decoded_in_room_a_step_leaves(model, re
         assert_idle(ctx)
 
 
+@pytest.mark.slow
 def test_a_run_decoded_ahead_for_prompts_cancelled_before_their_turn(model, reference_llama):
     """Both sequences generate; a call of two prompts that share a long instruction waits, and its instruction
     is decoded in the room the steps leave. Cancelled before its turn, the call takes that run with it."""
@@ -261,6 +264,7 @@ def test_runs_all_pinned_by_waiting_prompts_leave_the_rest_to_decode_in_full(mod
         assert_idle(ctx)
 
 
+@pytest.mark.slow
 def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
     # Token prompts just long enough to be kept, each different from its second token on.
     filler = model.tokenize("the notes of the day", add_special=False)
@@ -276,6 +280,7 @@ def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
         assert_idle(ctx)
 
 
+@pytest.mark.slow
 def test_a_texts_last_prompts_still_find_its_start_when_its_first_ones_end(model):
     """Six prompts per text (three questions, each in two listing orders), more than the sequences: the first
     prompts of a text end together and their runs are kept, which must not evict the text's run that its

@@ -62,6 +62,7 @@ with newrllama.Model() as model, newrllama.Context(model, n_ctx=1024, n_seq_max=
 """
 
 
+@pytest.mark.slow
 def test_a_run_killed_half_way_resumes_with_every_prompt_once(model, tmp_path):
     out = tmp_path / "run.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -46,6 +46,7 @@ def test_messy_prompts_fail_alone(small_ctx, model):
     assert small_ctx.n_used_cells() == 0
 
 
+@pytest.mark.slow
 def test_fifteen_hundred_prompts_on_four_sequences(small_ctx, model):
     # Short prompts (the test is about bookkeeping, not prefill) whose lengths vary, neighbours always
     # differently (7919 % 5 = 4), so that a result handed to the wrong prompt shows in its prompt token count.
@@ -160,6 +161,7 @@ def test_threads_sharing_one_context(model):
         assert ctx.n_used_cells() == 0
 
 
+@pytest.mark.slow
 def test_threads_with_their_own_contexts(model):
     with _small_context(model) as ctx:
         expected = [[c.text for c in ctx.generate_parallel(j, TWO_TOKENS)] for j in THREAD_JOBS]
@@ -174,6 +176,7 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+@pytest.mark.slow
 def test_resident_memory_is_flat_over_250_calls(model):
     params = newrllama.SamplingParams(max_tokens=2)
     with newrllama.Context(model, n_ctx=1024, n_seq_max=4, n_threads=2) as ctx:
@@ -186,6 +189,7 @@ def test_resident_memory_is_flat_over_250_calls(model):
     assert growth < 5.0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed to build the sanitizer harness")
 def test_shim_is_clean_under_address_and_leak_sanitizer():
     run = subprocess.run(["bash", str(ROOT / "tests" / "c" / "run_sanitizers.sh")], capture_output=True, text=True,

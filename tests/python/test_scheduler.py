@@ -104,6 +104,7 @@ def test_ctrl_c_cancels_only_the_interrupted_caller(model, ctrl_c_raises):
         assert "Paris" in ctx.generate(FRANCE, newrllama.SamplingParams(max_tokens=6)).text
 
 
+@pytest.mark.slow
 def test_eight_threads_fifty_calls_each(model):
     params = newrllama.SamplingParams(max_tokens=2)
     jobs = [[PROMPTS[k], PROMPTS[(k + 3) % 8]] for k in range(8)]
@@ -244,6 +245,7 @@ def record_steps(monkeypatch):
     return record_each_step(monkeypatch, sides)
 
 
+@pytest.mark.slow
 def test_generated_tokens_ride_every_step_and_answers_are_each_prompt_alone(model, monkeypatch):
     """Every step carries the token of every generating prompt beside other prompts' prefill, and each answer
     is the bits of its prompt decoded alone."""

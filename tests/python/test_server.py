@@ -18,6 +18,7 @@ from server_process import ServerProcess
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
+pytestmark = pytest.mark.slow  # server processes: the fast lane (-m "not slow") leaves them out
 
 N_SEQ = 16
 CAPITALS = {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Spain": "Madrid"}
@@ -254,7 +255,13 @@ def test_the_same_request_twice_among_other_clients_gives_the_same_bits(server, 
 
 
 def test_a_client_killed_mid_stream_frees_its_sequence(server):
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
+    counting = "1, 2, 3, 4, 5, 6,"
+    # Left alone, the answer runs to its max_tokens (greedy counting has no end): whatever stops it sooner
+    # below is the disconnect.
+    alone = httpx.post(f"{server.url}/v1/completions", json={"prompt": counting, "max_tokens": 300, "temperature": 0},
+                       timeout=300).json()
+    assert alone["choices"][0]["finish_reason"] == "length"
+    body = json.dumps({"prompt": counting, "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
     request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
     sock = socket.create_connection(("127.0.0.1", server.port))
@@ -262,10 +269,13 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     received = b""
     while received.count(b"data: ") < 3:
         received += sock.recv(4096)
-    assert server.metrics()["newrllama:prompts_running"] == 1
+    at_close = server.metrics()
+    assert at_close["newrllama:prompts_running"] == 1
     sock.close()
     idle = wait_for_idle(server)
     assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
+    # It stopped within a few steps of the disconnect, long before the 300 tokens it runs alone.
+    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 100
     # The next N_SEQ requests still run N_SEQ wide.
     before = idle["newrllama:engine_steps_total"]
 

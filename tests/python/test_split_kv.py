@@ -9,8 +9,9 @@ from newrllama._capi import ffi, lib
 from newrllama.scheduler import Scheduler
 from oracle import assert_greedy_alone
 from samples import PROMPTS
-from test_choices import STORIES, TOPICS, assert_close_to_oracle, check_labels, oracle_probs
-from test_step import greedy_continuation, greedy_sampler, pos_range, step
+from oracle import assert_close_to_oracle, oracle_probs
+from samples import TOPIC_PROMPTS, TOPICS, check_labels
+from step_driver import greedy_continuation, greedy_sampler, pos_range, step
 
 GREEDY = newrllama.SamplingParams(max_tokens=16)
 
@@ -52,9 +53,9 @@ def test_mixed_steps_chunks_and_continuous_batching(model, reference_llama):
 
 
 def test_multi_token_labels_score_on_copied_streams(split4, model, reference_llama):
-    completions = split4.generate_parallel(STORIES, TOPICS)
+    completions = split4.generate_parallel(TOPIC_PROMPTS, TOPICS)
     check_labels(completions, TOPICS)
-    for prompt, c in zip(STORIES, completions):
+    for prompt, c in zip(TOPIC_PROMPTS, completions):
         assert_close_to_oracle(c, oracle_probs(reference_llama, model, prompt, TOPICS.choices))
 
 

@@ -38,9 +38,23 @@ test_that("annotate_vec() works inside mutate(), also on grouped data, one call 
   expect_equal(calls, 2)
   expect_equal(grouped$text, news$text) # row order kept
   expect_equal(as.vector(grouped$topic), plain)
-  # The last group's texts found the instruction in the cache, decoded by the groups before.
-  instruction_tokens <- length(tokenize(model, instruction))
-  expect_gte(ctx$py$last_stats$n_cached_tokens, instruction_tokens)
+})
+
+test_that("each group of a grouped mutate() finds the instruction that the groups before it decoded", {
+  # One text a group on a fresh context: a group's prompt can only find the instruction cached by an earlier call.
+  fresh <- test_context(model, n_ctx = 2048L)
+  cached <- integer()
+  news[1:3, ] |>
+    dplyr::mutate(one = dplyr::row_number()) |>
+    dplyr::group_by(one) |>
+    dplyr::mutate(topic = {
+      out <- annotate_vec(text, labels, instruction, context = fresh, debias = "none", progress = FALSE)
+      cached <<- c(cached, fresh$py$last_stats$n_cached_tokens)
+      out
+    })
+  expect_length(cached, 3)
+  expect_equal(cached[1], 0)
+  expect_true(all(cached[-1] >= length(tokenize(model, instruction))))
 })
 
 test_that("grouped calls without a context load the model once, and a text's labels do not depend on its group", {
