@@ -103,8 +103,8 @@ prompt_text = st.one_of(
        temperature=st.sampled_from([0.0, 0.5, 1.5]),
        top_k=st.integers(0, 50),
        top_p=st.floats(0.0, 1.0),
-       seed=st.integers(-5, 2**32 - 1),
-       stop=st.lists(st.text(min_size=1, max_size=3), max_size=2))
+       seed=st.integers(-1, 2**32 - 1),
+       stop=st.lists(st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=3), max_size=2))
 def test_every_prompt_gets_exactly_one_result_in_order(small_ctx, model, prompts, max_tokens, temperature, top_k,
                                                         top_p, seed, stop):
     params = newrllama.SamplingParams(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
