@@ -33,46 +33,52 @@ python_error_class <- function(py_class) {
   c(paste0("newrllama_", snake), "newrllama_python_error")
 }
 
-# reticulate (1.28) reports a Python exception as an R error whose message is
-# "module.Class: text". Parse it rather than depend on py_last_error(), which
-# may describe an older exception.
-split_python_message <- function(message) {
-  # An exception without text (KeyboardInterrupt) has no ": ".
-  pattern <- "^(([A-Za-z_][A-Za-z0-9_]*\\.)*)([A-Za-z_][A-Za-z0-9_]*(Error|Exception|Interrupt))(: ?|\\s*$)"
-  m <- regmatches(message, regexec(pattern, message))[[1]]
-  if (length(m) == 0) {
-    return(list(class = NULL, text = message))
+# The Python exception that ended the last call into Python, as reticulate
+# keeps it (NULL if the error was R's own): its class and those it derives from
+# within newrllama, whether it is newrllama's, and its text.
+python_exception <- function() {
+  last <- reticulate::py_last_error()
+  if (is.null(last)) {
+    return(NULL)
   }
-  module <- sub("\\.$", "", m[2])
-  text <- substring(message, nchar(m[1]) + 1)
-  list(class = m[4], module = module, text = sub("\\s+$", "", text))
+  exception <- attr(last, "exception")
+  facts <- if (is.null(exception)) NULL else python_helpers()$exception_facts(exception)
+  if (is.null(facts)) {
+    return(list(classes = last$type, ours = FALSE, text = last$value))
+  }
+  list(classes = unlist(facts$classes), ours = facts$ours, text = facts$text)
 }
 
-# Turns an error raised while calling Python into a newrllama condition.
+# Turns an error raised while calling Python into a newrllama condition, classed
+# from the exception object (not from the message text).
 convert_python_error <- function(e, call = NULL) {
   if (inherits(e, "newrllama_error")) {
     return(e)
   }
-  parsed <- split_python_message(conditionMessage(e))
-  if (is.null(parsed$class)) {
-    return(newrllama_condition(parsed$text, "newrllama_python_error", call = call))
+  exception <- python_exception()
+  if (is.null(exception)) {
+    return(newrllama_condition(conditionMessage(e), "newrllama_python_error", call = call))
   }
-  text <- parsed$text
-  if (identical(parsed$class, "ClosedError")) {
+  py_class <- exception$classes[[1]]
+  text <- exception$text
+  if (identical(py_class, "ClosedError")) {
     text <- paste0(text, "; create it again with model_load() or context_create()")
-  } else if (identical(parsed$class, "KeyboardInterrupt")) {
+  } else if (identical(py_class, "KeyboardInterrupt")) {
     text <- "interrupted by the user"
-  } else if (!startsWith(parsed$module, "newrllama")) {
-    text <- paste0(parsed$class, ": ", text)
+  } else if (!exception$ours) {
+    text <- paste0(py_class, ": ", text)
   }
-  newrllama_condition(text, python_error_class(parsed$class), call = call,
-                      python_class = parsed$class)
+  classes <- unique(unlist(lapply(exception$classes, python_error_class)))
+  newrllama_condition(text, classes, call = call, python_class = py_class)
 }
 
 # Evaluates `expr` (a call into Python) and re-signals its errors as
-# newrllama conditions that name the R function the user called.
+# newrllama conditions that name the R function the user called. The last
+# Python error is cleared first, so that an R error in `expr` is not taken for
+# an older Python one.
 with_python <- function(expr, call = sys.call(-1)) {
   force(call) # before `expr` adds frames to the stack
+  reticulate::py_clear_last_error()
   tryCatch(expr, error = function(e) stop(convert_python_error(e, call)))
 }
 

@@ -1,11 +1,3 @@
-test_that("Python exception messages are parsed into class and text", {
-  parsed <- newrllama:::split_python_message("newrllama.errors.ModelLoadError: cannot open 'x': No such file\n")
-  expect_equal(parsed$class, "ModelLoadError")
-  expect_equal(parsed$module, "newrllama.errors")
-  expect_equal(parsed$text, "cannot open 'x': No such file")
-  expect_null(newrllama:::split_python_message("an R error")$class)
-})
-
 test_that("Python classes map to newrllama condition classes", {
   expect_equal(newrllama:::python_error_class("NewrllamaError"), character())
   expect_equal(newrllama:::python_error_class("InvalidArgumentError"), "newrllama_invalid_argument")
@@ -28,8 +20,19 @@ test_that("errors raised in Python become newrllama_error conditions", {
   expect_s3_class(e, "newrllama_error")
 })
 
-test_that("an exception without text is parsed too", {
-  parsed <- newrllama:::split_python_message("KeyboardInterrupt\n")
-  expect_equal(parsed$class, "KeyboardInterrupt")
-  expect_equal(parsed$module, "")
+test_that("conditions are classed from the exception object, not from message text", {
+  skip_if_no_newrllama()
+  raise <- function(code) {
+    newrllama:::with_python(reticulate::py_run_string(code))
+  }
+  # A subclass of a newrllama error keeps its parents' classes, whatever its name says.
+  e <- tryCatch(raise(paste0("import newrllama\nclass Odd(newrllama.ModelLoadError): pass\n",
+                             "raise Odd('a ValueError: in the text')")), error = function(e) e)
+  expect_s3_class(e, "newrllama_odd")
+  expect_s3_class(e, "newrllama_model_load_error")
+  expect_equal(conditionMessage(e), "a ValueError: in the text")
+  # An R error whose text looks like Python's is not taken for one, nor for the last Python error.
+  e <- tryCatch(newrllama:::with_python(stop("newrllama.errors.ModelLoadError: made in R")), error = function(e) e)
+  expect_false(inherits(e, "newrllama_model_load_error"))
+  expect_s3_class(e, "newrllama_python_error")
 })
