@@ -138,12 +138,12 @@ def unpack_annotations(done):
 
 
 def labelled(labels, names, probs, errors, provenance=None):
-    """Annotations from annotate_vec()'s labels and chosen probabilities alone (what the estimators read)."""
+    """Annotations from llm_vec_annotate()'s labels and chosen probabilities alone (what the estimators read)."""
     return repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors, provenance)
 
 
 def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance=None):
-    """annotate_vec()'s result (its label vector, probability matrices' rows and provenance record) as
+    """llm_vec_annotate()'s result (its label vector, probability matrices' rows and provenance record) as
     Annotations again."""
     def as_dict(row):
         return dict(zip(names, row)) if row is not None else None

@@ -8,7 +8,7 @@
 #' Each label is scored as in [generate_parallel()] with
 #' `choices`, followed by what ends an answer. The order in which the labels are
 #' listed is taken out of the scores (`debias`), and a calibration fitted on
-#' hand-coded texts ([calibrate()]) may correct them.
+#' hand-coded texts ([calibrate_labels()]) may correct them.
 #'
 #' @param .data A data frame.
 #' @param col The column holding the texts: a bare name or a string.
@@ -53,7 +53,7 @@
 #'   chunk of texts, so a text's label depends on which texts share it (a
 #'   warning of class `newrllama_group_dependent_labels` says so); the other
 #'   cures score each text on its own.
-#' @param calibration A calibration from [calibrate()], applied to the scores
+#' @param calibration A calibration from [calibrate_labels()], applied to the scores
 #'   (with a `codebook`: a named list, question = calibration).
 #' @param examples_in Where the `examples` go (`NULL`: the library's default,
 #'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
@@ -63,9 +63,9 @@
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once
 #'   and shared by its questions.
-#' @return `annotate()`: `.data` with the label column, `.prob` (the chosen
+#' @return `llm_annotate()`: `.data` with the label column, `.prob` (the chosen
 #'   label's probability) and `.probs` (a list-column: each text's
-#'   probabilities, named by label; `NULL` for a text that failed). `annotate_vec()`: a character vector of labels with
+#'   probabilities, named by label; `NULL` for a text that failed). `llm_vec_annotate()`: a character vector of labels with
 #'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
@@ -77,18 +77,18 @@
 #'   made otherwise). A call whose
 #'   labels look wrong as a whole (one label for nearly every text, or many
 #'   labels that change with the listing order) warns. A text that is `NA` or empty gets `NA` (the reason in
-#'   `attr(x, "errors")`), with one warning. With a `codebook`, `annotate()`
+#'   `attr(x, "errors")`), with one warning. With a `codebook`, `llm_annotate()`
 #'   adds `<question>.label`, `<question>.prob` and `<question>.probs` columns per question,
-#'   and `annotate_vec()` returns a named list of such label vectors, one per
+#'   and `llm_vec_annotate()` returns a named list of such label vectors, one per
 #'   question.
-#' @seealso [validate()] to compare the labels with human coding, [calibrate()]
+#' @seealso [validate_labels()] to compare the labels with human coding, [calibrate_labels()]
 #'   to correct them with a few coded texts, [least_confident()] to pick texts
 #'   for human review.
 #' @examplesIf newrllama::newrllama_available()
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
-#' annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
+#' llm_annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
-annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
+llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                      progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
                      debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (!is.data.frame(.data)) {
@@ -100,7 +100,7 @@ annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL
     abort_invalid("`col` must name a column of `.data` (a bare name or a string)")
   }
   pred_name <- check_string(pred_name, "pred_name")
-  out <- annotate_vec(.data[[name]], labels, instruction, context = context, ..., progress = progress,
+  out <- llm_vec_annotate(.data[[name]], labels, instruction, context = context, ..., progress = progress,
                       output = output, resume = resume, definitions = definitions, examples = examples,
                       debias = debias, calibration = calibration, codebook = codebook, examples_in = examples_in,
                       retry_errors = retry_errors)
@@ -130,9 +130,9 @@ chosen_prob <- function(out) {
   vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]], numeric(1))
 }
 
-#' @rdname annotate
+#' @rdname llm_annotate
 #' @export
-annotate_vec <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
+llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                          output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
                          calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (is.factor(x)) {
@@ -244,7 +244,7 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
     # From saveRDS() or an earlier session: the numbers are all in `json`.
     x$py <- with_python(python_helpers()$calibration_from_json(x$json), call = call)
   }
-  check_class(x, "newrllama_calibration", name, "calibrate", call = call)
+  check_class(x, "newrllama_calibration", name, "calibrate_labels", call = call)
   x
 }
 

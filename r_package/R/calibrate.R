@@ -3,7 +3,7 @@
 #' Fits a small correction of the label scores on texts coded by hand: each
 #' label's probability becomes proportional to
 #' `exp(scale * log(p) + offset[label])`, with `p` the order-free probability
-#' from [annotate_vec()] and a penalty pulling `scale` to 1 and the offsets to
+#' from [llm_vec_annotate()] and a penalty pulling `scale` to 1 and the offsets to
 #' 0, so that a few dozen coded texts are enough. The penalty's strength is
 #' chosen by cross-validation on the coded texts unless given; with `balanced`
 #' every label weighs the same in the fit, however rare in the coded sample
@@ -11,7 +11,7 @@
 #' are equally frequent). Its accuracy and kappa are cross-validated on the
 #' coded sample (`folds`-fold, a fixed seed).
 #'
-#' @param x The result of [annotate_vec()] for the coded texts.
+#' @param x The result of [llm_vec_annotate()] for the coded texts.
 #' @param truth Their true labels (`NA` where unknown: left out, as are texts
 #'   that failed).
 #' @param penalty The strength of the penalty (a positive number), or `NULL`
@@ -22,16 +22,16 @@
 #' @return A `newrllama_calibration`: `labels`, `scale`, `offsets` (a named
 #'   numeric vector), `n` (the coded texts used), `cv_accuracy`, `cv_kappa`,
 #'   `penalty` (the one used), `balanced`.
-#'   `predict(cal, y)` applies it to the result `y` of [annotate_vec()];
-#'   `annotate_vec(..., calibration = cal)` applies it as it labels.
-#' @seealso [validate()], [least_confident()].
+#'   `predict(cal, y)` applies it to the result `y` of [llm_vec_annotate()];
+#'   `llm_vec_annotate(..., calibration = cal)` applies it as it labels.
+#' @seealso [validate_labels()], [least_confident()].
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
-#' coded <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
-#' cal <- calibrate(coded, c("acquisition", "crude oil", "acquisition"))
+#' coded <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' cal <- calibrate_labels(coded, c("acquisition", "crude oil", "acquisition"))
 #' predict(cal, coded)
 #' @export
-calibrate <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE) {
+calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE) {
   parts <- annotation_parts(x, "x")
   truth <- check_labels(truth, "truth")
   if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
@@ -59,14 +59,14 @@ calibration_object <- function(cal) {
 #' Python's `newrllama.Calibration.load()` reads too. `saveRDS()` works as
 #' well.
 #'
-#' @param calibration A calibration from [calibrate()].
+#' @param calibration A calibration from [calibrate_labels()].
 #' @param path The file.
 #' @return `write_calibration()`: `path`, invisibly. `read_calibration()`: the
 #'   calibration.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
-#' coded <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
-#' cal <- calibrate(coded, c("acquisition", "crude oil", "acquisition"), folds = 3)
+#' coded <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' cal <- calibrate_labels(coded, c("acquisition", "crude oil", "acquisition"), folds = 3)
 #' path <- tempfile(fileext = ".json")
 #' write_calibration(cal, path)
 #' read_calibration(path)
@@ -94,11 +94,11 @@ read_calibration <- function(path) {
 #' `folds`, each coded text gets the calibration fitted on the other folds,
 #' and every uncoded text the average of the folds' calibrations.
 #'
-#' @inheritParams calibrate
+#' @inheritParams calibrate_labels
 #' @param truth The human codes, `NA` where a text is not coded.
 #' @param seed The seed of the split into folds.
-#' @return Labels as [annotate_vec()] returns them, calibrated.
-#' @seealso [calibrate()], [prevalence()].
+#' @return Labels as [llm_vec_annotate()] returns them, calibrated.
+#' @seealso [calibrate_labels()], [prevalence()].
 #' @examplesIf newrllama::newrllama_available()
 #' labels <- c("acquisition", "crude oil")
 #' x <- rep(c("acquisition", "crude oil"), 20)
@@ -144,12 +144,12 @@ print.newrllama_calibration <- function(x, ...) {
 #' The texts whose top probability is closest to the second (the smallest
 #' margin), the least sure first: where a human coder adds the most.
 #'
-#' @param x The result of [annotate_vec()].
+#' @param x The result of [llm_vec_annotate()].
 #' @param n How many texts.
 #' @return Integer positions in `x` (texts that failed are not among them).
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.")
-#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
 #' least_confident(x, 1)
 #' @export
 least_confident <- function(x, n) {
@@ -159,11 +159,11 @@ least_confident <- function(x, n) {
                                                                  parts$errors, n)))) + 1L
 }
 
-# annotate_vec()'s result, taken apart for Python: labels, the label names, and each matrix's rows.
+# llm_vec_annotate()'s result, taken apart for Python: labels, the label names, and each matrix's rows.
 annotation_parts <- function(x, name, call = sys.call(-1)) {
   probs <- attr(x, "probs")
   if (!is.character(x) || !is.matrix(probs) || is.null(colnames(probs)) || nrow(probs) != length(x)) {
-    abort_invalid(sprintf("`%s` must be the result of annotate_vec() (labels with attr(, \"probs\")), not %s",
+    abort_invalid(sprintf("`%s` must be the result of llm_vec_annotate() (labels with attr(, \"probs\")), not %s",
                           name, describe(x)), call = call)
   }
   rows <- function(m) {

@@ -2,15 +2,15 @@
 #'
 #' Starts `workers` worker processes on a local Ray runtime (or on the Ray
 #' cluster at `address`, which may span machines), each loading the model once
-#' and keeping one context. [generate_parallel()] and [annotate()] /
-#' [annotate_vec()] then work on the cluster as they do on a context: the
+#' and keeping one context. [generate_parallel()] and [llm_annotate()] /
+#' [llm_vec_annotate()] then work on the cluster as they do on a context: the
 #' prompts are sent to the workers in chunks of `n_seq_max` and the results come
 #' back in input order. A worker that dies has its chunk run again on another.
 #'
 #' With `output`, every result is appended to a JSON Lines file as soon as its
 #' chunk finishes (one line per prompt: `index`, `id` (the prompt's name, when
 #' the prompts have names), `text`, `finish_reason`, `error` and token counts;
-#' `label` and `probs` for [annotate()]; `input_sha256`, a digest of the prompt
+#' `label` and `probs` for [llm_annotate()]; `input_sha256`, a digest of the prompt
 #' and its settings, and `model_sha256`, the SHA-256 of the workers' model
 #' file). With `resume = TRUE`, the prompts already in that file are not run
 #' again, and the result still holds all of them; a file written for other
@@ -33,7 +33,7 @@
 #'   of a running Ray cluster (`"auto"`, `"ray://host:10001"`).
 #' @return `cluster_create()`: an object of class `newrllama_cluster`.
 #'   `cluster_stop()`: `NULL`, invisibly.
-#' @seealso [generate_parallel()], [annotate()].
+#' @seealso [generate_parallel()], [llm_annotate()].
 #' @examplesIf newrllama::newrllama_available() && reticulate::py_module_available("ray")
 #' cluster <- cluster_create(workers = 2)
 #' out <- tempfile(fileext = ".jsonl")
@@ -80,37 +80,6 @@ print.newrllama_cluster <- function(x, ...) {
   cat("  n_seq_max: ", x$n_seq_max, "\n", sep = "")
   cat("  state:     ", object_state(x$py), "\n", sep = "")
   invisible(x)
-}
-
-#' @rdname cluster_create
-#' @param context For `generate_parallel()`, a cluster from `cluster_create()`.
-#' @param prompts A character vector of prompts; their names, if any, identify
-#'   them in `output` (they must then be unique and not empty).
-#' @param max_tokens,top_k,top_p,temperature,repeat_last_n,penalty_repeat,seed,progress,choices,grammar,json_schema,min_p,stop,params,messages
-#'   As for a context: see [generate_parallel()].
-#' @param output `NULL`, or the path of a JSON Lines file to which every result
-#'   is appended as soon as its chunk finishes.
-#' @param resume With `output`: run only the prompts not yet in the file.
-#' @param retry_errors With `resume = TRUE`: also run again the prompts whose
-#'   line holds an error.
-#' @param ... An unknown argument is an error.
-#' @export
-generate_parallel.newrllama_cluster <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                                                temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0,
-                                                seed = 1234L, progress = interactive(), choices = NULL,
-                                                grammar = NULL, json_schema = NULL, output = NULL, resume = FALSE,
-                                                min_p = 0.0, stop = NULL, params = NULL, messages = NULL,
-                                                retry_errors = FALSE, ...) {
-  check_dots_empty(...)
-  check_cluster(context)
-  prompts <- prompts_or_messages(context, prompts, messages)
-  args <- generation_args(prompts, progress, environment())
-  target <- check_output(output, resume, retry_errors, names(args$prompts), "prompts")
-  if (length(args$prompts) == 0) {
-    return(args$prompts)
-  }
-  answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, target),
-                 args$prompts, choices)
 }
 
 check_cluster <- function(x, name = "cluster", call = sys.call(-1)) {

@@ -32,7 +32,7 @@
 #' @param n_batch Most prompt tokens decoded in one step (prefill is done in
 #'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
-#' @seealso [generate()], [generate_parallel()].
+#' @seealso [generate_text()], [generate_parallel()].
 #' @examplesIf newrllama::newrllama_available()
 #' model <- model_load()
 #' ctx <- context_create(model, n_ctx = 1024, n_seq_max = 4)
@@ -87,7 +87,7 @@ print.newrllama_context <- function(x, ...) {
 #'   `build`: llama-cpp-python's version and the CPU features it uses).
 #' @examplesIf newrllama::newrllama_available()
 #' ctx <- context_create(model_load(), n_ctx = 1024, n_seq_max = 2)
-#' invisible(generate(ctx, "Once upon a time", max_tokens = 4))
+#' invisible(generate_text(ctx, "Once upon a time", max_tokens = 4))
 #' engine_stats(ctx)$n_steps
 #' @export
 engine_stats <- function(context) {

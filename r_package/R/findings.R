@@ -9,7 +9,7 @@
 #' predictions track the codes. The figures come from the Python library
 #' (`newrllama.prevalence`), which agrees with the authors' `ppi-python`.
 #'
-#' @param x The result of [annotate_vec()], or a data frame from [annotate()].
+#' @param x The result of [llm_vec_annotate()], or a data frame from [llm_annotate()].
 #' @param truth The human codes: a vector with one element per text (`NA`
 #'   where the text was not coded); for a data frame, the name of its column
 #'   (bare or a string).
@@ -27,9 +27,9 @@
 #'   coded texts are then weighted by 1 / probability and the intervals are
 #'   design-based (about these texts).
 #' @param label,probs For a data frame: the names of its columns of labels
-#'   and of named probabilities (a list-column), as [annotate()] adds them.
+#'   and of named probabilities (a list-column), as [llm_annotate()] adds them.
 #' @param ... Unused.
-#' @return A data frame, one row per label (and group) with `estimand =
+#' @return A tibble, one row per label (and group) with `estimand =
 #'   "share"`, then with `by` one row per label and other group with `estimand =
 #'   "difference"` (the group's share minus the `reference` group's): `label`,
 #'   `group`, `reference`, `estimate`, `std.error`, `conf.low`, `conf.high`
@@ -38,11 +38,11 @@
 #'   with an interval that ignores its errors: for comparison only),
 #'   `classical`, `classical.std.error`, `classical.conf.low`,
 #'   `classical.conf.high` (the coded texts alone), `n_coded` and `n` (texts).
-#' @seealso [regression()] for coefficients, [validate()], [calibrate()].
+#' @seealso [regression()] for coefficients, [validate_labels()], [calibrate_labels()].
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
-#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
 #' prevalence(x, c("acquisition", "crude oil", "acquisition", NA, NA))
 #' @export
 prevalence <- function(x, ...) {
@@ -87,12 +87,12 @@ estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference,
   columns_frame(cols)
 }
 
-# annotate()'s label and probability columns, taken apart for Python as annotation_parts() takes
-# annotate_vec()'s result.
+# llm_annotate()'s label and probability columns, taken apart for Python as annotation_parts() takes
+# llm_vec_annotate()'s result.
 frame_annotation_parts <- function(labels, probs, call = sys.call(-1)) {
   first <- if (is.list(probs)) Find(Negate(is.null), probs) else NULL
   if (is.null(first) || is.null(names(first))) {
-    abort_invalid("the `probs` column must be the list of named probabilities that annotate() adds (and not every text failed)",
+    abort_invalid("the `probs` column must be the list of named probabilities that llm_annotate() adds (and not every text failed)",
                   call = call)
   }
   errors <- rep(list(NULL), length(labels))
@@ -116,12 +116,12 @@ matrix_rows <- function(x) {
   lapply(seq_len(nrow(x)), function(i) as.list(unname(x[i, ])))
 }
 
-# Python's columns (lists with None where a row has no value) as a data frame with NA there.
+# Python's columns (lists with None where a row has no value) as a tibble with NA there.
 columns_frame <- function(cols) {
-  as.data.frame(lapply(cols, function(col) {
+  tibble::as_tibble(lapply(cols, function(col) {
     values <- lapply(col, function(v) if (is.null(v)) NA else v)
     unlist(values)
-  }), check.names = FALSE, stringsAsFactors = FALSE)
+  }))
 }
 
 #' Regression coefficients with valid intervals when the model codes the outcome or a regressor
@@ -129,7 +129,7 @@ columns_frame <- function(cols) {
 #' Least squares or logistic regression in which the model codes the
 #' outcome, a regressor, or both for every text and a random sample of the
 #' texts is coded by hand (for a label: 1 if the text has it, 0 if not, and
-#' its probability from [annotate_vec()]). PPI++ (power-tuned, as
+#' its probability from [llm_vec_annotate()]). PPI++ (power-tuned, as
 #' `ppi-python`'s `ppi_ols_ci` and `ppi_logistic_ci` when only the outcome is
 #' model-coded; PPI++'s M-estimation when a regressor is) gives each
 #' coefficient an interval that is valid whatever the model's errors; beside
@@ -149,7 +149,7 @@ columns_frame <- function(cols) {
 #' @param family `"gaussian"` (least squares) or `"binomial"` (logistic: the
 #'   outcome 0/1 or `TRUE`/`FALSE`, the prediction a probability).
 #' @param alpha The intervals' level is `1 - alpha`.
-#' @return A data frame, one row per coefficient: `term`, `estimate`,
+#' @return A tibble, one row per coefficient: `term`, `estimate`,
 #'   `std.error`, `conf.low`, `conf.high` (PPI++), `classical`,
 #'   `classical.std.error`, `classical.conf.low`, `classical.conf.high` (coded
 #'   texts alone), `lambda` (the weight given to the predictions), `n_coded`,
@@ -257,7 +257,7 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
-#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
 #' plan_coding(x, c("acquisition", "crude oil", "acquisition", NA, NA), target_width = 0.5)
 #' @export
 plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.05,
@@ -369,15 +369,15 @@ sheet_ids <- function(x) {
 #' calibration and its cross-validated figures, and with `truth` the coded
 #' sample and each label's share estimated by PPI++ with its interval.
 #'
-#' @param x The result of [annotate_vec()] (calibrated or not).
+#' @param x The result of [llm_vec_annotate()] (calibrated or not).
 #' @param truth Optional human codes, `NA` where a text was not coded.
-#' @param calibration Optional: the calibration from [calibrate()] applied to
+#' @param calibration Optional: the calibration from [calibrate_labels()] applied to
 #'   `x`.
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @return A string.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
-#' x <- annotate_vec(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
 methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05) {

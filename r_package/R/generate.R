@@ -47,11 +47,11 @@
 #' @examplesIf newrllama::newrllama_available()
 #' model <- model_load()
 #' ctx <- context_create(model)
-#' generate(ctx, "The capital of Germany is Berlin. The capital of France is",
+#' generate_text(ctx, "The capital of Germany is Berlin. The capital of France is",
 #'          max_tokens = 4)
-#' generate(ctx, "Once upon a time", max_tokens = 8, stream = function(piece) cat(piece))
+#' generate_text(ctx, "Once upon a time", max_tokens = 8, stream = function(piece) cat(piece))
 #' @export
-generate <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+generate_text <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                      temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
                      grammar = NULL, json_schema = NULL, min_p = 0.0, stop = NULL, messages = NULL,
                      stream = NULL) {

@@ -4,10 +4,10 @@
 #' time, decoded together in batches. Each prompt is independent of the
 #' others. Batched decoding rounds floats differently from decoding one prompt
 #' alone (and copies of one prompt sit in different cells of the KV cache), so
-#' an answer can differ slightly from the one [generate()] gives, where two
+#' an answer can differ slightly from the one [generate_text()] gives, where two
 #' candidate tokens are nearly tied.
 #'
-#' @inheritParams generate
+#' @inheritParams generate_text
 #' @param prompts A character vector of prompts; or `NULL` with `messages`.
 #' @param progress Show a progress bar.
 #' @param choices `NULL`, or a character vector of labels: each answer is then
@@ -47,8 +47,10 @@
 #' @param retry_errors With `resume = TRUE`: also run again the prompts whose
 #'   line in `output` holds an error (their new line follows the old one, and
 #'   the last line of a prompt is its answer).
-#' @param ... Not used by the context method; an unknown argument is an error.
-#' @seealso [generate()] for a single prompt; [cluster_create()] to run the
+#' @param context A context from [context_create()], or a cluster from
+#'   [cluster_create()] (the prompts are then run on its workers).
+#' @param ... An unknown argument is an error.
+#' @seealso [generate_text()] for a single prompt; [cluster_create()] to run the
 #'   prompts on several worker processes or machines.
 #' @examplesIf newrllama::newrllama_available()
 #' model <- model_load()
@@ -61,27 +63,13 @@
 #' answers
 #' attr(answers, "stats")$tokens_per_second
 #' @export
-generate_parallel <- function(context, prompts, ...) {
-  UseMethod("generate_parallel")
-}
-
-#' @export
-generate_parallel.default <- function(context, prompts, ...) {
-  abort_invalid(sprintf(paste0("`context` must be a newrllama_context object made by context_create() or a ",
-                               "newrllama_cluster made by cluster_create(), not %s"), describe(context)),
-                call = sys.call())
-}
-
-#' @rdname generate_parallel
-#' @export
-generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L,
-                                                top_p = 1.0, temperature = 0.0, repeat_last_n = 64L,
-                                                penalty_repeat = 1.0, seed = 1234L, progress = interactive(),
-                                                choices = NULL, grammar = NULL, json_schema = NULL, min_p = 0.0,
-                                                stop = NULL, params = NULL, messages = NULL, output = NULL,
-                                                resume = FALSE, retry_errors = FALSE, ...) {
+generate_parallel <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
+                              temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
+                              progress = interactive(), choices = NULL, grammar = NULL, json_schema = NULL,
+                              min_p = 0.0, stop = NULL, params = NULL, messages = NULL, output = NULL,
+                              resume = FALSE, retry_errors = FALSE, ...) {
   check_dots_empty(...)
-  check_context(context)
+  check_runner(context)
   prompts <- prompts_or_messages(context, prompts, messages)
   args <- generation_args(prompts, progress, environment())
   target <- check_output(output, resume, retry_errors, names(args$prompts), "prompts")
@@ -90,6 +78,18 @@ generate_parallel.newrllama_context <- function(context, prompts = NULL, max_tok
   }
   answers_vector(run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, target),
                  args$prompts, choices)
+}
+
+# What runs prompts: a context, or a cluster of them.
+check_runner <- function(x, call = sys.call(-1)) {
+  if (inherits(x, "newrllama_cluster")) {
+    return(check_cluster(x, "context", call = call))
+  }
+  if (!inherits(x, "newrllama_context")) {
+    abort_invalid(sprintf(paste0("`context` must be a newrllama_context object made by context_create() or a ",
+                                 "newrllama_cluster made by cluster_create(), not %s"), describe(x)), call = call)
+  }
+  check_context(x, call = call)
 }
 
 # The checked prompts, sampling parameters (the method's arguments named as SamplingParams' fields, in

@@ -110,14 +110,13 @@ check_model_source <- function(x, name, must_exist = TRUE, call = sys.call(-1)) 
 system_info <- function() {
   info <- with_python(python_helpers()$system_info())
   devices <- info$devices
-  info$devices <- data.frame(
+  info$devices <- tibble::tibble(
     name = vapply(devices, function(d) d$name, ""),
     description = vapply(devices, function(d) d$description, ""),
     backend = vapply(devices, function(d) d$backend, ""),
     kind = vapply(devices, function(d) d$kind, ""),
     memory_total = vapply(devices, function(d) as.numeric(d$memory_total), 0),
-    memory_free = vapply(devices, function(d) as.numeric(d$memory_free), 0),
-    stringsAsFactors = FALSE
+    memory_free = vapply(devices, function(d) as.numeric(d$memory_free), 0)
   )
   info$gpu_backends <- as.character(unlist(info$gpu_backends))
   info$cpu_features <- unlist(info$cpu_features)

@@ -3,7 +3,7 @@
 #' The R interface to the newrllama Python library, with the function names
 #' and arguments of the older package newrllama4. Load a model with
 #' [model_load()], make a context with [context_create()], then call
-#' [generate()] or [generate_parallel()]. Errors are conditions of class
+#' [generate_text()] or [generate_parallel()]. Errors are conditions of class
 #' `newrllama_error`; bad arguments have class `newrllama_invalid_argument`.
 #'
 #' Python is found in this order: the environment variable `NEWRLLAMA_PYTHON`,

@@ -1,4 +1,4 @@
-# The sampling arguments of generate() and generate_parallel() are the fields of
+# The sampling arguments of generate_text() and generate_parallel() are the fields of
 # Python's SamplingParams, under the same names. R converts R values (NA,
 # factors, whole doubles, UTF-8, vectors that are lists in Python) and Python
 # checks them: its message names the field, which is the R argument. With a

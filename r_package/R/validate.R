@@ -8,31 +8,31 @@
 #' @param predicted A vector of predicted labels (character, factor or numbers).
 #' @param truth A vector of true labels of the same length.
 #' @param probs Optional: a texts x labels matrix of probabilities with the
-#'   labels as column names (`attr(x, "probs")` of [annotate_vec()]; a row with
+#'   labels as column names (`attr(x, "probs")` of [llm_vec_annotate()]; a row with
 #'   `NA` for a text that failed). Adds the Brier score, the expected
 #'   calibration error and the reliability bins.
 #' @param order_flip Whether each text's label changed between the listing
-#'   orders it was scored in (`attr(x, "order_flip")` of [annotate_vec()], the
+#'   orders it was scored in (`attr(x, "order_flip")` of [llm_vec_annotate()], the
 #'   default when `predicted` carries it): adds `order_flip_share`.
 #' @return A list of class `newrllama_validation`: `accuracy`, `kappa` (Cohen's
 #'   kappa, an `NA` prediction being a category of its own), `macro_f1` (the
 #'   mean F1 over every label seen), each with a 95% interval
 #'   (`accuracy_ci`: Wilson's score interval; `kappa_ci`, `macro_f1_ci`:
 #'   percentile bootstrap with a fixed seed), `n` (pairs with a known truth),
-#'   `n_missing` (of them, `NA` predictions), `per_label` (a data frame with
+#'   `n_missing` (of them, `NA` predictions), `per_label` (a tibble with
 #'   `label`, `precision`, `recall`, `f1`, `support`; 0 where undefined),
 #'   `confusion` (a table of truth by prediction); with `probs`, `brier`
 #'   (mean squared distance of the probabilities from the one-hot truth),
 #'   `ece` (expected calibration error over 10 bins of the top probability)
-#'   and `reliability` (a data frame of the bins: `low`, `high`, `n`,
+#'   and `reliability` (a tibble of the bins: `low`, `high`, `n`,
 #'   `confidence`, `accuracy`), drawn by `plot()`; with `order_flip`,
 #'   `order_flip_share` (of the texts scored in several orders, the share whose
 #'   label changed with the order).
-#' @seealso [agreement()] for several coders, [calibrate()].
+#' @seealso [agreement()] for several coders, [calibrate_labels()].
 #' @examplesIf newrllama::newrllama_available()
-#' validate(c("acq", "crude", "acq"), c("acq", "crude", "crude"))$kappa
+#' validate_labels(c("acq", "crude", "acq"), c("acq", "crude", "crude"))$kappa
 #' @export
-validate <- function(predicted, truth, probs = NULL, order_flip = attr(predicted, "order_flip")) {
+validate_labels <- function(predicted, truth, probs = NULL, order_flip = attr(predicted, "order_flip")) {
   if (!is.null(order_flip) && (!is.logical(order_flip) || length(order_flip) != length(predicted))) {
     abort_invalid(sprintf("`order_flip` must be TRUE/FALSE/NA for each of the %d labels, not %s", length(predicted),
                           describe(order_flip)))
@@ -63,19 +63,18 @@ validate <- function(predicted, truth, probs = NULL, order_flip = attr(predicted
       macro_f1_ci = unlist(v$macro_f1_ci),
       n = v$n,
       n_missing = v$n_missing,
-      per_label = data.frame(
+      per_label = tibble::tibble(
         label = as.character(unlist(scores$label)),
         precision = as.numeric(unlist(scores$precision)),
         recall = as.numeric(unlist(scores$recall)),
         f1 = as.numeric(unlist(scores$f1)),
-        support = as.integer(unlist(scores$support)),
-        stringsAsFactors = FALSE
+        support = as.integer(unlist(scores$support))
       ),
       confusion = table(truth = truth[known], predicted = predicted[known], useNA = "ifany"),
       brier = if (is.null(v$brier)) NA_real_ else v$brier,
       ece = if (is.null(v$ece)) NA_real_ else v$ece,
       order_flip_share = if (is.null(v$order_flip_share)) NA_real_ else v$order_flip_share,
-      reliability = data.frame(low = as.numeric(unlist(bins$low)), high = as.numeric(unlist(bins$high)),
+      reliability = tibble::tibble(low = as.numeric(unlist(bins$low)), high = as.numeric(unlist(bins$high)),
                                n = as.integer(unlist(bins$n)), confidence = as.numeric(unlist(bins$confidence)),
                                accuracy = as.numeric(unlist(bins$accuracy)))
     ),
@@ -98,7 +97,7 @@ probability_rows <- function(probs, n, call = sys.call(-1)) {
 #' @export
 plot.newrllama_validation <- function(x, ...) {
   if (nrow(x$reliability) == 0) {
-    abort_invalid("a reliability plot needs the probabilities: validate(predicted, truth, probs = ...)")
+    abort_invalid("a reliability plot needs the probabilities: validate_labels(predicted, truth, probs = ...)")
   }
   graphics::plot(c(0, 1), c(0, 1), type = "n", xlab = "top probability", ylab = "share correct",
                  main = sprintf("Reliability (ECE %.3f, n = %d)", x$ece, x$n), ...)
@@ -137,7 +136,7 @@ print.newrllama_validation <- function(x, ...) {
 #' @return A list of class `newrllama_agreement`: `alpha` (`NaN` when every
 #'   rating has the same value), `percent_agreement`, `level`, `n_units`,
 #'   `n_coders`.
-#' @seealso [validate()] for one coder against the truth.
+#' @seealso [validate_labels()] for one coder against the truth.
 #' @examplesIf newrllama::newrllama_available()
 #' ratings <- rbind(
 #'   c(1, 2, 3, 3, 2, 1, 4, 1, 2, NA, NA, NA),

@@ -1,5 +1,4 @@
-# Shared by the test files. The model is small and loads in well under a
-# second, so each file loads its own; generation is kept to a few tokens.
+# Shared by the test files; generation is kept to a few tokens.
 
 skip_if_no_newrllama <- function() {
   if (!newrllama_available()) {
@@ -9,6 +8,18 @@ skip_if_no_newrllama <- function() {
     ))
   }
 }
+
+# One model for every file (test-model.R and test-download.R test model_load() itself): the other files need
+# a model only to make contexts from.
+test_model <- local({
+  model <- NULL
+  function() {
+    if (is.null(model)) {
+      model <<- model_load()
+    }
+    model
+  }
+})
 
 capital_prompt <- function(country = "France") {
   sprintf("The capital of Germany is Berlin. The capital of Italy is Rome. The capital of %s is", country)

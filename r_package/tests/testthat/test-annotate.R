@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model, n_ctx = 2048L)
 labels <- c("sports", "business", "weather")
 stories <- data.frame(
@@ -9,8 +9,8 @@ stories <- data.frame(
   stringsAsFactors = FALSE
 )
 
-test_that("annotate() adds a valid label and its probability to every row", {
-  expect_warning(out <- annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
+test_that("llm_annotate() adds a valid label and its probability to every row", {
+  expect_warning(out <- llm_annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
                                  progress = FALSE), class = "newrllama_warning")
   expect_s3_class(out, "data.frame")
   expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs"))
@@ -19,14 +19,14 @@ test_that("annotate() adds a valid label and its probability to every row", {
   expect_true(all(out$.label[-3] %in% labels))
   expect_true(is.na(out$.label[3]) && is.na(out$.prob[3]))
   expect_true(all(out$.prob[-3] > 1 / 3 & out$.prob[-3] <= 1))
-  same <- suppressWarnings(annotate(stories, "text", labels, "Give the topic of the news text.", context = ctx,
+  same <- suppressWarnings(llm_annotate(stories, "text", labels, "Give the topic of the news text.", context = ctx,
                                     pred_name = "topic", progress = FALSE))
   expect_equal(same$topic, out$.label)
 })
 
-test_that("annotate_vec() gives labels with a probability matrix", {
+test_that("llm_vec_annotate() gives labels with a probability matrix", {
   x <- c(a = stories$text[[1]], b = stories$text[[4]])
-  out <- annotate_vec(x, labels, context = ctx, progress = FALSE)
+  out <- llm_vec_annotate(x, labels, context = ctx, progress = FALSE)
   expect_named(out, c("a", "b"))
   probs <- attr(out, "probs")
   expect_equal(dim(probs), c(2L, 3L))
@@ -34,22 +34,22 @@ test_that("annotate_vec() gives labels with a probability matrix", {
   expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(as.vector(out)))
 })
 
-test_that("annotate() checks its arguments", {
-  expect_error(annotate(stories$text, text, labels), "data frame", class = "newrllama_invalid_argument")
-  expect_error(annotate(stories, nope, labels), "column", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec(1:3, labels), "character vector", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", "only", context = ctx), "2 to 1024", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", c("x", NA)), "without NA", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = "ctx"), class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, n_seq_max = 0), "n_seq_max", class = "newrllama_invalid_argument")
+test_that("llm_annotate() checks its arguments", {
+  expect_error(llm_annotate(stories$text, text, labels), "data frame", class = "newrllama_invalid_argument")
+  expect_error(llm_annotate(stories, nope, labels), "column", class = "newrllama_invalid_argument")
+  expect_error(llm_vec_annotate(1:3, labels), "character vector", class = "newrllama_invalid_argument")
+  expect_error(llm_vec_annotate("a", "only", context = ctx), "2 to 1024", class = "newrllama_invalid_argument")
+  expect_error(llm_vec_annotate("a", c("x", NA)), "without NA", class = "newrllama_invalid_argument")
+  expect_error(llm_vec_annotate("a", labels, context = "ctx"), class = "newrllama_invalid_argument")
+  expect_error(llm_vec_annotate("a", labels, n_seq_max = 0), "n_seq_max", class = "newrllama_invalid_argument")
 })
 
-test_that("annotate_vec() takes a codebook: definitions, coded examples, a debiasing choice", {
+test_that("llm_vec_annotate() takes a codebook: definitions, coded examples, a debiasing choice", {
   codebook <- c(sports = "games, matches and athletes", business = "companies, markets and money",
                 weather = "")
   examples <- data.frame(text = "The goalkeeper saved a penalty.", label = "sports")
   x <- c(stories$text[[1]], stories$text[[2]])
-  out <- annotate_vec(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
+  out <- llm_vec_annotate(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
                       progress = FALSE)
   expect_true(all(out %in% labels))
   for (m in c("probs", "raw_probs", "order_free_probs")) {
@@ -58,66 +58,66 @@ test_that("annotate_vec() takes a codebook: definitions, coded examples, a debia
   }
   expect_equal(attr(out, "probs"), attr(out, "order_free_probs"))
   # The examples as earlier chat turns instead of in the system turn: another prompt, other scores.
-  turns <- annotate_vec(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
+  turns <- llm_vec_annotate(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
                         examples_in = "turns", progress = FALSE)
   expect_false(isTRUE(all.equal(attr(turns, "probs"), attr(out, "probs"))))
-  none <- annotate_vec(x, labels, context = ctx, debias = "none", progress = FALSE)
+  none <- llm_vec_annotate(x, labels, context = ctx, debias = "none", progress = FALSE)
   expect_equal(attr(none, "probs"), attr(none, "raw_probs"))
-  df <- annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, definitions = c(weather = "rain and wind"),
+  df <- llm_annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, definitions = c(weather = "rain and wind"),
                  debias = "batch", progress = FALSE)
   expect_true(all(df$.label %in% labels))
 })
 
 test_that("a bad codebook is a classed error naming what is wrong", {
   bad_example <- data.frame(text = "a text", label = "politics")
-  expect_error(annotate_vec("a", labels, context = ctx, examples = bad_example, progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, examples = bad_example, progress = FALSE),
                "'politics', which is not one of", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = ctx, examples = list("a"), progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, examples = list("a"), progress = FALSE),
                "data frame with columns", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", c("Sports", "sports "), context = ctx, progress = FALSE),
+  expect_error(llm_vec_annotate("a", c("Sports", "sports "), context = ctx, progress = FALSE),
                "case or spacing", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = ctx, definitions = c(politics = "x"), progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, definitions = c(politics = "x"), progress = FALSE),
                "not one of the labels", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = ctx, debias = "sometimes", progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, debias = "sometimes", progress = FALSE),
                "debias must be one of", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = ctx, examples_in = "user", progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, examples_in = "user", progress = FALSE),
                "examples_in must be", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, context = ctx, calibration = list(), progress = FALSE),
+  expect_error(llm_vec_annotate("a", labels, context = ctx, calibration = list(), progress = FALSE),
                "calibrate", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", c(sports = "x", "y"), context = ctx, progress = FALSE),
+  expect_error(llm_vec_annotate("a", c(sports = "x", "y"), context = ctx, progress = FALSE),
                "name every label", class = "newrllama_invalid_argument")
 })
 
 test_that("a codebook asks several questions about each text", {
   questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
-  out <- annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
+  out <- llm_annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
   expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "topic.probs", "tone.label", "tone.prob",
                              "tone.probs"))
   expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
-  vec <- suppressWarnings(annotate_vec(stories$text, codebook = questions, context = ctx, progress = FALSE))
+  vec <- suppressWarnings(llm_vec_annotate(stories$text, codebook = questions, context = ctx, progress = FALSE))
   expect_named(vec, c("topic", "tone"))
   expect_equal(colnames(attr(vec$tone, "probs")), c("good news", "bad news"))
   expect_true(is.na(vec$topic[3]) && is.na(vec$tone[3]))
-  expect_error(annotate_vec("a", codebook = list(labels), context = ctx), "named list",
+  expect_error(llm_vec_annotate("a", codebook = list(labels), context = ctx), "named list",
                class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", labels, codebook = questions, context = ctx), "not both",
+  expect_error(llm_vec_annotate("a", labels, codebook = questions, context = ctx), "not both",
                class = "newrllama_invalid_argument")
-  expect_error(annotate_vec("a", codebook = list(topic = "one"), context = ctx), "topic",
+  expect_error(llm_vec_annotate("a", codebook = list(topic = "one"), context = ctx), "topic",
                class = "newrllama_invalid_argument")
 })
 
-test_that("annotate_vec() says which labels changed with the listing order, and validate() reports the share", {
-  x <- annotate_vec(stories$text[c(1, 2, 4)], labels, context = ctx, progress = FALSE)
+test_that("llm_vec_annotate() says which labels changed with the listing order, and validate_labels() reports the share", {
+  x <- llm_vec_annotate(stories$text[c(1, 2, 4)], labels, context = ctx, progress = FALSE)
   flips <- attr(x, "order_flip")
   expect_type(flips, "logical")
   expect_length(flips, 3)
   expect_false(anyNA(flips))
-  v <- validate(x, c("sports", "business", "weather"))
+  v <- validate_labels(x, c("sports", "business", "weather"))
   expect_equal(v$order_flip_share, mean(flips))
-  expect_true(is.na(validate(x, c("sports", "business", "weather"), order_flip = NULL)$order_flip_share))
-  none <- annotate_vec(stories$text[c(1, 2)], labels, context = ctx, debias = "none", progress = FALSE)
+  expect_true(is.na(validate_labels(x, c("sports", "business", "weather"), order_flip = NULL)$order_flip_share))
+  none <- llm_vec_annotate(stories$text[c(1, 2)], labels, context = ctx, debias = "none", progress = FALSE)
   expect_true(all(is.na(attr(none, "order_flip"))))
-  expect_error(validate(x, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
+  expect_error(validate_labels(x, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
                class = "newrllama_invalid_argument")
 })
 

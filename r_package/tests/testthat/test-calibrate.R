@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model, n_ctx = 4096L)
 labels <- c("sports", "business")
 texts <- c("The striker scored twice and the team won the cup final.", "Shares of the bank fell after weak profits.",
@@ -7,22 +7,22 @@ texts <- c("The striker scored twice and the team won the cup final.", "Shares o
            "The coach was sacked after five defeats.", "Profits at the carmaker doubled this year.")
 truth <- c("sports", "business", "sports", "business", "sports", "business")
 
-test_that("calibrate() fits on coded texts, predict() and annotate_vec() apply it, least_confident() picks", {
-  coded <- annotate_vec(texts, labels, context = ctx, progress = FALSE)
-  cal <- calibrate(coded, truth, folds = 3)
+test_that("calibrate_labels() fits on coded texts, predict() and llm_vec_annotate() apply it, least_confident() picks", {
+  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
+  cal <- calibrate_labels(coded, truth, folds = 3)
   expect_s3_class(cal, "newrllama_calibration")
   expect_equal(sort(names(cal$offsets)), sort(labels))
   expect_equal(cal$n, 6)
   expect_true(cal$cv_accuracy >= 0 && cal$cv_accuracy <= 1)
   expect_output(print(cal), "fitted on 6 coded texts")
   expect_true(cal$balanced && cal$penalty > 0)
-  expect_equal(calibrate(coded, truth, penalty = 2, balanced = FALSE)[c("penalty", "balanced")],
+  expect_equal(calibrate_labels(coded, truth, penalty = 2, balanced = FALSE)[c("penalty", "balanced")],
                list(penalty = 2, balanced = FALSE))
   applied <- predict(cal, coded)
   expect_true(all(applied %in% labels))
   expect_equal(attr(applied, "raw_probs"), attr(coded, "raw_probs"))
   expect_equal(attr(applied, "order_free_probs"), attr(coded, "order_free_probs"))
-  direct <- annotate_vec(texts, labels, context = ctx, calibration = cal, progress = FALSE)
+  direct <- llm_vec_annotate(texts, labels, context = ctx, calibration = cal, progress = FALSE)
   expect_equal(as.vector(direct), as.vector(applied))
   # Python's own calibrated probabilities, from the same order-free ones.
   py <- cal$py$probs(as.list(attr(coded, "order_free_probs")[1, ]))
@@ -31,27 +31,27 @@ test_that("calibrate() fits on coded texts, predict() and annotate_vec() apply i
   expect_equal(least_confident(coded, 2), order(margins)[1:2])
 })
 
-test_that("calibrate() and least_confident() refuse what they cannot use", {
-  coded <- annotate_vec(texts[1:2], labels, context = ctx, progress = FALSE)
-  expect_error(calibrate(coded, "sports"), "1 labels but there are 2", class = "newrllama_invalid_argument")
-  expect_error(calibrate(coded, c("sports", "politics")), "not one of the labels",
+test_that("calibrate_labels() and least_confident() refuse what they cannot use", {
+  coded <- llm_vec_annotate(texts[1:2], labels, context = ctx, progress = FALSE)
+  expect_error(calibrate_labels(coded, "sports"), "1 labels but there are 2", class = "newrllama_invalid_argument")
+  expect_error(calibrate_labels(coded, c("sports", "politics")), "not one of the labels",
                class = "newrllama_invalid_argument")
-  expect_error(calibrate(c("sports", "business"), truth[1:2]), "result of annotate_vec",
+  expect_error(calibrate_labels(c("sports", "business"), truth[1:2]), "result of llm_vec_annotate",
                class = "newrllama_invalid_argument")
-  expect_error(calibrate(coded, truth[1:2], penalty = 0), "penalty", class = "newrllama_invalid_argument")
-  expect_error(calibrate(coded, truth[1:2], balanced = NA), "balanced", class = "newrllama_invalid_argument")
-  cal <- calibrate(coded, truth[1:2], folds = 2)
-  other <- annotate_vec(texts[1:2], c("sports", "business", "weather"), context = ctx, progress = FALSE)
+  expect_error(calibrate_labels(coded, truth[1:2], penalty = 0), "penalty", class = "newrllama_invalid_argument")
+  expect_error(calibrate_labels(coded, truth[1:2], balanced = NA), "balanced", class = "newrllama_invalid_argument")
+  cal <- calibrate_labels(coded, truth[1:2], folds = 2)
+  other <- llm_vec_annotate(texts[1:2], c("sports", "business", "weather"), context = ctx, progress = FALSE)
   expect_error(predict(cal, other), "fitted on the labels", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec(texts[1], c("a", "b"), context = ctx, calibration = cal, progress = FALSE),
+  expect_error(llm_vec_annotate(texts[1], c("a", "b"), context = ctx, calibration = cal, progress = FALSE),
                "fitted on the labels", class = "newrllama_invalid_argument")
   expect_error(least_confident(coded, -1), "n", class = "newrllama_invalid_argument")
 })
 
 test_that("a calibration survives saveRDS() and a JSON file, and refuses labels made otherwise", {
-  coded <- annotate_vec(texts, labels, context = ctx, progress = FALSE)
+  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
   expect_match(attr(coded, "provenance"), "\"debias\": \"reverse\"")
-  cal <- calibrate(coded, truth, folds = 3)
+  cal <- calibrate_labels(coded, truth, folds = 3)
   old <- from_previous_session(cal)
   expect_true(reticulate::py_is_null_xptr(old$py))
   expect_equal(attr(predict(old, coded), "probs"), attr(predict(cal, coded), "probs"))
@@ -61,21 +61,21 @@ test_that("a calibration survives saveRDS() and a JSON file, and refuses labels 
   expect_s3_class(back, "newrllama_calibration")
   expect_equal(back[c("labels", "scale", "offsets", "n")], cal[c("labels", "scale", "offsets", "n")])
   expect_equal(as.vector(predict(back, coded)), as.vector(predict(cal, coded)))
-  plain <- annotate_vec(texts, labels, context = ctx, debias = "none", progress = FALSE)
+  plain <- llm_vec_annotate(texts, labels, context = ctx, debias = "none", progress = FALSE)
   expect_error(predict(cal, plain), "debias 'reverse' here, 'none' there", class = "newrllama_invalid_argument")
-  expect_error(annotate_vec(texts, labels, context = ctx, debias = "none", calibration = cal, progress = FALSE),
+  expect_error(llm_vec_annotate(texts, labels, context = ctx, debias = "none", calibration = cal, progress = FALSE),
                "fitted on labels made otherwise", class = "newrllama_invalid_argument")
   writeLines("{}", path)
   expect_error(read_calibration(path), "not a newrllama calibration", class = "newrllama_invalid_argument")
 })
 
 test_that("methods_text() writes Python's paragraph from the labels' provenance", {
-  coded <- annotate_vec(texts, labels, context = ctx, progress = FALSE)
+  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
   text <- methods_text(coded, ifelse(seq_along(texts) %% 2 == 1, truth, NA))
   expect_type(text, "character")
   expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
   expect_match(text, "A random sample of 3 of the 6 texts", fixed = TRUE)
   expect_match(text, sprintf("for %d of 6 texts", sum(attr(coded, "order_flip"))), fixed = TRUE)
-  cal <- calibrate(coded, truth, folds = 3)
+  cal <- calibrate_labels(coded, truth, folds = 3)
   expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)
 })

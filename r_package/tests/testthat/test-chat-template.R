@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 messages <- list(
   list(role = "user", content = "What is the capital of France?"),
   list(role = "assistant", content = "Paris."),

@@ -15,7 +15,7 @@ test_that("a cluster answers like a context, writes its results as they come and
   expect_output(print(cluster), "2 x 1 threads")
   prompts <- c(fr = capital_prompt("France"), jp = capital_prompt("Japan"), es = capital_prompt("Spain"),
                empty = "", de = capital_prompt("Germany"), it = capital_prompt("Italy"))
-  model <- model_load()
+  model <- test_model()
   local <- suppressWarnings(generate_parallel(test_context(model, n_ctx = 1024L, n_seq_max = 4L), prompts,
                                               max_tokens = 4L, progress = FALSE))
   out <- tempfile(fileext = ".jsonl")
@@ -56,30 +56,30 @@ test_that("a cluster answers like a context, writes its results as they come and
 
   texts <- c(a = "Texaco agreed to buy Getty Oil for $10 billion.", b = "OPEC ministers agreed to cut crude output.")
   labels <- c("acquisition", "crude oil")
-  labelled <- annotate_vec(texts, labels, "Give the topic of the news story.", context = cluster, progress = FALSE)
-  here <- annotate_vec(texts, labels, "Give the topic of the news story.", context = test_context(model),
+  labelled <- llm_vec_annotate(texts, labels, "Give the topic of the news story.", context = cluster, progress = FALSE)
+  here <- llm_vec_annotate(texts, labels, "Give the topic of the news story.", context = test_context(model),
                        progress = FALSE)
   expect_equal(labelled, here, ignore_attr = "provenance")
   defined <- c(acquisition = "one company buys another", `crude oil` = "oil prices, output or supply")
-  expect_equal(annotate_vec(texts, defined, "Give the topic of the news story.", context = cluster,
+  expect_equal(llm_vec_annotate(texts, defined, "Give the topic of the news story.", context = cluster,
                             debias = "rotations", progress = FALSE),
-               annotate_vec(texts, defined, "Give the topic of the news story.", context = test_context(model),
+               llm_vec_annotate(texts, defined, "Give the topic of the news story.", context = test_context(model),
                             debias = "rotations", progress = FALSE),
                ignore_attr = "provenance")
   stories <- data.frame(text = unname(texts))
   out2 <- tempfile(fileext = ".jsonl")
-  coded <- annotate(stories, text, labels, "Give the topic of the news story.", context = cluster, progress = FALSE,
+  coded <- llm_annotate(stories, text, labels, "Give the topic of the news story.", context = cluster, progress = FALSE,
                     output = out2)
   expect_equal(coded$.label, as.vector(here))
   expect_length(readLines(out2), 2L)
   # The cluster's file is a context's: a run recorded on one resumes on the other, and other settings are refused.
-  resumed <- annotate(stories, text, labels, "Give the topic of the news story.", context = test_context(model),
+  resumed <- llm_annotate(stories, text, labels, "Give the topic of the news story.", context = test_context(model),
                       progress = FALSE, output = out2, resume = TRUE)
   expect_equal(resumed$.probs, coded$.probs)
-  expect_error(annotate(stories, text, defined, "Give the topic of the news story.", context = test_context(model),
+  expect_error(llm_annotate(stories, text, defined, "Give the topic of the news story.", context = test_context(model),
                         output = out2, resume = TRUE, progress = FALSE), "other settings",
                class = "newrllama_invalid_argument")
-  expect_error(annotate_vec(texts, labels, context = cluster, n_seq_max = 2L), "unknown argument",
+  expect_error(llm_vec_annotate(texts, labels, context = cluster, n_seq_max = 2L), "unknown argument",
                class = "newrllama_invalid_argument")
 
   cluster_stop(cluster)

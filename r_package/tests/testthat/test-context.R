@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 
 test_that("context_create() makes a context that keeps its model", {
   ctx <- context_create(model, n_ctx = 512, n_threads = 1, n_seq_max = 2)
@@ -39,11 +39,11 @@ test_that("a context from a previous session or a closed one gives a clear error
   ctx <- test_context(model)
   old <- from_previous_session(ctx)
   expect_output(print(old), "previous R session")
-  expect_error(generate(old, "Hi", max_tokens = 1), "previous R session.*context_create",
+  expect_error(generate_text(old, "Hi", max_tokens = 1), "previous R session.*context_create",
                class = "newrllama_stale_object")
   ctx$py$close()
   expect_output(print(ctx), "state: +closed")
-  expect_error(generate(ctx, "Hi", max_tokens = 1), "closed", class = "newrllama_closed_error")
+  expect_error(generate_text(ctx, "Hi", max_tokens = 1), "closed", class = "newrllama_closed_error")
   expect_error(generate_parallel(ctx, "Hi", max_tokens = 1), "closed", class = "newrllama_error")
 })
 
@@ -54,7 +54,7 @@ test_that("engine_stats() reports the context's steps", {
                          "n_waiting", "python_us_per_step", "determinism"), ignore.order = TRUE)
   expect_true(before$determinism$batch_invariant)
   expect_match(before$determinism$build, "llama-cpp-python")
-  invisible(generate(ctx, capital_prompt(), max_tokens = 3))
+  invisible(generate_text(ctx, capital_prompt(), max_tokens = 3))
   after <- engine_stats(ctx)
   expect_gte(after$n_steps, before$n_steps + 3)
   expect_gt(after$t_step_s, 0)
@@ -70,7 +70,7 @@ test_that("a rerun gives the same bits: after other calls, on a fresh context, a
   again <- generate_parallel(ctx, prompts, max_tokens = 12, progress = FALSE)
   expect_gt(attr(again, "stats")$n_cached_tokens, 0)
   fresh <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L)
-  alone <- vapply(prompts, function(p) generate(fresh, p, max_tokens = 12), character(1), USE.NAMES = FALSE)
+  alone <- vapply(prompts, function(p) generate_text(fresh, p, max_tokens = 12), character(1), USE.NAMES = FALSE)
   expect_identical(as.vector(again), as.vector(first))
   expect_identical(alone, as.vector(first))
   loose <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L, batch_invariant = FALSE)

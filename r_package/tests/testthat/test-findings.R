@@ -1,7 +1,7 @@
 skip_if_no_newrllama()
 
-# Labels and probabilities as annotate_vec() returns them, for a population whose model calls a third of the
-# earnings stories acquisitions: no model is run here (annotate_vec() has its own tests).
+# Labels and probabilities as llm_vec_annotate() returns them, for a population whose model calls a third of the
+# earnings stories acquisitions: no model is run here (llm_vec_annotate() has its own tests).
 labels <- c("acquisition", "crude oil", "earnings")
 set.seed(3)
 n <- 240
@@ -51,7 +51,7 @@ test_that("prevalence() by group adds each group's difference from the reference
   expect_equal(unique(flipped$reference[flipped$estimand == "difference"]), "wire")
 })
 
-test_that("prevalence() reads annotate()'s data frame columns", {
+test_that("prevalence() reads llm_annotate()'s data frame columns", {
   d <- data.frame(id = seq_len(n), code = coded, source = group)
   d$.label <- predicted
   d$.probs <- lapply(seq_len(n), function(i) probs[i, ])
@@ -69,7 +69,7 @@ test_that("bad input to prevalence() is a clear error from Python's checks", {
   expect_error(prevalence(x, coded, by = group, reference = "tv"), "reference 'tv' is not one of the groups",
                class = "newrllama_invalid_argument")
   expect_error(prevalence(x, coded, predictions = "votes"), "should be one of")
-  expect_error(prevalence("acquisition", "acquisition"), "must be the result of annotate_vec",
+  expect_error(prevalence("acquisition", "acquisition"), "must be the result of llm_vec_annotate",
                class = "newrllama_invalid_argument")
 })
 

@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model)
 countries <- c("France", "Japan", "Spain", "Egypt")
 capitals <- c("Paris", "Tokyo", "Madrid", "Cairo")
@@ -44,10 +44,10 @@ test_that("a shared instruction is decoded once and served from the prefix cache
   }
 })
 
-test_that("one prompt gives what generate() gives", {
-  # A batch of one rounds the same way as generate(); larger batches may not.
+test_that("one prompt gives what generate_text() gives", {
+  # A batch of one rounds the same way as generate_text(); larger batches may not.
   one <- generate_parallel(ctx, capital_prompt("Spain"), max_tokens = 3, progress = FALSE)
-  expect_equal(as.vector(one), generate(ctx, capital_prompt("Spain"), max_tokens = 3))
+  expect_equal(as.vector(one), generate_text(ctx, capital_prompt("Spain"), max_tokens = 3))
 })
 
 test_that("names of the prompts are kept", {
@@ -155,7 +155,7 @@ test_that("grammar and json_schema constrain every answer; bad ones are clear er
   expect_error(generate_parallel(ctx, "a", grammar = ""), "grammar", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", json_schema = "{"), "json_schema", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, "a", json_schema = 42), "json_schema", class = "newrllama_invalid_argument")
-  expect_true(generate(ctx, "Is the sky blue? Answer:", max_tokens = 5, grammar = 'root ::= ("yes" | "no") "."') %in%
+  expect_true(generate_text(ctx, "Is the sky blue? Answer:", max_tokens = 5, grammar = 'root ::= ("yes" | "no") "."') %in%
                 c("yes.", "no."))
 })
 

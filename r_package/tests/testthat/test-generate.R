@@ -1,9 +1,9 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model)
 
-test_that("generate() answers a factual prompt", {
-  answer <- generate(ctx, capital_prompt(), max_tokens = 4)
+test_that("generate_text() answers a factual prompt", {
+  answer <- generate_text(ctx, capital_prompt(), max_tokens = 4)
   expect_type(answer, "character")
   expect_length(answer, 1)
   expect_match(answer, "Paris")
@@ -11,84 +11,82 @@ test_that("generate() answers a factual prompt", {
 
 test_that("a prompt given as tokens gives the same answer as the text", {
   tokens <- tokenize(model, capital_prompt())
-  expect_equal(generate(ctx, tokens, max_tokens = 4), generate(ctx, capital_prompt(), max_tokens = 4))
+  expect_equal(generate_text(ctx, tokens, max_tokens = 4), generate_text(ctx, capital_prompt(), max_tokens = 4))
 })
 
 test_that("sampling with a fixed seed is reproducible, including seeds above 2^31", {
-  a <- generate(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
-  b <- generate(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
+  a <- generate_text(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
+  b <- generate_text(ctx, capital_prompt(), max_tokens = 4, temperature = 0.8, seed = 2^32 - 1)
   expect_equal(a, b)
-  expect_type(generate(ctx, capital_prompt(), max_tokens = 2, temperature = 0.8, seed = -1), "character")
+  expect_type(generate_text(ctx, capital_prompt(), max_tokens = 2, temperature = 0.8, seed = -1), "character")
 })
 
 test_that("a prompt that cannot run is a newrllama_error", {
-  expect_error(generate(ctx, "", max_tokens = 2), "empty", class = "newrllama_error")
+  expect_error(generate_text(ctx, "", max_tokens = 2), "empty", class = "newrllama_error")
   long <- paste(rep("word", 400), collapse = " ")
-  expect_error(generate(ctx, long, max_tokens = 2), "n_ctx", class = "newrllama_prompt_error")
+  expect_error(generate_text(ctx, long, max_tokens = 2), "n_ctx", class = "newrllama_prompt_error")
 })
 
-test_that("generate() checks the prompt", {
-  expect_error(generate(ctx, NA_character_), "prompt", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, c("a", "b")), "prompt", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, c(2L, NA)), "prompt", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, list("a")), "prompt", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, NULL), "prompt", class = "newrllama_invalid_argument")
-  expect_error(generate(model, "a"), "context", class = "newrllama_invalid_argument")
+test_that("generate_text() checks the prompt", {
+  expect_error(generate_text(ctx, NA_character_), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, c("a", "b")), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, c(2L, NA)), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, list("a")), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, NULL), "prompt", class = "newrllama_invalid_argument")
+  expect_error(generate_text(model, "a"), "context", class = "newrllama_invalid_argument")
 })
 
-test_that("generate() checks the sampling arguments", {
+test_that("generate_text() checks the sampling arguments", {
   p <- capital_prompt()
-  bad <- function(...) expect_error(generate(ctx, p, ...), class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = 0), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = -1), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = 1e12), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = NA), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = "a"), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, max_tokens = 1:2), "max_tokens", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, temperature = -1), "temperature", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, temperature = NaN), "temperature", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, temperature = Inf), "temperature", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, top_p = 2), "top_p", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, top_p = -0.1), "top_p", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, top_k = -1), "top_k", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, repeat_last_n = -2), "repeat_last_n", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, penalty_repeat = 0), "penalty_repeat", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, penalty_repeat = Inf), "penalty_repeat", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, seed = 2^40), "seed", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, seed = -2^64), "seed", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, min_p = 1.5), "min_p", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, stop = NA_character_), "stop", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, stop = ""), "stop", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, stop = list(1)), "stop", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, seed = 1.5), "seed", class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, p, seed = NA), "seed", class = "newrllama_invalid_argument")
+  bad <- function(...) expect_error(generate_text(ctx, p, ...), class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = 0), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = -1), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = 1e12), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = NA), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = "a"), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, max_tokens = 1:2), "max_tokens", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, temperature = -1), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, temperature = NaN), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, temperature = Inf), "temperature", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, top_p = 2), "top_p", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, top_p = -0.1), "top_p", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, top_k = -1), "top_k", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, repeat_last_n = -2), "repeat_last_n", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, penalty_repeat = 0), "penalty_repeat", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, penalty_repeat = Inf), "penalty_repeat", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, seed = 2^40), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, seed = -2^64), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, min_p = 1.5), "min_p", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, stop = NA_character_), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, stop = ""), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, stop = list(1)), "stop", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, seed = 1.5), "seed", class = "newrllama_invalid_argument")
+  expect_error(generate_text(ctx, p, seed = NA), "seed", class = "newrllama_invalid_argument")
 })
 
 test_that("argument errors name the function the user called", {
-  e <- tryCatch(generate(ctx, capital_prompt(), max_tokens = 0), error = function(e) e)
-  expect_equal(conditionCall(e)[[1]], quote(generate))
+  e <- tryCatch(generate_text(ctx, capital_prompt(), max_tokens = 0), error = function(e) e)
+  expect_equal(conditionCall(e)[[1]], quote(generate_text))
 })
 
-test_that("every field of Python's SamplingParams is an argument of generate() and generate_parallel()", {
+test_that("every field of Python's SamplingParams is an argument of generate_text() and generate_parallel()", {
   fields <- newrllama:::sampling_fields()
   expect_true(all(c("max_tokens", "min_p", "stop", "grammar") %in% fields))
-  for (method in list(newrllama:::generate_parallel.newrllama_context, newrllama:::generate_parallel.newrllama_cluster)) {
-    expect_setequal(setdiff(fields, names(formals(method))), character())
-  }
-  expect_setequal(setdiff(fields, names(formals(generate))), "choices") # one prompt: choices are generate_parallel()'s
+  expect_setequal(setdiff(fields, names(formals(generate_parallel))), character())
+  expect_setequal(setdiff(fields, names(formals(generate_text))), "choices") # one prompt: choices are generate_parallel()'s
 })
 
 test_that("stop strings and min_p reach the sampler, with the same rules as in Python", {
   p <- capital_prompt()
-  plain <- generate(ctx, p, max_tokens = 8)
+  plain <- generate_text(ctx, p, max_tokens = 8)
   first <- strsplit(trimws(plain), " ")[[1]][1]
-  cut <- generate(ctx, p, max_tokens = 8, stop = factor(first))
+  cut <- generate_text(ctx, p, max_tokens = 8, stop = factor(first))
   expect_false(grepl(first, cut, fixed = TRUE))
   expect_true(startsWith(plain, cut))
-  expect_equal(generate(ctx, p, max_tokens = 8, stop = c("zzz", "qqq")), plain)
+  expect_equal(generate_text(ctx, p, max_tokens = 8, stop = c("zzz", "qqq")), plain)
   # min_p = 1 keeps only the most probable token: sampling at any temperature is then greedy.
-  expect_equal(generate(ctx, p, max_tokens = 8, temperature = 2, min_p = 1, seed = 7), plain)
-  expect_equal(generate(ctx, p, max_tokens = 8, seed = -1), plain) # a random seed: greedy all the same
+  expect_equal(generate_text(ctx, p, max_tokens = 8, temperature = 2, min_p = 1, seed = 7), plain)
+  expect_equal(generate_text(ctx, p, max_tokens = 8, seed = -1), plain) # a random seed: greedy all the same
   many <- generate_parallel(ctx, c(a = p, b = p), max_tokens = 8, stop = first, progress = FALSE)
   expect_equal(as.vector(many), rep(cut, 2))
 })

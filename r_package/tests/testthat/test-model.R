@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 
 test_that("model_load() loads the embedded model", {
   expect_s3_class(model, "newrllama_model")

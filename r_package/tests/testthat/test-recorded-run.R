@@ -35,7 +35,7 @@ test_that("a run killed half-way resumes with every prompt once", {
   expect_gt(length(before), 0)
   expect_lt(length(before), length(notes))
 
-  ctx <- test_context(model_load())
+  ctx <- test_context(test_model())
   expect_error(generate_parallel(ctx, notes, max_tokens = 24, output = out, progress = FALSE), "resume",
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, notes, max_tokens = 5, output = out, resume = TRUE, progress = FALSE),
@@ -60,7 +60,7 @@ test_that("a run killed half-way resumes with every prompt once", {
 })
 
 test_that("retry_errors runs again only the prompts whose line holds an error", {
-  model <- model_load()
+  model <- test_model()
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out), add = TRUE)
   long <- strrep("Write a long note about rivers, lakes and seas. ", 25) # 277 tokens: more than 256 per sequence
@@ -82,25 +82,25 @@ test_that("retry_errors runs again only the prompts whose line holds an error", 
   expect_equal(ids[4], "long") # the new line of the prompt run again follows the others
 })
 
-test_that("annotate_vec() passes retry_errors on", {
-  model <- model_load()
+test_that("llm_vec_annotate() passes retry_errors on", {
+  model <- test_model()
   ctx <- test_context(model)
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out), add = TRUE)
   texts <- c(oil = "OPEC cut its crude output again.", gone = NA)
   labels <- c("acquisition", "crude oil")
-  expect_warning(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", progress = FALSE),
+  expect_warning(llm_vec_annotate(texts, labels, context = ctx, output = out, debias = "none", progress = FALSE),
                  class = "newrllama_warning")
-  expect_warning(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", resume = TRUE,
+  expect_warning(llm_vec_annotate(texts, labels, context = ctx, output = out, debias = "none", resume = TRUE,
                               retry_errors = TRUE, progress = FALSE), class = "newrllama_warning")
   # The missing text was labelled again (and failed again): its second line follows the first.
   expect_equal(vapply(read_records(out), `[[`, "", "id"), c("oil", "gone", "gone"))
-  expect_error(annotate_vec(texts, labels, context = ctx, output = out, debias = "none", retry_errors = TRUE,
+  expect_error(llm_vec_annotate(texts, labels, context = ctx, output = out, debias = "none", retry_errors = TRUE,
                             progress = FALSE), "resume=True", class = "newrllama_invalid_argument")
 })
 
 test_that("resuming a file written by another model is refused and leaves the file as it was", {
-  ctx <- test_context(model_load())
+  ctx <- test_context(test_model())
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out), add = TRUE)
   generate_parallel(ctx, notes[1:2], max_tokens = 2, output = out, progress = FALSE)

@@ -3,7 +3,7 @@
 # a crash, a leak, or a lost or mixed-up prompt.
 
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model)
 countries <- c("France", "Japan", "Spain", "Egypt")
 capitals <- c("Paris", "Tokyo", "Madrid", "Cairo")
@@ -70,7 +70,7 @@ test_that("invalid UTF-8 is a clear error naming its position, never a crash", {
   for (bad in bads) {
     expect_error(generate_parallel(ctx, c(capital_prompt(), bad, capital_prompt()), max_tokens = 1),
                  "valid UTF-8.*position 2", class = "newrllama_invalid_argument")
-    expect_error(generate(ctx, bad, max_tokens = 1), "valid UTF-8", class = "newrllama_invalid_argument")
+    expect_error(generate_text(ctx, bad, max_tokens = 1), "valid UTF-8", class = "newrllama_invalid_argument")
     expect_error(tokenize(model, bad), "valid UTF-8", class = "newrllama_invalid_argument")
   }
   expect_error(apply_chat_template(model, list(list(role = "user", content = marked))),
@@ -113,7 +113,7 @@ test_that("a 1 MB prompt among valid ones is NA with a message about the context
   expect_match(out$value[[3]], "Tokyo")
   expect_named(attr(out$value, "errors"), "2")
   expect_match(attr(out$value, "errors")[["2"]], "n_ctx")
-  expect_error(generate(ctx, huge, max_tokens = 1), "n_ctx", class = "newrllama_prompt_error")
+  expect_error(generate_text(ctx, huge, max_tokens = 1), "n_ctx", class = "newrllama_prompt_error")
   expect_equal(used_cells(ctx), 0)
 })
 
@@ -153,7 +153,7 @@ test_that("bad sampling arguments are classed errors before any work", {
     arg <- names(bad)[i]
     args <- c(list(ctx, c(p, p)), bad[i], list(progress = FALSE))
     expect_error(do.call(generate_parallel, args), arg, class = "newrllama_invalid_argument")
-    expect_error(do.call(generate, c(list(ctx, p), bad[i])), arg, class = "newrllama_invalid_argument")
+    expect_error(do.call(generate_text, c(list(ctx, p), bad[i])), arg, class = "newrllama_invalid_argument")
   }
   expect_equal(used_cells(ctx), 0)
 })
@@ -171,12 +171,12 @@ test_that("a closed context is a clean error; a context outlives its closed mode
   expect_identical(as.vector(after), as.vector(before))
   rm(own_model)
   gc()
-  expect_match(generate(own, capital_prompt(), max_tokens = 2), "Paris")
+  expect_match(generate_text(own, capital_prompt(), max_tokens = 2), "Paris")
 
   own$py$close()
   own$py$close() # twice is harmless
   expect_output(print(own), "state: +closed")
-  expect_error(generate(own, capital_prompt(), max_tokens = 1), "closed.*context_create",
+  expect_error(generate_text(own, capital_prompt(), max_tokens = 1), "closed.*context_create",
                class = "newrllama_closed_error")
   expect_error(generate_parallel(own, capital_prompt(countries), max_tokens = 1, progress = FALSE),
                "closed", class = "newrllama_closed_error")
@@ -212,7 +212,7 @@ test_that("missing, non-GGUF and truncated model files are model load errors", {
   expect_error(model_load(head_of(64, "header-only.gguf")), "truncated",
                class = "newrllama_model_load_error")
   # The session still works.
-  expect_match(generate(ctx, capital_prompt(), max_tokens = 2), "Paris")
+  expect_match(generate_text(ctx, capital_prompt(), max_tokens = 2), "Paris")
 })
 
 # ---- 2. Load -------------------------------------------------------------
@@ -277,12 +277,12 @@ test_that("an injected decode failure on one sequence fails only that prompt", {
   expect_null(attr(again, "errors"))
   expect_identical(as.vector(again), as.vector(reference))
 
-  # generate() reports the failure of its one prompt as an error.
+  # generate_text() reports the failure of its one prompt as an error.
   faults$py$`_inject_decode_failure`(1L, seq_id = 0L)
-  expect_error(generate(faults, capital_prompt(), max_tokens = 2), "llama_decode",
+  expect_error(generate_text(faults, capital_prompt(), max_tokens = 2), "llama_decode",
                class = "newrllama_prompt_error")
   expect_equal(used_cells(faults), 0)
-  expect_match(generate(faults, capital_prompt(), max_tokens = 2), "Paris")
+  expect_match(generate_text(faults, capital_prompt(), max_tokens = 2), "Paris")
 })
 
 test_that("a one-off decode failure is retried and every prompt completes", {
@@ -334,7 +334,7 @@ expect_interruptible <- function(long_call) {
     "say('RESULT: ', result)",
     "say('SECONDS: ', round(as.numeric(Sys.time() - start, units = 'secs'), 1))",
     "say('USED: ', ctx$py$n_used_cells())",
-    "answer <- generate(ctx, 'The capital of Germany is Berlin. The capital of France is', max_tokens = 2)",
+    "answer <- generate_text(ctx, 'The capital of Germany is Berlin. The capital of France is', max_tokens = 2)",
     "say('AFTER: ', answer)",
     "say('USED AFTER: ', ctx$py$n_used_cells())",
     "say('MARKER-DONE')"
@@ -388,5 +388,5 @@ test_that("an interrupt stops a long call; the session and the context keep work
 test_that("an interrupt stops a streamed answer; the session and the context keep working", {
   skip_on_cran()
   skip_if(.Platform$OS.type != "unix", "sends SIGINT")
-  expect_interruptible("generate(ctx, 'Tell a long story:', max_tokens = 2000, stream = function(piece) NULL)")
+  expect_interruptible("generate_text(ctx, 'Tell a long story:', max_tokens = 2000, stream = function(piece) NULL)")
 })

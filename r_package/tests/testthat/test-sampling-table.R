@@ -4,8 +4,7 @@ skip_if_no_newrllama()
 
 test_that("every generating function's sampling defaults are the table's", {
   table <- python_helpers()$sampling_defaults()
-  for (f in list(generate, newrllama:::generate_parallel.newrllama_context,
-                 newrllama:::generate_parallel.newrllama_cluster)) {
+  for (f in list(generate_text, generate_parallel)) {
     defaults <- formals(f)[names(table)]
     expect_named(defaults, names(table))
     for (name in names(table)) {
@@ -15,9 +14,9 @@ test_that("every generating function's sampling defaults are the table's", {
 })
 
 test_that("a value outside the table's range is refused with Python's message", {
-  ctx <- test_context(model_load())
-  expect_error(generate(ctx, "x", seed = -2), "seed must be in \\[-1, 4294967295\\]",
+  ctx <- test_context(test_model())
+  expect_error(generate_text(ctx, "x", seed = -2), "seed must be in \\[-1, 4294967295\\]",
                class = "newrllama_invalid_argument")
-  expect_error(generate(ctx, "x", temperature = Inf), "temperature must be a finite number >= 0",
+  expect_error(generate_text(ctx, "x", temperature = Inf), "temperature must be a finite number >= 0",
                class = "newrllama_invalid_argument")
 })

@@ -1,10 +1,10 @@
-# annotate() and annotate_vec() in tidyverse pipelines: tibbles, mutate(), grouped data; and
-# annotate() on a context writing its labels to a file it can resume from.
+# llm_annotate() and llm_vec_annotate() in tidyverse pipelines: tibbles, mutate(), grouped data; and
+# llm_annotate() on a context writing its labels to a file it can resume from.
 
 skip_if_no_newrllama()
 skip_if_not_installed("dplyr")
 skip_if_not_installed("tibble")
-model <- model_load()
+model <- test_model()
 ctx <- test_context(model, n_ctx = 2048L)
 labels <- c("sports", "business", "weather")
 instruction <- "You sort short news texts by topic. Decide the topic of the text."
@@ -16,15 +16,15 @@ news <- tibble::tibble(
 )
 
 test_that("a tibble in gives a tibble out, rows in their order", {
-  out <- annotate(news, text, labels, instruction, context = ctx, progress = FALSE)
+  out <- llm_annotate(news, text, labels, instruction, context = ctx, progress = FALSE)
   expect_s3_class(out, "tbl_df")
   expect_equal(out$text, news$text)
-  expect_equal(out$.label, as.vector(annotate_vec(news$text, labels, instruction, context = ctx, progress = FALSE)))
+  expect_equal(out$.label, as.vector(llm_vec_annotate(news$text, labels, instruction, context = ctx, progress = FALSE)))
 })
 
-test_that("annotate_vec() works inside mutate(), also on grouped data, one call per group on one context", {
-  plain <- as.vector(annotate_vec(news$text, labels, instruction, context = ctx, debias = "none", progress = FALSE))
-  flat <- dplyr::mutate(news, topic = annotate_vec(text, labels, instruction, context = ctx, debias = "none",
+test_that("llm_vec_annotate() works inside mutate(), also on grouped data, one call per group on one context", {
+  plain <- as.vector(llm_vec_annotate(news$text, labels, instruction, context = ctx, debias = "none", progress = FALSE))
+  flat <- dplyr::mutate(news, topic = llm_vec_annotate(text, labels, instruction, context = ctx, debias = "none",
                                                     progress = FALSE))
   expect_equal(as.vector(flat$topic), plain)
   calls <- 0
@@ -32,7 +32,7 @@ test_that("annotate_vec() works inside mutate(), also on grouped data, one call 
     dplyr::group_by(desk) |>
     dplyr::mutate(topic = {
       calls <<- calls + 1
-      annotate_vec(text, labels, instruction, context = ctx, debias = "none", progress = FALSE)
+      llm_vec_annotate(text, labels, instruction, context = ctx, debias = "none", progress = FALSE)
     }) |>
     dplyr::ungroup()
   expect_equal(calls, 2)
@@ -48,7 +48,7 @@ test_that("each group of a grouped mutate() finds the instruction that the group
     dplyr::mutate(one = dplyr::row_number()) |>
     dplyr::group_by(one) |>
     dplyr::mutate(topic = {
-      out <- annotate_vec(text, labels, instruction, context = fresh, debias = "none", progress = FALSE)
+      out <- llm_vec_annotate(text, labels, instruction, context = fresh, debias = "none", progress = FALSE)
       cached <<- c(cached, fresh$py$last_stats$n_cached_tokens)
       out
     })
@@ -67,21 +67,21 @@ test_that("grouped calls without a context load the model once, and a text's lab
   on.exit(reticulate::py_set_attr(py_newrllama()$Model, "__init__", loads$plain_init))
   grouped <- news |>
     dplyr::group_by(desk) |>
-    dplyr::mutate(topic = annotate_vec(text, labels, instruction, progress = FALSE)) |>
+    dplyr::mutate(topic = llm_vec_annotate(text, labels, instruction, progress = FALSE)) |>
     dplyr::ungroup()
   expect_length(loads$loads, 0)
-  flat <- annotate_vec(news$text, labels, instruction, progress = FALSE)
+  flat <- llm_vec_annotate(news$text, labels, instruction, progress = FALSE)
   expect_equal(as.vector(grouped$topic), as.vector(flat))
   for (desk in unique(news$desk)) {
     rows <- which(news$desk == desk)
-    alone <- annotate_vec(news$text[rows], labels, instruction, progress = FALSE)
+    alone <- llm_vec_annotate(news$text[rows], labels, instruction, progress = FALSE)
     expect_identical(attr(alone, "probs"), attr(flat, "probs")[rows, , drop = FALSE])
   }
   seen <- character()
   withCallingHandlers(
     news |>
       dplyr::group_by(desk) |>
-      dplyr::mutate(topic = annotate_vec(text, labels, instruction, debias = "batch", progress = FALSE)),
+      dplyr::mutate(topic = llm_vec_annotate(text, labels, instruction, debias = "batch", progress = FALSE)),
     newrllama_group_dependent_labels = function(w) {
       seen <<- c(seen, conditionMessage(w))
       invokeRestart("muffleWarning")
@@ -89,35 +89,35 @@ test_that("grouped calls without a context load the model once, and a text's lab
   )
   expect_length(seen, 2) # one per group
   expect_match(seen[1], "depend on which texts share it")
-  expect_no_warning(annotate_vec(news$text, labels, instruction, debias = "batch", progress = FALSE))
+  expect_no_warning(llm_vec_annotate(news$text, labels, instruction, debias = "batch", progress = FALSE))
 })
 
-test_that("annotate() on a context writes its labels and resumes only the missing texts", {
+test_that("llm_annotate() on a context writes its labels and resumes only the missing texts", {
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out))
   texts <- stats::setNames(news$text, paste0("story-", seq_along(news$text)))
-  first <- annotate_vec(texts[1:2], labels, instruction, context = ctx, output = out, progress = FALSE)
+  first <- llm_vec_annotate(texts[1:2], labels, instruction, context = ctx, output = out, progress = FALSE)
   expect_length(readLines(out), 2)
   steps <- engine_stats(ctx)$n_steps
-  all <- annotate_vec(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
+  all <- llm_vec_annotate(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
   expect_length(readLines(out), 5)
   expect_equal(all[1:2], first[1:2], ignore_attr = TRUE)
   expect_gt(engine_stats(ctx)$n_steps, steps)
   steps <- engine_stats(ctx)$n_steps
-  again <- annotate_vec(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
+  again <- llm_vec_annotate(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
   expect_equal(engine_stats(ctx)$n_steps, steps)
   expect_equal(as.vector(again), as.vector(all))
-  expect_error(annotate_vec(texts, labels, "Another instruction.", context = ctx, output = out, resume = TRUE,
+  expect_error(llm_vec_annotate(texts, labels, "Another instruction.", context = ctx, output = out, resume = TRUE,
                             progress = FALSE), "other settings", class = "newrllama_invalid_argument")
   # A codebook and a whole-call cure are recorded too (five texts: one group, as a call without a file).
   book <- list(topic = labels, tone = c("good news", "bad news"))
   path <- tempfile(fileext = ".jsonl")
-  recorded <- annotate_vec(texts, codebook = book, instruction = instruction, context = ctx, output = path,
+  recorded <- llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx, output = path,
                            debias = "batch", progress = FALSE)
   expect_length(readLines(path), 5)
-  expect_equal(recorded, annotate_vec(texts, codebook = book, instruction = instruction, context = ctx,
+  expect_equal(recorded, llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx,
                                       debias = "batch", progress = FALSE), ignore_attr = "provenance")
-  expect_equal(annotate_vec(texts, codebook = book, instruction = instruction, context = ctx, output = path,
+  expect_equal(llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx, output = path,
                             resume = TRUE, debias = "batch", progress = FALSE),
                recorded, ignore_attr = "provenance")
 })

@@ -1,5 +1,5 @@
 skip_if_no_newrllama()
-model <- model_load()
+model <- test_model()
 
 test_that("tokenize() and detokenize() round-trip", {
   text <- "The capital of France is Paris."

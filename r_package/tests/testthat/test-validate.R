@@ -28,8 +28,8 @@ test_that("agreement() takes labels with NA and data frames", {
   expect_error(agreement(rbind(c("a", "b"), c("a", "c")), "interval"), "numbers", class = "newrllama_invalid_argument")
 })
 
-test_that("validate() gives accuracy, kappa, macro-F1, per-label scores and the confusion table", {
-  v <- validate(c("a", "b", "a", NA, "c"), c("a", "b", "b", "a", NA))
+test_that("validate_labels() gives accuracy, kappa, macro-F1, per-label scores and the confusion table", {
+  v <- validate_labels(c("a", "b", "a", NA, "c"), c("a", "b", "b", "a", NA))
   expect_s3_class(v, "newrllama_validation")
   expect_equal(v$n, 4)
   expect_equal(v$n_missing, 1)
@@ -44,28 +44,28 @@ test_that("validate() gives accuracy, kappa, macro-F1, per-label scores and the 
   expect_output(print(v), "accuracy 0.500")
 })
 
-test_that("validate() agrees with Python on numeric labels and factors", {
+test_that("validate_labels() agrees with Python on numeric labels and factors", {
   truth <- factor(c(1, 2, 2, 3, 3, 3))
-  v <- validate(c(1, 2, 3, 3, 3, 1), truth)
+  v <- validate_labels(c(1, 2, 3, 3, 3, 1), truth)
   expect_equal(v$accuracy, 4 / 6)
   expect_equal(v$per_label$label, c("1", "2", "3"))
   py <- reticulate::import("newrllama")$validate(list("1", "2", "3", "3", "3", "1"), list("1", "2", "2", "3", "3", "3"))
   expect_equal(v$kappa, py$kappa)
 })
 
-test_that("validate() checks its arguments", {
-  expect_error(validate(c("a", "b"), "a"), "has 2 labels", class = "newrllama_invalid_argument")
-  expect_error(validate(list("a"), "a"), "vector of labels", class = "newrllama_invalid_argument")
-  expect_error(validate(NA, NA), "known truth", class = "newrllama_invalid_argument")
+test_that("validate_labels() checks its arguments", {
+  expect_error(validate_labels(c("a", "b"), "a"), "has 2 labels", class = "newrllama_invalid_argument")
+  expect_error(validate_labels(list("a"), "a"), "vector of labels", class = "newrllama_invalid_argument")
+  expect_error(validate_labels(NA, NA), "known truth", class = "newrllama_invalid_argument")
 })
 
-test_that("validate() gives 95% intervals and, with probabilities, Brier, ECE and a reliability plot", {
-  v <- validate(c(rep("a", 8), "b", "b"), rep("a", 10))
+test_that("validate_labels() gives 95% intervals and, with probabilities, Brier, ECE and a reliability plot", {
+  v <- validate_labels(c(rep("a", 8), "b", "b"), rep("a", 10))
   expect_equal(v$accuracy_ci, c(0.4902, 0.9433), tolerance = 1e-4)
   expect_length(v$kappa_ci, 2)
   expect_true(is.na(v$brier))
   probs <- rbind(c(a = 0.9, b = 0.1), c(a = 0.6, b = 0.4), c(a = 0.3, b = 0.7), c(a = NA, b = NA))
-  w <- validate(c("a", "a", "b", NA), c("a", "b", "b", "a"), probs)
+  w <- validate_labels(c("a", "a", "b", NA), c("a", "b", "b", "a"), probs)
   expect_equal(w$brier, (0.02 + 0.72 + 0.18) / 3)
   expect_equal(w$ece, (0.6 + 0.3 + 0.1) / 3)
   expect_equal(w$reliability$n, c(1L, 1L, 1L))
@@ -76,6 +76,6 @@ test_that("validate() gives 95% intervals and, with probabilities, Brier, ECE an
   grDevices::dev.off()
   expect_gt(file.size(file), 1000)
   expect_error(plot(v), "probabilities", class = "newrllama_invalid_argument")
-  expect_error(validate("a", "a", probs), "4 rows", class = "newrllama_invalid_argument")
-  expect_error(validate("a", "a", matrix(0.5)), "column names", class = "newrllama_invalid_argument")
+  expect_error(validate_labels("a", "a", probs), "4 rows", class = "newrllama_invalid_argument")
+  expect_error(validate_labels("a", "a", matrix(0.5)), "column names", class = "newrllama_invalid_argument")
 })
