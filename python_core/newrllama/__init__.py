@@ -21,6 +21,7 @@ from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError,
 from .model import Model
 from .params import SamplingParams
 from .results import Completion, GenerationStats
+from .policy import SchedulerConfig
 from .scheduler import EngineStats
 from .system import Device, SystemInfo, system_info
 from .validation import LabelScores, ReliabilityBin, Validation, validate
@@ -33,7 +34,7 @@ __all__ = [
     "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",
-    "SamplingParams", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
+    "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
     "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate",
     "write_coding_sheet",

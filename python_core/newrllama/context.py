@@ -11,9 +11,11 @@ from .aio import AsyncTextStream, wait_for_call
 from .errors import ClosedError, InvalidArgumentError
 from .handle import OwnedHandle
 from .jobs import GenerationJob
+from .kv_store import ContextKv
 from .model import Model
 from .params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
+from .policy import SchedulerConfig
 from .prefix_cache import PrefixCache
 from .reproducibility import Determinism, build_fingerprint
 from .request import Call, Request
@@ -63,8 +65,10 @@ class Context(OwnedHandle):
     from one call or from many callers) is decoded once for all of them, a prompt admitted while
     another with the same start runs copies what that one decoded, and what a finished
     prompt decoded (its prompt and answer: the next turn of a chat starts with it) stays
-    for later ones. Up to ``PREFIX_CACHE_SEQUENCES`` runs are kept (each in a KV stream of
-    n_ctx_seq cells), the least recently used evicted first.
+    for later ones. Up to ``scheduler_config.prefix_cache_sequences`` runs are kept (each in a KV
+    stream of n_ctx_seq cells), the least recently used evicted first. ``scheduler_config`` (a
+    ``newrllama.SchedulerConfig``) holds the scheduling policy's numbers, among them how many steps
+    a prompt that is only waited on may wait behind streamed ones.
     ``Completion.n_cached_tokens`` says how many prompt tokens the prompt did not decode
     (a start decoded for a group of prompts is charged to the first of them).
 
@@ -83,15 +87,19 @@ class Context(OwnedHandle):
     (the same n_threads, n_batch, n_seq_max and build give the same bits in another process).
     """
 
-    PREFIX_CACHE_SEQUENCES = 32
-
     _what = "context"
 
     def __init__(self, model: Model, *, n_ctx: int = 4096, n_seq_max: int = 8,
                  n_threads: Optional[int] = None, n_batch: int = 512, prefix_cache: bool = True,
-                 batch_invariant: bool = True) -> None:
+                 batch_invariant: bool = True, scheduler_config: Optional[SchedulerConfig] = None) -> None:
         if not isinstance(model, Model):
             raise InvalidArgumentError(f"model must be a newrllama.Model, got {type(model).__name__}")
+        if scheduler_config is None:
+            scheduler_config = SchedulerConfig()
+        elif not isinstance(scheduler_config, SchedulerConfig):
+            raise InvalidArgumentError(
+                f"scheduler_config must be a newrllama.SchedulerConfig, got {type(scheduler_config).__name__}")
+        self.scheduler_config = scheduler_config
         n_threads = usable_cores() if n_threads is None else _positive_int("n_threads", n_threads)
         for name, value in (("n_ctx", n_ctx), ("n_seq_max", n_seq_max), ("n_batch", n_batch)):
             _positive_int(name, value)
@@ -101,7 +109,7 @@ class Context(OwnedHandle):
         n_batch = min(n_batch, n_ctx)
         # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
         room = max(0, min(256, n_batch) - n_seq_max)
-        n_seq_cache = min(self.PREFIX_CACHE_SEQUENCES, room) if prefix_cache else 0
+        n_seq_cache = min(scheduler_config.prefix_cache_sequences, room) if prefix_cache else 0
         # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each);
         # every sequence has a KV stream of n_ctx_seq cells, so they are as many as the prompts.
         n_seq_scratch = min(n_seq_max, room - n_seq_cache)
@@ -119,14 +127,16 @@ class Context(OwnedHandle):
         n_seq = lib.newrllama_context_n_seq_max(out[0])
         self.prefix_cache = n_seq_cache > 0
         # Every run and every prompt has a stream of n_ctx_seq cells: the cache never runs out of cells.
-        cache = PrefixCache(out[0], n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
-                            self._n_ctx_seq * (n_seq + n_seq_cache), lib.newrllama_context_n_batch(out[0])) \
+        kv = ContextKv(out[0])
+        cache = PrefixCache(kv, n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
+                            self._n_ctx_seq * (n_seq + n_seq_cache), lib.newrllama_context_n_batch(out[0]),
+                            scheduler_config) \
             if self.prefix_cache else None
         first_scratch = n_seq + n_seq_cache
-        self._scheduler = Scheduler(out[0], n_seq, lib.newrllama_context_n_batch(out[0]), cache,
+        self._scheduler = Scheduler(out[0], kv, n_seq, lib.newrllama_context_n_batch(out[0]), cache,
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
                                     Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
-                                                         build_fingerprint()))
+                                                         build_fingerprint()), scheduler_config)
 
     def close(self) -> None:
         """Takes the context off the engine thread (calls still running end with ClosedError) and frees it."""

@@ -22,27 +22,26 @@ thread, request or stream they came from:
 - running prompts (the scheduler offers them): a prompt admitted while another one
   that starts the same way is running copies the cells that one has decoded so far.
 
-Runs are evicted least recently used when a cache sequence or KV cells are needed, never
-while a prompt waits for them, and a finished prompt's run displaces only another kept
-run (a run made for shared starts may serve prompts of its call still waiting); and an
-idle run (no prompt holds it) is evicted once the steps have fed a number of tokens
-since it was last used. Idle cells are not free: one KV cache holds every sequence, and
-llama.cpp's attention reads the mask of every cell in use for every token of a step, so
-a cache full of runs of distinct long prompts made prefill with nothing shared 45%
-slower (16 prompts of 1,371 tokens). A run's cost grows with the tokens fed while it
-waits, not with time or with steps of generation, so runs survive pauses and the gaps
-between a chat's turns. Runs made for shared starts stay IDLE_BATCHES x n_batch tokens.
-For runs kept from finished prompts, which only some workloads reuse, the limit adapts:
-it falls by a quarter whenever one is evicted unused (used by no prompt beyond the run
-it copied; for waiting too long, or to make way for another run: after a workload that
-reused them, the limit is high and runs of one that does not are evicted for want of a
-sequence before they wait too long), and doubles whenever a prompt arrives that a run
-evicted unused would have served with MIN_SHARED_TOKENS tokens more than it got (the
-cache remembers the last GHOSTS of them), between n_batch / 8 and 64 x n_batch. Growing
-faster than it falls, it learns to hold runs in a workload that comes back to each
-prompt after a few others, where each miss follows an unused eviction. Every method runs
-on the engine thread except the pure functions that find shared starts, which callers
-run in their own thread.
+Runs are evicted least recently used when a cache sequence is needed, never while a
+prompt waits for them, and a finished prompt's run displaces only another kept run (a
+run made for shared starts may serve prompts of its call still waiting); and an idle run
+(no prompt holds it) is evicted once the steps have fed a number of tokens since it was
+last used, so that the runs of a workload that has moved on make way for the next one's
+kept runs. A run's age counts tokens fed, not time or steps of generation, so runs
+survive pauses and the gaps between a chat's turns. Runs made for shared starts stay
+SchedulerConfig.idle_batches x n_batch tokens. For runs kept from finished prompts, which
+only some workloads reuse, the limit adapts: it falls by a quarter whenever one is
+evicted unused (used by no prompt beyond the run it copied; for waiting too long, or to
+make way for another run), and doubles whenever a prompt arrives that a run evicted
+unused would have served with MIN_SHARED_TOKENS tokens more than it got (the cache
+remembers the last SchedulerConfig.ghosts of them), between n_batch / 8 and 64 x n_batch.
+Growing faster than it falls, it learns to hold runs in a workload that comes back to
+each prompt after a few others, where each miss follows an unused eviction. Every
+sequence has a KV stream of its own, so the cells a run holds cost memory (allocated
+with the context) but no time in other sequences' steps. Every method runs on the
+engine thread except the pure functions that find shared starts, which callers run in
+their own thread; the KV operations go through a KvStore (kv_store.py), so that the
+policy is tested without a model.
 
 Token accounting: a run made for waiting prompts is decoded on their behalf, so the
 first prompt that copies it is charged with those tokens (they are not "cached" for
@@ -50,12 +49,14 @@ it); every later prompt gets them as cached tokens.
 """
 from __future__ import annotations
 
+import enum
 from array import array
 from collections import deque
 from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import _lib
-from ._lib import ffi, lib
+from ._lib import ffi
+from .kv_store import KvStore
+from .policy import SchedulerConfig
 
 # Shorter shared starts are decoded with each prompt: caching them would cost a
 # cache sequence and a step of waiting for less than it saves. A run costs one
@@ -64,10 +65,6 @@ from ._lib import ffi, lib
 # is ~10 tokens, and caching it made three questions on 32 Reuters stories 7% faster
 # (one question 5%) than a floor of 32 tokens (README, "Several questions per text").
 MIN_SHARED_TOKENS = 8
-# How long an idle run stays, in batches of tokens fed by the steps since its last use.
-IDLE_BATCHES = 4
-# How many kept runs evicted unused the cache remembers (their tokens only).
-GHOSTS = 32
 # A token key holds llama_token (int32_t) values laid out as in C, so a sequence's C buffer is a key too.
 TOKEN_BYTES = 4
 TOKEN_TYPECODE = "i" if array("i").itemsize == TOKEN_BYTES else "l"
@@ -134,6 +131,14 @@ def shared_start_lengths(prompts: Sequence[bytes]) -> List[Tuple[int, ...]]:
     return [worth_caching(d, n_tokens_of(prompts[i]) - 1) for i, d in enumerate(depths)]
 
 
+class RunState(enum.Enum):
+    """Where a cached run is (Prefix.state)."""
+
+    AWAITING_PARENT = "awaiting parent"  # it will copy its parent's cells once the parent is decoded
+    DECODING = "decoding"                # the steps decode its own tokens
+    READY = "ready"                      # decoded: prompts copy it
+
+
 class Prefix:
     """A cached run: its tokens, its cache sequence, and how much of it is decoded.
 
@@ -168,6 +173,12 @@ class Prefix:
     def ready(self) -> bool:
         return self.n_past == self.n_tokens
 
+    @property
+    def state(self) -> RunState:
+        if self.awaiting_parent:
+            return RunState.AWAITING_PARENT
+        return RunState.READY if self.ready else RunState.DECODING
+
     # ---- as the holder of a step slot (see scheduler.py) ----
 
     @property
@@ -192,19 +203,19 @@ class Prefix:
 
 
 class PrefixCache:
-    def __init__(self, ctx_handle, first_seq: int, n_seqs: int, n_swa: int, n_cells: int, n_batch: int) -> None:
-        self._ctx = ctx_handle
-        self._err = _lib.new_error_slot()
+    def __init__(self, kv: KvStore, first_seq: int, n_seqs: int, n_swa: int, n_cells: int, n_batch: int,
+                 config: SchedulerConfig) -> None:
+        self._kv = kv
         self._free_seqs = list(range(first_seq + n_seqs - 1, first_seq - 1, -1))
         self._n_swa = n_swa
         self.n_cells = n_cells
         self._entries: Dict[bytes, Prefix] = {}  # by key
         self._clock = 0
         self._fed = 0
-        self._idle_tokens = IDLE_BATCHES * n_batch
+        self._idle_tokens = config.idle_batches * n_batch
         self._kept_idle_bounds = (max(1, n_batch // 8), 64 * n_batch)
         self.kept_idle_tokens = self._idle_tokens
-        self._ghosts: Deque[bytes] = deque(maxlen=GHOSTS)
+        self._ghosts: Deque[bytes] = deque(maxlen=config.ghosts)
         self.n_evictions = 0
 
     @property
@@ -212,7 +223,7 @@ class PrefixCache:
         return list(self._entries.values())
 
     def decoding(self) -> List[Prefix]:
-        return [p for p in self._entries.values() if not p.ready and not p.awaiting_parent]
+        return [p for p in self._entries.values() if p.state is RunState.DECODING]
 
     def n_cells_held(self) -> int:
         """An upper bound of the cells the runs hold (cells shared with prompts count here only; cells a
@@ -332,12 +343,12 @@ class PrefixCache:
             if parent.ready:
                 self._inherit(p)
         elif running_seq >= 0 and n_parent > 0:  # the running prompt decoded (and is charged with) these
-            _lib.check(lib.newrllama_seq_copy(self._ctx, running_seq, p.seq, n_parent, self._err), self._err)
+            self._kv.copy(running_seq, p.seq, n_parent)
             p.n_past = n_parent
         return p
 
     def _inherit(self, p: Prefix) -> None:
-        _lib.check(lib.newrllama_seq_copy(self._ctx, p.parent.seq, p.seq, p.n_inherited, self._err), self._err)
+        self._kv.copy(p.parent.seq, p.seq, p.n_inherited)
         self.release(p.parent)
         p.awaiting_parent = False
         p.n_past = p.n_inherited
@@ -367,7 +378,7 @@ class PrefixCache:
         if not self._free_seqs and not self._evict_one(kept_only=True):
             return
         p = Prefix(key, self._free_seqs.pop())
-        _lib.check(lib.newrllama_seq_copy(self._ctx, seq, p.seq, -1, self._err), self._err)
+        self._kv.copy(seq, p.seq, -1)
         p.n_past = n
         p.kept = True
         if source is not None and self._holds(source):
@@ -443,7 +454,7 @@ class PrefixCache:
         if p.awaiting_parent:
             p.parent.users -= 1
             p.awaiting_parent = False
-        lib.newrllama_seq_clear(self._ctx, p.seq, ffi.NULL)
+        self._kv.clear(p.seq)
         del self._entries[p.key]
         self._free_seqs.append(p.seq)
 

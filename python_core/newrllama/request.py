@@ -6,6 +6,7 @@ Everything here runs per event (one sampled token, one finished prompt), never
 per vocabulary entry: sampling happens in C."""
 from __future__ import annotations
 
+import enum
 import threading
 from typing import Callable, List, Optional, Tuple
 
@@ -20,10 +21,22 @@ from .stops import StopMatcher
 Sink = Callable[[bytes, bool], None]
 
 
+class RequestStatus(enum.Enum):
+    """Where a request is, derived from its fields (Request.status)."""
+
+    WAITING = "waiting"                  # for a sequence
+    AWAITING_RUN = "awaiting run"        # admitted; the cached run it starts from is still being decoded
+    PREFILLING = "prefilling"            # its prompt's tokens are being decoded
+    GENERATING = "generating"            # one token to decode per step, then one to sample
+    SCORING_LABELS = "scoring labels"    # its prompt is decoded; its labels' paths are being scored
+    FINISHED = "finished"
+
+
 class Request:
     __slots__ = ("call", "index", "params", "c_params", "seed", "key", "tokens", "n_prompt", "n_tokens", "n_past", "seq",
                  "sampler", "text", "stops", "n_ctx_seq", "pieces", "sink", "n_shown", "cancelled", "completion",
-                 "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar", "admitted")
+                 "shared", "runs_ahead", "prefix", "n_copied", "n_cached", "choice", "grammar", "admitted",
+                 "arrival", "arrived_step")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], key: bytes, params: SamplingParams, c_params,
                  repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
@@ -57,6 +70,8 @@ class Request:
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling
         self.grammar = grammar if grammar is not None else ffi.NULL  # C text of its GBNF grammar
         self.admitted = -1      # its place in the order the scheduler admitted prompts in
+        self.arrival = -1       # its place in the order requests reached the scheduler (policy.WaitingQueue)
+        self.arrived_step = 0   # the scheduler's step count then
 
     def start(self, seq: int, sampler, admitted: int) -> None:
         """Admitted to a sequence, the admitted-th prompt: the C buffer that steps read (prompt, then
@@ -68,6 +83,18 @@ class Request:
         self.sampler = sampler
         self.n_past = 0
         self.admitted = admitted
+
+    @property
+    def status(self) -> RequestStatus:
+        if self.completion is not None:
+            return RequestStatus.FINISHED
+        if self.seq < 0:
+            return RequestStatus.WAITING
+        if self.awaiting_prefix:
+            return RequestStatus.AWAITING_RUN
+        if self.scoring_labels:
+            return RequestStatus.SCORING_LABELS
+        return RequestStatus.GENERATING if self.n_tokens - self.n_past == 1 else RequestStatus.PREFILLING
 
     @property
     def score(self):

@@ -20,21 +20,22 @@ decoded, a label being scored), which the scheduler drives through one interface
 SlotHolder."""
 from __future__ import annotations
 
-import collections
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Deque, Iterable, List, Optional, Protocol, Tuple
+from typing import Iterable, List, Optional, Protocol, Tuple
 
 from . import _lib
 from ._lib import ffi, lib
 from .engine_thread import engine
 from .errors import ClosedError
+from .kv_store import KvStore
+from .policy import SchedulerConfig, WaitingQueue, priority
 from .choices import LabelJob, LabelPath, ScoreRows
 from .prefix_cache import (MIN_SHARED_TOKENS, TOKEN_BYTES, Prefix, PrefixCache, common_prefix_length,
                            shared_start_lengths, shares_start, worth_caching)
 from .reproducibility import Determinism
-from .request import Call, Request, free_sampler
+from .request import Call, Request, RequestStatus, free_sampler
 
 
 class SlotHolder(Protocol):
@@ -84,16 +85,18 @@ class EngineStats:
 
 
 class Scheduler:
-    def __init__(self, ctx_handle, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
-                 scratch_seqs: List[int], determinism: Determinism) -> None:
+    def __init__(self, ctx_handle, kv: KvStore, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
+                 scratch_seqs: List[int], determinism: Determinism, config: SchedulerConfig) -> None:
         self._ctx = ctx_handle
+        self._kv = kv
         self._n_batch = n_batch
+        self.config = config
         # llama.cpp splits a step into one pass over the weights per distinct number of tokens its sequences
         # carry (every sequence has a KV stream of its own): in a step of prefill alone, a small piece of a
         # prompt after another prompt's piece would cost a pass for little work, so it waits for a step with
         # more room. (Beside generated tokens the step has several passes anyway, and waiting only added
-        # steps: 67 against 62, 1% slower, for 64 prompts of ~460 tokens with 4 generated each.)
-        self._min_prefill_piece = n_batch // 4
+        # steps.)
+        self._min_prefill_piece = n_batch // config.prefill_piece_divisor
         self.determinism = determinism
         self.cache = cache
         self._scratch_seqs = tuple(scratch_seqs)
@@ -103,7 +106,7 @@ class Scheduler:
         self._incoming: List[Request] = []
         self._cancel_requested = False
         self._closing = False
-        self._waiting: Deque[Request] = collections.deque()
+        self._waiting = WaitingQueue(config)
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
         self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
         self._slot_holders: List[SlotHolder] = []
@@ -154,13 +157,7 @@ class Scheduler:
 
     def take_incoming(self) -> bool:
         for r in self._incoming:
-            if not r.streamed:
-                self._waiting.append(r)
-            else:  # ahead of the prompts only waited on, behind streams that came before it
-                i = 0
-                while i < len(self._waiting) and self._waiting[i].streamed:
-                    i += 1
-                self._waiting.insert(i, r)
+            self._waiting.push(r, self._n_steps)
         self._incoming.clear()
         reap, self._cancel_requested = self._cancel_requested, False
         return reap
@@ -183,9 +180,8 @@ class Scheduler:
         return bool(self._waiting) or any(r is not None for r in self._active)
 
     def _reap_cancelled(self) -> None:
-        cancelled = [r for r in self._waiting if r.cancelled]
+        cancelled = self._waiting.remove_cancelled()
         for r in cancelled:
-            self._waiting.remove(r)
             r.finish("cancelled", "cancelled")
         if cancelled and self.cache is not None:  # runs made ahead for them go; the others' are made again
             self.cache.drop_unclaimed()
@@ -201,7 +197,7 @@ class Scheduler:
             if occupant is not None:
                 continue
             while self._waiting:
-                r = self._waiting.popleft()
+                r = self._waiting.pop(self._n_steps)
                 if self._start(r, seq):
                     admitted.append(r)
                     break
@@ -243,7 +239,7 @@ class Scheduler:
             if prefix.ready:
                 self._copy_prefix(r, n)
         elif n > 0:  # the running prompt decoded these tokens itself
-            _lib.check(lib.newrllama_seq_copy(self._ctx, running_seq, r.seq, n, self._err), self._err)
+            self._kv.copy(running_seq, r.seq, n)
             r.n_past = r.n_copied = r.n_cached = n
 
     def _running_start(self, r: Request) -> Tuple[int, int]:
@@ -261,7 +257,7 @@ class Scheduler:
         return best_seq, best_n
 
     def _copy_prefix(self, r: Request, n: int) -> None:
-        _lib.check(lib.newrllama_seq_copy(self._ctx, r.prefix.seq, r.seq, n, self._err), self._err)
+        self._kv.copy(r.prefix.seq, r.seq, n)
         r.n_past = r.n_copied = n
         r.n_cached = n - PrefixCache.charge(r.prefix, n)
 
@@ -316,18 +312,14 @@ class Scheduler:
         generating: List[Request] = []
         scoring: List[Request] = []
         prompts: List[Request] = []
+        by_status = {RequestStatus.GENERATING: generating, RequestStatus.SCORING_LABELS: scoring,
+                     RequestStatus.PREFILLING: prompts}
         for r in self._active:
-            if r is None or r.awaiting_prefix:
-                continue
-            if r.scoring_labels:
-                scoring.append(r)
-            elif r.n_tokens - r.n_past == 1:
-                generating.append(r)
-            else:
-                prompts.append(r)
-        # Streamed answers first, then first come, first prefilled: in sequence order, a prompt on a high
-        # sequence would wait while new prompts kept taking the lower ones.
-        prompts.sort(key=lambda r: (not r.streamed, r.admitted))
+            if r is not None:
+                by_status.get(r.status, []).append(r)
+        # As admitted (policy.priority: streams first, within a bound), then first come, first prefilled: in
+        # sequence order, a prompt on a high sequence would wait while new prompts kept taking the lower ones.
+        prompts.sort(key=lambda r: (priority(r, self._n_steps, self.config)[0], r.admitted))
         prefilling: List[SlotHolder] = [p for p in runs if p.users > 0] + prompts
         prefilling += [p for p in runs if p.users == 0]  # made ahead of their prompts: room left only
         for r in generating:
@@ -350,14 +342,26 @@ class Scheduler:
                     room -= self._take(holders, p, room)
                     prefill = True
             self.cache.make_room(own + self._n_batch - room, self._n_batch - room)
+        self._in_sequence_order(holders)
         return prefill
+
+    def _in_sequence_order(self, holders: List[SlotHolder]) -> None:
+        """Lays the step's slots out by sequence id: llama.cpp's passes take runs of consecutive sequences in
+        batch order, so a generating prompt placed after the prefill pieces would cost a pass of its own."""
+        order = sorted(range(len(holders)), key=lambda i: holders[i].seq)
+        if all(i == j for j, i in enumerate(order)):
+            return
+        taken = [self._slots[i].n_tokens for i in order]
+        holders[:] = [holders[i] for i in order]
+        for j, h in enumerate(holders):
+            self._fill(j, h, taken[j])
 
     def _runs_ahead(self, room: int, free_cells: int) -> List[Prefix]:
         """Room a step leaves goes to the runs that the next waiting prompts will start from (their starts
         shared with their call's other prompts), so that they are decoded by the time the prompts are
         admitted; runs whose tokens would not fit the free cells are left to be made at admission."""
         made: List[Prefix] = []
-        for r in itertools.islice(self._waiting, len(self._active)):
+        for r in itertools.islice(self._waiting.in_order(self._n_steps), len(self._active)):
             if room <= 0:
                 break
             if r.cancelled or r.runs_ahead or not r.shared:
@@ -383,13 +387,13 @@ class Scheduler:
         picked.sort(key=lambda job: -len(job[1].body))
         for r, path in picked:
             job = LabelJob(r, path, self._scratch.pop(), r.n_tokens)
-            _lib.check(lib.newrllama_seq_copy(self._ctx, r.seq, job.seq, -1, self._err), self._err)
+            self._kv.copy(r.seq, job.seq, -1)
             r.choice.running.append(job)
             self._take(holders, job, len(path.body))
         return room
 
     def end_label_job(self, job: LabelJob) -> None:
-        lib.newrllama_seq_clear(self._ctx, job.seq, ffi.NULL)
+        self._kv.clear(job.seq)
         self._scratch.append(job.seq)
         self._scratch.sort(reverse=True)  # popped lowest first (see _add_label_jobs)
         job.owner.choice.running.remove(job)
@@ -497,16 +501,15 @@ class Scheduler:
         if r.seq >= 0:
             if self.cache is not None and reason != "error" and r.n_past > 0:
                 self.cache.keep(r.seq, ffi.buffer(r.tokens, r.n_past * TOKEN_BYTES)[:], source, r.n_copied)
-            lib.newrllama_seq_clear(self._ctx, r.seq, ffi.NULL)
+            self._kv.clear(r.seq)
             self._active[r.seq] = None
             r.seq = -1
         r.finish(reason, error, engine_error)
 
     def _fail_all(self, message: str, closed: bool = False) -> None:
         with self._cv:
-            pending = list(self._incoming) + list(self._waiting)
+            pending = list(self._incoming) + self._waiting.take_all()
             self._incoming.clear()
-            self._waiting.clear()
         for r in self._active:
             if r is not None:
                 pending.append(r)
@@ -514,9 +517,9 @@ class Scheduler:
                 self._active[r.seq] = None
                 r.seq = -1
         for seq in range(len(self._active)):
-            lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
+            self._kv.clear(seq)
         for seq in self._scratch_seqs:
-            lib.newrllama_seq_clear(self._ctx, seq, ffi.NULL)
+            self._kv.clear(seq)
         self._scratch = list(self._scratch_seqs)
         if self.cache is not None:
             self.cache.clear()

@@ -142,7 +142,7 @@ def test_choices_share_a_cached_instruction(model):
 
 def test_a_failing_label_decode_fails_only_its_prompt(model):
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
-        first_scratch = ctx.n_seq_max + newrllama.Context.PREFIX_CACHE_SEQUENCES
+        first_scratch = ctx.n_seq_max + newrllama.SchedulerConfig().prefix_cache_sequences
         ctx._inject_decode_failure(2, first_scratch)  # the step scoring the first multi-token label
         completions = ctx.generate_parallel(TOPIC_PROMPTS, TOPICS)
         failed = [c for c in completions if c.finish_reason == "error"]

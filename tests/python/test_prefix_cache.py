@@ -167,13 +167,13 @@ def test_runs_never_crowd_out_prompts_and_the_least_recently_used_go(model, refe
         assert [c.token_ids for c in completions] == [c.token_ids for c in plain.generate_parallel(prompts, GREEDY)]
     # More runs than cache sequences (each group leaves its two prompts' runs): the least recently used go.
     with newrllama.Context(model, n_ctx=4096, n_seq_max=2, n_threads=2) as ctx:
-        n_groups = newrllama.Context.PREFIX_CACHE_SEQUENCES // 2 + 2
+        n_groups = newrllama.SchedulerConfig().prefix_cache_sequences // 2 + 2
         for k in range(n_groups):
             prompts = annotation_prompts(STORIES[:2], f"Group {k}. " + OTHER_INSTRUCTION)
             assert sum(c.n_cached_tokens > 0 for c in ctx.generate_parallel(prompts, GREEDY)) == 1
         stats = ctx.engine_stats()
         # The groups' kept runs made way for others unused, so kept runs go sooner and fewer than the bound stay.
-        assert stats.n_cached_prefixes <= newrllama.Context.PREFIX_CACHE_SEQUENCES and stats.n_prefix_evictions >= 2
+        assert stats.n_cached_prefixes <= newrllama.SchedulerConfig().prefix_cache_sequences and stats.n_prefix_evictions >= 2
         again = ctx.generate_parallel(prompts, GREEDY)  # the last group's runs are still there
         assert all(c.n_cached_tokens >= c.n_prompt_tokens - 1 for c in again)
         assert_greedy_alone(reference_llama, model, prompts[1], ctx.generate_parallel(prompts, GREEDY)[1])

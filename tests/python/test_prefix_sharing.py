@@ -9,7 +9,7 @@ import time
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import IDLE_BATCHES, MIN_SHARED_TOKENS, common_prefix_length, token_key
+from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, token_key
 from oracle import MARGIN, assert_greedy_alone, worst_gap
 from prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
@@ -20,7 +20,7 @@ def assert_idle(ctx: newrllama.Context) -> None:
     stats = ctx.engine_stats()
     assert stats.n_running == 0 and stats.n_waiting == 0
     assert all(p.users == 0 and p.ready for p in ctx._scheduler.cache.entries)
-    assert stats.n_cached_prefixes <= ctx.PREFIX_CACHE_SEQUENCES
+    assert stats.n_cached_prefixes <= ctx.scheduler_config.prefix_cache_sequences
 
 
 def busy(ctx: newrllama.Context) -> threading.Thread:
@@ -67,18 +67,19 @@ def next_turn(model, prompt, answer) -> list:
 
 
 def test_an_idle_run_survives_pauses_and_goes_after_enough_prefill(model):
-    # Idle cells slow every step's attention, so an idle run lasts IDLE_BATCHES x n_batch tokens fed.
+    # An idle run lasts SchedulerConfig.idle_batches x n_batch tokens fed.
+    idle_batches = newrllama.SchedulerConfig().idle_batches
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2, n_batch=64) as ctx:
         first, later, last = annotation_prompts(STORIES[:3])
         ctx.generate(first, GREEDY)
         time.sleep(1.0)
         assert ctx.generate(later, GREEDY).n_cached_tokens >= instruction_tokens(model) - 1
         fed = 0
-        for k in range(IDLE_BATCHES * 64 // instruction_tokens(model, OTHER_INSTRUCTION) + 1):
+        for k in range(idle_batches * 64 // instruction_tokens(model, OTHER_INSTRUCTION) + 1):
             other = f"{k} {OTHER_INSTRUCTION}"
             ctx.generate(other, GREEDY)
             fed += len(model.tokenize(other))
-        assert fed > IDLE_BATCHES * 64
+        assert fed > idle_batches * 64
         assert ctx.generate(last, GREEDY).n_cached_tokens == 0
         assert ctx.engine_stats().n_prefix_evictions >= 1
         assert_idle(ctx)
@@ -134,7 +135,7 @@ def test_kept_runs_that_make_way_for_others_unused_teach_the_cache_too(model):
         cache = ctx._scheduler.cache
         high = cache.kept_idle_tokens = 64 * ctx.n_batch
         opening = " ".join(OTHER_INSTRUCTION.split()[:12])
-        distinct = [f"{k} {opening}" for k in range(ctx.PREFIX_CACHE_SEQUENCES + 8)]
+        distinct = [f"{k} {opening}" for k in range(ctx.scheduler_config.prefix_cache_sequences + 8)]
         assert sum(len(model.tokenize(p)) + GREEDY.max_tokens for p in distinct) < high  # none waits too long
         ctx.generate_parallel(distinct, GREEDY)
         assert ctx.engine_stats().n_prefix_evictions >= 8
@@ -247,14 +248,11 @@ def test_a_run_decoded_ahead_for_prompts_cancelled_before_their_turn(model, refe
         assert_idle(ctx)
 
 
-class TwoRunContext(newrllama.Context):
-    PREFIX_CACHE_SEQUENCES = 2
-
-
 def test_runs_all_pinned_by_waiting_prompts_leave_the_rest_to_decode_in_full(model, reference_llama):
     instructions = [f"Rule set {k}. " + OTHER_INSTRUCTION for k in range(3)]
     prompts = [p for instruction in instructions for p in annotation_prompts(STORIES[:2], instruction)]
-    with TwoRunContext(model, n_ctx=8192, n_seq_max=6, n_threads=2) as ctx:
+    with newrllama.Context(model, n_ctx=8192, n_seq_max=6, n_threads=2,
+                           scheduler_config=newrllama.SchedulerConfig(prefix_cache_sequences=2)) as ctx:
         completions = ctx.generate_parallel(prompts, GREEDY)
         assert [c.error for c in completions] == [None] * 6 and ctx.last_stats.n_fallbacks == 0
         # Two instructions got a run; the third one's prompts decoded it themselves.
@@ -273,8 +271,8 @@ def test_a_thousand_distinct_prompts_keep_the_cache_in_bounds(model):
         completions = ctx.generate_parallel(prompts, newrllama.SamplingParams(max_tokens=1))
         assert [c.error for c in completions] == [None] * 1000
         stats = ctx.engine_stats()
-        assert stats.n_cached_prefixes <= ctx.PREFIX_CACHE_SEQUENCES
-        assert stats.n_prefix_evictions >= 1000 - ctx.PREFIX_CACHE_SEQUENCES
+        assert stats.n_cached_prefixes <= ctx.scheduler_config.prefix_cache_sequences
+        assert stats.n_prefix_evictions >= 1000 - ctx.scheduler_config.prefix_cache_sequences
         # None was reused, so kept runs go as soon as a step has fed a few tokens.
         assert ctx._scheduler.cache.kept_idle_tokens == ctx.n_batch // 8
         assert_idle(ctx)

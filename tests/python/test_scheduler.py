@@ -324,6 +324,33 @@ def test_a_streamed_prompt_is_admitted_before_waiting_prompts(model):
     assert [c.error for c in results] == [None] * 6 and all(c.n_gen_tokens == 2 for c in results)
 
 
+def test_a_steady_flow_of_streams_does_not_starve_a_waiting_prompt(model):
+    """Two clients open streams one after another on one sequence, so a stream always waits; a prompt that is
+    only waited on is admitted once it has waited max_steps_behind_streams steps, while the streams still flow
+    (with streams always first it ran only after the last of them)."""
+    n_streams = 12
+    finished = []
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=1, n_batch=64, n_threads=2,
+                           scheduler_config=newrllama.SchedulerConfig(max_steps_behind_streams=4)) as ctx:
+        def client(k):
+            for i in range(n_streams):
+                with ctx.stream(f"{k}.{i} {PROMPTS[i % len(PROMPTS)]}", newrllama.SamplingParams(max_tokens=4)) as s:
+                    "".join(s)
+                finished.append(s.completion.error)
+        clients = [threading.Thread(target=client, args=(k,)) for k in range(2)]
+        for t in clients:
+            t.start()
+        while len(finished) < 2:
+            time.sleep(0.01)
+        (batch,) = ctx.generate_parallel([FRANCE], newrllama.SamplingParams(max_tokens=2))
+        streams_done_at_batch_end = len(finished)
+        for t in clients:
+            t.join()
+    assert batch.error is None and batch.n_gen_tokens == 2
+    assert finished == [None] * 2 * n_streams
+    assert streams_done_at_batch_end < 2 * n_streams - 4, streams_done_at_batch_end
+
+
 def test_a_steps_label_paths_sit_on_consecutive_sequences_longest_first(model, monkeypatch):
     """llama.cpp cuts a step over a stream per sequence into passes of consecutive sequences with equal token
     counts: a step's label paths go on ascending scratch sequences, longest body first (every step, also once

@@ -9,7 +9,7 @@ from samples import PROMPTS
 from step_driver import greedy_continuation, greedy_sampler, pos_range, step
 
 # Sequences: 4 prompts, the cached runs and a scratch sequence per prompt.
-PAST_THE_LAST_SEQUENCE = 4 + newrllama.Context.PREFIX_CACHE_SEQUENCES + 4
+PAST_THE_LAST_SEQUENCE = 4 + newrllama.SchedulerConfig().prefix_cache_sequences + 4
 
 LLAMA_DEFAULT_SEED = 0xFFFFFFFF
 
