@@ -89,7 +89,13 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         jobs = sorted(((q, i, order) for q, book in books.items()
                        for i, order in scoring_jobs(debias, runnable, base_order(debias, book.labels))),
                       key=lambda job: job[1])
-        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in) for q, i, order in jobs]
+        # The layout rule reads each text's and list's length: measured once per call, not per prompt.
+        list_lengths = {q: book.list_length(use) for q, book in books.items() if not book.definitions}
+        text_lengths = {i: len(use.tokenize(texts[i])) for i in runnable} if list_lengths else {}
+        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in,
+                                                   q in list_lengths and books[q].lists_first(text_lengths[i],
+                                                                                              list_lengths[q]))
+                   for q, i, order in jobs]
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
         completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], progress, context_kwargs)
                        if prompts else [])

@@ -70,21 +70,25 @@ class Codebook:
             lines += [f"Text: {text}\nLabel: {label}" for text, label in self.examples]
         return "\n".join(lines)
 
-    def lists_first(self, model, text: str) -> bool:
-        """Whether text's prompts carry the list of labels in the system turn, before the text: for a text without
+    def list_length(self, model) -> int:
+        """Tokens of the list of labels in sorted order: what lists_first compares a text with."""
+        return len(model.tokenize(self.in_order(sorted_labels(self.labels)).label_list()))
+
+    def lists_first(self, n_text_tokens: int, n_list_tokens: int) -> bool:
+        """Whether a text's prompts carry the list of labels in the system turn, before the text: for a text without
         definitions shorter than two lists, where decoding the text once per listing order costs less than the
         list once per order after it, and labels better (bench/bench_short_texts.py). Judged on the list in sorted
-        order, so that every listing order of a text takes the same layout."""
-        if self.definitions:
-            return False
-        listed = len(model.tokenize(self.in_order(sorted_labels(self.labels)).label_list()))
-        return len(model.tokenize(text)) < 2 * listed
+        order (list_length), so that every listing order of a text takes the same layout."""
+        return not self.definitions and n_text_tokens < 2 * n_list_tokens
 
-    def prompt(self, model, text: str, examples_in: ExamplesIn = "system") -> str:
+    def prompt(self, model, text: str, examples_in: ExamplesIn = "system", lists_first: Optional[bool] = None) -> str:
+        """The chat prompt for text. lists_first: the layout (see lists_first), judged here when not given; a
+        caller that builds many prompts measures each text and list once and passes it."""
         if self.question is not None:
             return self._question_prompt(model, text)
         system = self.system_text(examples_in)
-        lists_first = self.lists_first(model, text)
+        if lists_first is None:
+            lists_first = not self.definitions and self.lists_first(len(model.tokenize(text)), self.list_length(model))
         if lists_first:
             system = f"{system}\n{self.label_list()}"
         messages = [{"role": "system", "content": system}]

@@ -21,7 +21,7 @@ import pytest
 import newrllama
 from newrllama.model_hash import ModelIdentity
 from newrllama.results_file import ResultsFile
-from results_lines import lines_of
+from results_lines import assert_recorded_run_refusals, lines_of
 
 ray = pytest.importorskip("ray")
 
@@ -129,21 +129,7 @@ def test_the_workers_format_chat_messages_with_their_models_template(cluster, mo
 
 
 def test_output_and_resume_arguments_are_checked(cluster, tmp_path):
-    out = tmp_path / "a.jsonl"
-    with pytest.raises(newrllama.InvalidArgumentError, match="ids has 1 entries"):
-        cluster.generate_parallel(PROMPTS[:2], PARAMS, ids=["x"], output=out)
-    with pytest.raises(newrllama.InvalidArgumentError, match="more than once"):
-        cluster.generate_parallel(PROMPTS[:2], PARAMS, ids=["x", "x"])
-    with pytest.raises(newrllama.InvalidArgumentError, match="needs an output file"):
-        cluster.generate_parallel(PROMPTS[:2], PARAMS, resume=True)
-    cluster.generate_parallel(PROMPTS[:2], PARAMS, output=out)
-    with pytest.raises(newrllama.InvalidArgumentError, match="already holds results"):
-        cluster.generate_parallel(PROMPTS[:2], PARAMS, output=out)
-    with pytest.raises(newrllama.InvalidArgumentError, match="another prompt or other settings"):
-        cluster.generate_parallel(PROMPTS[:2], newrllama.SamplingParams(max_tokens=5), output=out, resume=True)
-    with pytest.raises(newrllama.InvalidArgumentError, match="not among the prompts"):
-        cluster.generate_parallel(PROMPTS[:1], PARAMS, output=out, resume=True)
-    assert len(lines_of(out)) == 2  # refusals lose nothing
+    assert_recorded_run_refusals(cluster.generate_parallel, PROMPTS, PARAMS, tmp_path / "a.jsonl", tmp_path)
 
 
 def test_a_killed_worker_has_its_chunk_retried_on_another(cluster, local_answers):

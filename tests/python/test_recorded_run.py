@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import newrllama
-from results_lines import lines_of
+from results_lines import assert_recorded_run_refusals, lines_of
 
 PROMPTS = [f"Write a short note about the number {i}:" for i in range(24)]
 PARAMS = newrllama.SamplingParams(max_tokens=24)
@@ -36,20 +36,8 @@ def test_answers_are_written_as_they_finish_and_a_finished_file_resumes_without_
 
 
 def test_the_cluster_refusals_hold_on_a_context(ctx, tmp_path):
-    out = tmp_path / "run.jsonl"
-    ctx.generate_parallel(PROMPTS[:2], PARAMS, output=out)
-    with pytest.raises(newrllama.InvalidArgumentError, match="resume=True"):
-        ctx.generate_parallel(PROMPTS[:2], PARAMS, output=out)
-    with pytest.raises(newrllama.InvalidArgumentError, match="other settings"):
-        ctx.generate_parallel(PROMPTS[:2], newrllama.SamplingParams(max_tokens=5), output=out, resume=True)
-    with pytest.raises(newrllama.InvalidArgumentError, match="not among the prompts"):
-        ctx.generate_parallel(PROMPTS[:1], PARAMS, output=out, resume=True)
-    with pytest.raises(newrllama.InvalidArgumentError, match="needs an output file"):
-        ctx.generate_parallel(PROMPTS[:2], PARAMS, resume=True)
-    with pytest.raises(newrllama.InvalidArgumentError, match="ids"):
-        ctx.generate_parallel(PROMPTS[:2], PARAMS, ids=["a", "a"], output=tmp_path / "other.jsonl")
+    assert_recorded_run_refusals(ctx.generate_parallel, PROMPTS, PARAMS, tmp_path / "run.jsonl", tmp_path)
     assert ctx.engine_stats().n_running == 0
-    assert len(lines_of(out)) == 2, "a refused run writes nothing"
     assert all(c.finish_reason == "length" for c in ctx.generate_parallel(PROMPTS[:2], PARAMS))
 
 

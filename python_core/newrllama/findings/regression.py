@@ -101,6 +101,10 @@ def _predicted_regressors(predicted_regressors: Any, m: np.ndarray, names: List[
     return out
 
 
+def _with_intercept(m: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.ones(len(m)), m])
+
+
 def _coded_texts(m: np.ndarray, y: np.ndarray, outcome_coded_by_model: bool) -> np.ndarray:
     """The texts coded by hand: every model-coded value present. A text coded for some of them but not others is
     refused rather than dropped."""
@@ -145,9 +149,9 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
                                    "them (predicted_regressors)")
     y = _vector(truth, "truth", len(m), allow_missing=predicted is not None)
     f = y if predicted is None else _vector(predicted, "predicted", len(m), allow_missing=False)
-    if intercept:
-        m, terms = np.column_stack([np.ones(len(m)), m]), ["(Intercept)"] + terms
-        mf = None if mf is None else np.column_stack([np.ones(len(mf)), mf])
+    if intercept:  # after predicted_regressors took x's shape: the true and the model's regressors both get it
+        m, mf, terms = (_with_intercept(m), None if mf is None else _with_intercept(mf),
+                        ["(Intercept)"] + terms)
     coded = _coded_texts(m, y, predicted is not None)
     if family == "binomial" and (not np.isin(y[coded], (0.0, 1.0)).all() or ((f < 0) | (f > 1)).any()):
         raise InvalidArgumentError("a binomial regression needs truth 0 or 1 (or missing) and predictions in [0, 1]")
