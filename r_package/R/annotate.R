@@ -64,8 +64,12 @@
 #'   definition). Each text comes before its question, so it is decoded once
 #'   and shared by its questions.
 #' @return `llm_annotate()`: `.data` with the label column, `.prob` (the chosen
-#'   label's probability) and `.probs` (a list-column: each text's
-#'   probabilities, named by label; `NULL` for a text that failed). `llm_vec_annotate()`: a character vector of labels with
+#'   label's probability), `.probs` (a list-column: each text's
+#'   probabilities, named by label; `NULL` for a text that failed),
+#'   `.order_flip` (whether the label changed between the listing orders
+#'   scored; `NA` where one order was scored) and `.error` (why a text failed;
+#'   `NA` where it did not): what `llm_vec_annotate()` puts in attributes, as
+#'   columns that survive subsetting. `llm_vec_annotate()`: a character vector of labels with
 #'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
 #'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
 #'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
@@ -79,6 +83,7 @@
 #'   labels that change with the listing order) warns. A text that is `NA` or empty gets `NA` (the reason in
 #'   `attr(x, "errors")`), with one warning. With a `codebook`, `llm_annotate()`
 #'   adds `<question>.label`, `<question>.prob` and `<question>.probs` columns per question,
+#'   (and `.order_flip`, `.error`) per question,
 #'   and `llm_vec_annotate()` returns a named list of such label vectors, one per
 #'   question.
 #' @seealso [validate_labels()] to compare the labels with human coding, [calibrate_labels()]
@@ -89,8 +94,8 @@
 #' llm_annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
-                     progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                     debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
+                         progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
+                         debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -106,15 +111,30 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
                       retry_errors = retry_errors)
   if (is.null(codebook)) {
     .data[[pred_name]] <- as.vector(out)
-    .data[[".prob"]] <- chosen_prob(out)
-    .data[[".probs"]] <- probs_column(out)
+    .data <- add_label_columns(.data, out, "")
   } else {
     for (q in names(out)) {
       .data[[paste0(q, ".label")]] <- as.vector(out[[q]])
-      .data[[paste0(q, ".prob")]] <- chosen_prob(out[[q]])
-      .data[[paste0(q, ".probs")]] <- probs_column(out[[q]])
+      .data <- add_label_columns(.data, out[[q]], q)
     }
   }
+  .data
+}
+
+# The columns beside a question's labels (prefix "" for a lone question): the chosen label's probability, every
+# label's (a list-column), whether the label changed with the listing order, and why a text failed; so that a
+# data frame carries everything llm_vec_annotate() puts in attributes, and keeps it through filter() or [.
+add_label_columns <- function(.data, out, prefix) {
+  .data[[paste0(prefix, ".prob")]] <- chosen_prob(out)
+  .data[[paste0(prefix, ".probs")]] <- probs_column(out)
+  flip <- attr(out, "order_flip")
+  .data[[paste0(prefix, ".order_flip")]] <- if (is.null(flip)) rep(NA, length(out)) else as.logical(flip)
+  errors <- rep(NA_character_, length(out))
+  failed <- attr(out, "errors")
+  if (!is.null(failed)) {
+    errors[as.integer(names(failed))] <- unname(failed)
+  }
+  .data[[paste0(prefix, ".error")]] <- errors
   .data
 }
 
@@ -133,8 +153,8 @@ chosen_prob <- function(out) {
 #' @rdname llm_annotate
 #' @export
 llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
-                         output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
-                         calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
+                             output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
+                             calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
   if (is.factor(x)) {
     x <- as.character(x)
   }

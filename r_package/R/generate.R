@@ -52,9 +52,9 @@
 #' generate_text(ctx, "Once upon a time", max_tokens = 8, stream = function(piece) cat(piece))
 #' @export
 generate_text <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
-                     temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
-                     grammar = NULL, json_schema = NULL, min_p = 0.0, stop = NULL, messages = NULL,
-                     stream = NULL) {
+                          temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
+                          grammar = NULL, json_schema = NULL, min_p = 0.0, stop = NULL, messages = NULL,
+                          stream = NULL) {
   check_context(context)
   if (is.null(messages)) {
     prompt <- check_prompt(prompt)

@@ -13,8 +13,14 @@ test_that("llm_annotate() adds a valid label and its probability to every row", 
   expect_warning(out <- llm_annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
                                  progress = FALSE), class = "newrllama_warning")
   expect_s3_class(out, "data.frame")
-  expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs"))
+  expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs", ".order_flip", ".error"))
   expect_null(out$.probs[[3]])
+  expect_true(is.na(out$.error[1]) && nzchar(out$.error[3]))
+  expect_type(out$.order_flip, "logical")
+  # The columns travel with their rows: subsetting keeps each text's figures, where attributes would be lost.
+  kept <- out[c(4, 1), ]
+  expect_equal(kept$.probs, out$.probs[c(4, 1)])
+  expect_equal(kept$.order_flip, out$.order_flip[c(4, 1)])
   expect_equal(out$.probs[[1]][[out$.label[1]]], out$.prob[1])
   expect_true(all(out$.label[-3] %in% labels))
   expect_true(is.na(out$.label[3]) && is.na(out$.prob[3]))
@@ -91,8 +97,8 @@ test_that("a bad codebook is a classed error naming what is wrong", {
 test_that("a codebook asks several questions about each text", {
   questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
   out <- llm_annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
-  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "topic.probs", "tone.label", "tone.prob",
-                             "tone.probs"))
+  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "topic.probs", "topic.order_flip",
+                             "topic.error", "tone.label", "tone.prob", "tone.probs", "tone.order_flip", "tone.error"))
   expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
   vec <- suppressWarnings(llm_vec_annotate(stories$text, codebook = questions, context = ctx, progress = FALSE))
   expect_named(vec, c("topic", "tone"))
