@@ -53,7 +53,7 @@ def first_sentences() -> list:
 
 def worker(options: dict) -> dict:
     import newrllama
-    from callers import call_from_threads
+    from helpers.callers import call_from_threads
     from fetch_instruct_model import instruct_model_path
 
     def ctx_of(model, **kw):

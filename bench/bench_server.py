@@ -34,7 +34,7 @@ from in_turn import Run, median_of, paired_median, run_in_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
-from server_process import ServerProcess  # noqa: E402
+from helpers.server_process import ServerProcess  # noqa: E402
 from short_prompts import short_prompts  # noqa: E402
 
 N_SEQ = 16

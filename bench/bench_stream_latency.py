@@ -32,7 +32,7 @@ from bench_vs_llama_server import (ANSWER_TOKENS, N_SEQ, N_THREADS, OUR_SERVER_A
                                    completion, documents, drive, unshared_prompts)
 from in_turn import median_of, paired_median, run_in_turn  # noqa: E402
 from llama_tools import llama_tool_binary  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
+from helpers.server_process import ServerProcess  # noqa: E402
 from short_prompts import short_prompts  # noqa: E402
 
 BATCH_CLIENTS = N_SEQ - 1

@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import newrllama  # noqa: E402
-from newrllama.annotate import annotations  # noqa: E402
-from newrllama.codebook import check_codebook  # noqa: E402
-from newrllama.order_bias import DEBIAS_METHODS, scoring_jobs  # noqa: E402
+from newrllama.labels.annotate import annotations  # noqa: E402
+from newrllama.labels.codebook import check_codebook  # noqa: E402
+from newrllama.labels.order_bias import DEBIAS_METHODS, scoring_jobs  # noqa: E402
 from fetch_instruct_model import instruct_model_path  # noqa: E402
 from reuters import reuters_stories  # noqa: E402
 from bench_results import write_results  # noqa: E402

@@ -52,7 +52,7 @@ import newrllama  # noqa: E402
 from bench_annotate import CODEBOOK, OBJECTS, SUBJECTS, TOPICS, VERBS  # noqa: E402
 from bench_results import write_results  # noqa: E402
 from llama_tools import llama_tool_binary  # noqa: E402
-from server_process import ServerProcess, free_port  # noqa: E402
+from helpers.server_process import ServerProcess, free_port  # noqa: E402
 from short_prompts import short_prompts  # noqa: E402
 
 N_SEQ = 16

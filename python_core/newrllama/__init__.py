@@ -5,27 +5,27 @@
         for c in ctx.generate_parallel(["The capital of France is", "2 + 2 ="]):
             print(c.text, c.finish_reason)
 """
-from .aio import AsyncTextStream
-from .agreement import Agreement, agreement
-from .annotate import annotate
-from .annotation import Annotation, least_confident
-from .calibration import Calibration, calibrate
+from .engine.aio import AsyncTextStream
+from .labels.agreement import Agreement, agreement
+from .labels.annotate import annotate
+from .labels.annotation import Annotation, least_confident
+from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
-from .context import Context
-from .convenience import generate_parallel
-from .embedded import default_model_path
+from .engine.context import Context
+from .engine.convenience import generate_parallel
+from .runs.embedded import default_model_path
 from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
                        methods_text, plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
-from .model import Model
-from .params import SamplingParams
-from .results import Completion, GenerationStats
-from .policy import SchedulerConfig
-from .scheduler import EngineStats
-from .system import Device, SystemInfo, system_info
-from .validation import LabelScores, ReliabilityBin, Validation, validate
-from .stream import TextStream
+from .engine.model import Model
+from .engine.params import SamplingParams
+from .engine.results import Completion, GenerationStats
+from .engine.policy import SchedulerConfig
+from .engine.scheduler import EngineStats
+from .engine.system import Device, SystemInfo, system_info
+from .labels.validation import LabelScores, ReliabilityBin, Validation, validate
+from .engine.stream import TextStream
 
 from .version import __version__
 

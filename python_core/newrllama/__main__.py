@@ -8,8 +8,8 @@ import sys
 from typing import List, Optional
 
 from . import Context, Model, NewrllamaError, SamplingParams
-from .download import is_remote
-from .sampling_table import SAMPLING_FIELDS
+from .runs.download import is_remote
+from .engine.sampling_table import SAMPLING_FIELDS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,12 +11,12 @@ import urllib.request
 import warnings
 
 import newrllama
-from newrllama import download
-from newrllama.annotate import split_message
-from newrllama.annotation import suspect_labels
-from newrllama.order_bias import DEFAULT_DEBIAS
-from newrllama.provenance import Provenance
-from newrllama.sampling_table import SAMPLING_FIELDS
+from newrllama.runs import download
+from newrllama.labels.annotate import split_message
+from newrllama.labels.annotation import suspect_labels
+from newrllama.labels.order_bias import DEFAULT_DEBIAS
+from newrllama.labels.provenance import Provenance
+from newrllama.engine.sampling_table import SAMPLING_FIELDS
 
 
 def sampling_fields():

@@ -6,20 +6,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..annotate import check_annotate_call, warn_if_split, warn_if_suspect
-from ..codebook import ExamplesIn
-from ..context import usable_cores
-from ..download import is_remote
+from ..labels.annotate import check_annotate_call, warn_if_split, warn_if_suspect
+from ..labels.codebook import ExamplesIn
+from ..engine.context import usable_cores
+from ..runs.download import is_remote
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
-from ..model import Model, check_messages
-from ..model_hash import ModelIdentity
-from ..order_bias import DEFAULT_DEBIAS
-from ..parallel import ParamsArg, Prompt
-from ..results import Completion
+from ..engine.model import Model, check_messages
+from ..runs.model_hash import ModelIdentity
+from ..labels.order_bias import DEFAULT_DEBIAS
+from ..engine.parallel import ParamsArg, Prompt
+from ..engine.results import Completion
 from .dispatch import Chunk, run_chunks
-from ..jobs import AnnotationJob, GenerationJob, Job
+from ..labels.annotation_job import AnnotationJob
+from ..engine.generation_job import GenerationJob
+from ..runs.jobs import Job
 from .pool import WorkerPool, WorkerSpec, worker_failure
-from ..results_file import run_recorded
+from ..runs.results_file import run_recorded
 
 # Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
 DEFAULT_CELLS_PER_SEQUENCE = 1024

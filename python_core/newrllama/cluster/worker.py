@@ -11,13 +11,13 @@ import socket
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..annotate import annotate
-from ..context import Context
+from ..labels.annotate import annotate
+from ..engine.context import Context
 from ..errors import AnnotationWarning
-from ..model import Model
-from ..model_hash import ModelIdentity
-from ..parallel import ParamsArg, Prompt
-from ..results import Completion
+from ..engine.model import Model
+from ..runs.model_hash import ModelIdentity
+from ..engine.parallel import ParamsArg, Prompt
+from ..engine.results import Completion
 
 
 class Worker:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ._lib import lib
-from .errors import TemplateError
+from .._lib import lib
+from ..errors import TemplateError
 
 _MARK = "\u2063LABEL\u2063"  # a text no template rewrites, to find where the assistant's content ends
 

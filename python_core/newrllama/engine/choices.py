@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ._lib import ffi
+from .._lib import ffi
 
 
 def label_tokens(tokenize, labels: Sequence[str], spaced: bool) -> List[List[int]]:

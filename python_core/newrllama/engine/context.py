@@ -5,12 +5,12 @@ import os
 import time
 from typing import Callable, Hashable, List, Optional, Sequence, Tuple, Union
 
-from . import _lib
-from ._lib import ffi, lib
+from .. import _lib
+from .._lib import ffi, lib
 from .aio import AsyncTextStream, wait_for_call
-from .errors import ClosedError, InvalidArgumentError
+from ..errors import ClosedError, InvalidArgumentError
 from .handle import OwnedHandle
-from .jobs import GenerationJob
+from .generation_job import GenerationJob
 from .kv_store import ContextKv
 from .model import Model
 from .params import SamplingParams
@@ -19,7 +19,7 @@ from .policy import SchedulerConfig
 from .prefix_cache import PrefixCache
 from .reproducibility import Determinism, build_fingerprint
 from .request import Call, Request
-from .results_file import run_recorded
+from ..runs.results_file import run_recorded
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
 from .stream import TextStream

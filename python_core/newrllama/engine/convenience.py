@@ -5,7 +5,7 @@ import os
 from typing import Any, List, Optional, Sequence, Union
 
 from .context import Context, _positive_int
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 from .model import Model
 from .params import SamplingParams
 from .parallel import Prompt

@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _lib
-from ._lib import ffi, lib
-from .download import fetch, is_remote
-from .embedded import default_model_path
-from .errors import InvalidArgumentError
+from .. import _lib
+from .._lib import ffi, lib
+from ..runs.download import fetch, is_remote
+from ..runs.embedded import default_model_path
+from ..errors import InvalidArgumentError
 from .handle import OwnedHandle
-from .model_hash import ModelIdentity, identify
+from ..runs.model_hash import ModelIdentity, identify
 from .vocab import Vocab
 
 Message = Mapping[str, str]

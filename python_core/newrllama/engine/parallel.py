@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple, Union
 
-from .errors import InvalidArgumentError, NewrllamaError
+from ..errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
-from ._lib import ffi
+from .._lib import ffi
 from .choices import ChoiceScoring, LabelSet, label_tokens
 from .params import SamplingParams
 from .prefix_cache import shared_start_lengths, token_key

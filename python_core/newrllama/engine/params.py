@@ -5,8 +5,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from ._lib import ffi, lib
-from .errors import InvalidArgumentError
+from .._lib import ffi, lib
+from ..errors import InvalidArgumentError
 from .sampling_table import FIELDS, SAMPLING_FIELDS
 
 MAX_CHOICES = 1024

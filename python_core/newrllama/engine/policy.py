@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Deque, Iterator, List, Optional, Protocol, Tuple
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from array import array
 from collections import deque
 from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ._lib import ffi
+from .._lib import ffi
 from .kv_store import KvStore
 from .policy import SchedulerConfig
 

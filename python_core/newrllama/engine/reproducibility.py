@@ -7,7 +7,7 @@ import importlib.metadata
 import platform
 from dataclasses import asdict, dataclass
 
-from ._lib import ffi, lib
+from .._lib import ffi, lib
 from .system import _features
 
 # Set by the C shim before the first matmul (newrllama_model.c); a value the user set is kept.

@@ -10,8 +10,8 @@ import enum
 import threading
 from typing import Callable, List, Optional, Tuple
 
-from ._lib import ffi, lib
-from .errors import ClosedError
+from .._lib import ffi, lib
+from ..errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring

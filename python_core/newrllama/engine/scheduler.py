@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Protocol, Tuple
 
-from . import _lib
-from ._lib import ffi, lib
+from .. import _lib
+from .._lib import ffi, lib
 from .engine_thread import engine
-from .errors import ClosedError
+from ..errors import ClosedError
 from .kv_store import KvStore
 from .policy import SchedulerConfig, WaitingQueue, priority
 from .choices import LabelJob, LabelPath, ScoreRows

@@ -5,7 +5,7 @@ import codecs
 import queue
 from typing import Callable, Iterator, Optional
 
-from .errors import GenerationError
+from ..errors import GenerationError
 from .request import Call, Request
 from .results import Completion
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from . import _lib
-from ._lib import ffi, lib
+from .. import _lib
+from .._lib import ffi, lib
 from .answer_end import AnswerEnds
 
 

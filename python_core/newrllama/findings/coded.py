@@ -7,8 +7,8 @@ from typing import Any, List, Sequence
 
 import numpy as np
 
-from ..agreement import missing
-from ..annotation import check_annotations
+from ..labels.agreement import missing
+from ..labels.annotation import check_annotations
 from ..errors import InvalidArgumentError
 
 

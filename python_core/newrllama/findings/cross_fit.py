@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence
 
-from ..annotation import Annotation, check_annotations
-from ..calibration import calibrate, fold_indices
+from ..labels.annotation import Annotation, check_annotations
+from ..labels.calibration import calibrate, fold_indices
 from ..errors import InvalidArgumentError
-from ..agreement import missing
+from ..labels.agreement import missing
 
 
 def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 5, seed: int = 0,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from ..annotation import check_annotations
+from ..labels.annotation import check_annotations
 from ..errors import InvalidArgumentError
 from .prevalence import prevalence
 

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, List, Literal, Sequence
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 Level = Literal["nominal", "ordinal", "interval"]
 

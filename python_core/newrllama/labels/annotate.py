@@ -18,20 +18,20 @@ from tqdm.auto import tqdm
 
 from .annotation import Annotation, check_texts, suspect_labels
 from .calibration import Calibration
-from .choices import label_tokens
+from ..engine.choices import label_tokens
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
-from .context import Context
-from .convenience import sized_context
-from .errors import AnnotationWarning, InvalidArgumentError
-from .jobs import AnnotationJob
-from .model import Model
-from .model_hash import ModelIdentity
+from ..engine.context import Context
+from ..engine.convenience import sized_context
+from ..errors import AnnotationWarning, InvalidArgumentError
+from .annotation_job import AnnotationJob
+from ..engine.model import Model
+from ..runs.model_hash import ModelIdentity
 from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
-from .params import SamplingParams
+from ..engine.params import SamplingParams
 from .provenance import Provenance, codebook_digest
-from .results import Completion
-from .results_file import run_recorded
-from .version import __version__
+from ..engine.results import Completion
+from ..runs.results_file import run_recorded
+from ..version import __version__
 
 
 MISSING = "text is missing or empty"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .codebook import check_codebook
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 from .provenance import Provenance
 
 

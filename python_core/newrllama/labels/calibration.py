@@ -31,7 +31,7 @@ import numpy as np
 
 from .agreement import missing
 from .annotation import Annotation, check_annotations
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 from .order_bias import softmax
 from .provenance import Provenance
 from .validation import validate

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Literal, Sequence, Tuple
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 Debias = Literal["reverse", "rotations", "prior", "batch", "none"]
 DEBIAS_METHODS = ("reverse", "rotations", "prior", "batch", "none")

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 # What must match for scores to be comparable (a calibration fitted on one applies to the other).
 LABELLING = ("model_sha256", "codebook_digest", "debias")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from .agreement import missing
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240229

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple
 
 from .embedded import cache_dir
-from .errors import InvalidArgumentError, ModelLoadError
+from ..errors import InvalidArgumentError, ModelLoadError
 from .file_record import discard_record, hash_of_file, known_sha256, read_record, write_record
 from .gguf_size import required_size
 

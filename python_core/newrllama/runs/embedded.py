@@ -5,7 +5,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 from .file_record import hash_of_file, known_sha256, write_record
 
 # The model's own checksum, not the package's: a package that assembles something else is refused.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .embedded import cache_dir
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 from .file_record import hash_of_file, known_sha256, read_record, write_record
 
 

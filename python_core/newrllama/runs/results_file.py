@@ -13,17 +13,22 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 from .jobs import Job, check_ids
 from .model_hash import ModelIdentity
-from .reproducibility import Determinism
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; one run per file is then the user's care
     fcntl = None  # type: ignore[assignment]
+
+
+class RecordsItself(Protocol):
+    """What a context's numbers repeat with (engine.reproducibility.Determinism), as a results line records it."""
+
+    def as_record(self) -> dict: ...
 
 
 def record_key(record: Mapping[str, object]) -> Hashable:
@@ -161,7 +166,7 @@ Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], L
 
 def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_errors: bool,
                  model: Callable[[], ModelIdentity], run: Runner,
-                 determinism: Optional[Determinism] = None) -> Tuple[List[Any], int, float]:
+                 determinism: Optional[RecordsItself] = None) -> Tuple[List[Any], int, float]:
     """The job's results in input order, those already in ``output`` read back (but for failed ones, with
     ``retry_errors``) and the others run by ``run`` on ``model`` and appended to it as they come, each line
     with what its numbers repeat with (``determinism``, when one context ran them); also how many were read
@@ -195,7 +200,7 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_erro
 
 
 def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any, model: ModelIdentity,
-            determinism: Optional[Determinism]) -> dict:
+            determinism: Optional[RecordsItself]) -> dict:
     record: dict = {"index": index}
     if ids is not None:
         record["id"] = ids[index]

@@ -21,9 +21,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from ..context import Context
+from ..engine.context import Context
 from ..errors import GenerationError, NewrllamaError
-from ..model import Model
+from ..engine.model import Model
 from .api_errors import RETRY_SOON, ApiError, library_error, prompt_failure
 from .metrics import ServerMetrics
 from .openai_request import BadRequest, Job, chat_job, chat_messages, completion_job

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
-from ..scheduler import EngineStats
+from ..engine.scheduler import EngineStats
 
 
 @dataclass

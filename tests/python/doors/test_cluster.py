@@ -19,9 +19,9 @@ import time
 import pytest
 
 import newrllama
-from newrllama.model_hash import ModelIdentity
-from newrllama.results_file import ResultsFile
-from results_lines import assert_recorded_run_refusals, lines_of
+from newrllama.runs.model_hash import ModelIdentity
+from newrllama.runs.results_file import ResultsFile
+from helpers.results_lines import assert_recorded_run_refusals, lines_of
 
 ray = pytest.importorskip("ray")
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 import newrllama
-from oracle import MARGIN, worst_gap
-from server_process import ServerProcess
+from helpers.oracle import MARGIN, worst_gap
+from helpers.server_process import ServerProcess
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")

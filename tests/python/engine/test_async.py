@@ -8,7 +8,7 @@ import time
 import pytest
 
 import newrllama
-from samples import FRANCE
+from helpers.samples import FRANCE
 
 GREEDY = newrllama.SamplingParams(max_tokens=12)
 LONG = newrllama.SamplingParams(max_tokens=400)

@@ -5,9 +5,9 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from newrllama.choices import label_paths
-from oracle import assert_close_to_oracle, oracle_ends, oracle_probs
-from samples import TOPIC_PROMPTS, TOPICS, check_labels
+from newrllama.engine.choices import label_paths
+from helpers.oracle import assert_close_to_oracle, oracle_ends, oracle_probs
+from helpers.samples import TOPIC_PROMPTS, TOPICS, check_labels
 
 CAPITALS = newrllama.SamplingParams(choices=["Paris", "Berlin", "Rome", "Madrid"])
 

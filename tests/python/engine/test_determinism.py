@@ -13,7 +13,7 @@ from typing import List
 import pytest
 
 import newrllama
-from callers import call_from_threads
+from helpers.callers import call_from_threads
 
 SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock",
             "a young chef", "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat",
@@ -109,7 +109,7 @@ def test_annotate_repeats_bit_for_bit_after_other_work(model):
 
 @pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true", reason="instruct model not fetched")
 def test_a_model_without_a_sliding_window_repeats_too():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
     from fetch_instruct_model import instruct_model_path
     with newrllama.Model(instruct_model_path()) as m, context(m) as ctx:
         first = answers(ctx.generate_parallel(PROMPTS[:8], GREEDY))

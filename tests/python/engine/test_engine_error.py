@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import newrllama
-from newrllama.jobs import GenerationJob
-from results_lines import lines_of
+from newrllama.engine.generation_job import GenerationJob
+from helpers.results_lines import lines_of
 
 
 def test_a_failed_prompt_says_whether_the_engine_or_the_prompt_failed(model):

@@ -9,8 +9,8 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from samples import FRANCE, PROMPTS
-from oracle import assert_greedy_alone
+from helpers.samples import FRANCE, PROMPTS
+from helpers.oracle import assert_greedy_alone
 
 GREEDY = newrllama.SamplingParams(max_tokens=24)
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 import newrllama
-from newrllama.policy import SchedulerConfig, WaitingQueue, priority
+from newrllama.engine.policy import SchedulerConfig, WaitingQueue, priority
 
 
 @dataclass

@@ -3,8 +3,8 @@ asks for, what it keeps and what it evicts. A fake KV store records every sequen
 writes its tokens there, as a step would."""
 from typing import Dict, List
 
-from newrllama.policy import SchedulerConfig
-from newrllama.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, RunState, shared_start_lengths, token_key
+from newrllama.engine.policy import SchedulerConfig
+from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, RunState, shared_start_lengths, token_key
 
 FIRST_SEQ = 10
 INSTRUCTION = list(range(100, 130))  # 30 tokens

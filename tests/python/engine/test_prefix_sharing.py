@@ -9,9 +9,9 @@ import time
 import pytest
 
 import newrllama
-from newrllama.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, token_key
-from oracle import MARGIN, assert_greedy_alone, worst_gap
-from prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
+from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, token_key
+from helpers.oracle import MARGIN, assert_greedy_alone, worst_gap
+from helpers.prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 
 
 def assert_idle(ctx: newrllama.Context) -> None:

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import newrllama
-from samples import FRANCE, PROMPTS
+from helpers.samples import FRANCE, PROMPTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ONE_TOKEN = newrllama.SamplingParams(max_tokens=1)
 
 

@@ -9,10 +9,10 @@ import time
 import pytest
 
 import newrllama
-from newrllama.request import Request
-from newrllama.scheduler import Scheduler
-from oracle import assert_greedy_alone
-from samples import FRANCE, PROMPTS
+from newrllama.engine.request import Request
+from newrllama.engine.scheduler import Scheduler
+from helpers.oracle import assert_greedy_alone
+from helpers.samples import FRANCE, PROMPTS
 
 GREEDY = newrllama.SamplingParams(max_tokens=16)
 
@@ -355,7 +355,7 @@ def test_a_steps_label_paths_sit_on_consecutive_sequences_longest_first(model, m
     """llama.cpp cuts a step over a stream per sequence into passes of consecutive sequences with equal token
     counts: a step's label paths go on ascending scratch sequences, longest body first (every step, also once
     scratch sequences came back out of order), so that they take as many passes as the longest body."""
-    from newrllama.choices import LabelJob
+    from newrllama.engine.choices import LabelJob
 
     def label_jobs(self):
         return [(h.seq, len(h.path.body)) for h in self._slot_holders if isinstance(h, LabelJob)]

@@ -6,12 +6,12 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from newrllama.scheduler import Scheduler
-from oracle import assert_greedy_alone
-from samples import PROMPTS
-from oracle import assert_close_to_oracle, oracle_probs
-from samples import TOPIC_PROMPTS, TOPICS, check_labels
-from step_driver import greedy_continuation, greedy_sampler, pos_range, step
+from newrllama.engine.scheduler import Scheduler
+from helpers.oracle import assert_greedy_alone
+from helpers.samples import PROMPTS
+from helpers.oracle import assert_close_to_oracle, oracle_probs
+from helpers.samples import TOPIC_PROMPTS, TOPICS, check_labels
+from helpers.step_driver import greedy_continuation, greedy_sampler, pos_range, step
 
 GREEDY = newrllama.SamplingParams(max_tokens=16)
 

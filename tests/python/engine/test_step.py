@@ -5,8 +5,8 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from samples import PROMPTS
-from step_driver import greedy_continuation, greedy_sampler, pos_range, step
+from helpers.samples import PROMPTS
+from helpers.step_driver import greedy_continuation, greedy_sampler, pos_range, step
 
 # Sequences: 4 prompts, the cached runs and a scratch sequence per prompt.
 PAST_THE_LAST_SEQUENCE = 4 + newrllama.SchedulerConfig().prefix_cache_sequences + 4

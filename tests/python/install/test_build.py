@@ -11,7 +11,7 @@ import pytest
 
 from newrllama._lib import library_problem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_library_problem_names_each_mismatch():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "build_llama_cpp.py"
 spec = importlib.util.spec_from_file_location("build_llama_cpp", SCRIPT)
 build = importlib.util.module_from_spec(spec)

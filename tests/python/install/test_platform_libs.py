@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 spec = importlib.util.spec_from_file_location("newrllama_shim_build", ROOT / "capi_shim" / "build.py")

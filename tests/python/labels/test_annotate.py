@@ -31,7 +31,7 @@ def test_a_context_is_made_when_none_is_given():
 
 
 def test_annotate_prompt_uses_the_chat_template_or_plain_text(model):
-    from newrllama.codebook import check_codebook
+    from newrllama.labels.codebook import check_codebook
     book = check_codebook(LABELS, "")
     system = book.system_text()
     assert system.startswith("Classify the text.")
@@ -107,7 +107,7 @@ def test_order_flip_says_whether_the_label_changed_between_the_orders_scored(mod
 
 
 def test_labels_that_collapse_or_follow_the_order_are_named():
-    from newrllama.annotation import suspect_labels
+    from newrllama.labels.annotation import suspect_labels
     probs = {"a": 0.6, "b": 0.4}
     same = [newrllama.Annotation("a", probs, order_flip=False)] * 20
     assert suspect_labels(same) == ["20 of 20 texts got the label 'a': the model may not be telling the labels apart "

@@ -8,8 +8,8 @@ import random
 import pytest
 
 import newrllama
-from newrllama.annotation import Annotation
-from newrllama.calibration import PENALTIES
+from newrllama.labels.annotation import Annotation
+from newrllama.labels.calibration import PENALTIES
 
 LABELS = ("acquisition", "crude oil")
 

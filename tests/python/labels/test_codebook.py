@@ -6,10 +6,10 @@ import math
 import pytest
 
 import newrllama
-from newrllama.codebook import check_codebook, check_questions
-from newrllama.order_bias import rotations
-from newrllama.order_bias import sample_of
-from newrllama.prefix_cache import MIN_SHARED_TOKENS
+from newrllama.labels.codebook import check_codebook, check_questions
+from newrllama.labels.order_bias import rotations
+from newrllama.labels.order_bias import sample_of
+from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS
 
 DEFS = {"sports": "games, matches and athletes.", "business": "companies, markets and money.",
         "weather": "rain, wind and temperatures."}
@@ -21,7 +21,7 @@ EXAMPLES = [("The goalkeeper saved a penalty in the last minute.", "sports"),
 
 def assert_same_up_to_rounding(p, q):
     """Batch shapes round logits apart (oracle.py): log-probabilities within its bound for labels."""
-    from oracle import CHOICE_MARGIN
+    from helpers.oracle import CHOICE_MARGIN
     for label in p:
         assert abs(math.log(p[label]) - math.log(q[label])) <= CHOICE_MARGIN, (p, q)
 

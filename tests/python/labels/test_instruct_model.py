@@ -12,7 +12,7 @@ import pytest
 
 import newrllama
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # The calibration test's draw of 20 coded stories, and a floor under the kappa its calibration reaches on
 # the other 50: measured 0.457 (0.000 uncalibrated) on an AMD EPYC; one story changed moves kappa by ~0.05.
 # bench/bench_validity.py gives the median over 20 draws.
@@ -127,7 +127,7 @@ def test_instruct_model_copies_a_label_that_begins_another(instruct):
 
 
 def test_chat_template_puts_the_instruction_in_the_system_turn(instruct):
-    from newrllama.codebook import check_codebook
+    from newrllama.labels.codebook import check_codebook
     prompt = check_codebook(["a", "b"], "SYSTEM TEXT").prompt(instruct, "USER TEXT")
     assert "<|im_start|>system\nSYSTEM TEXT" in prompt and prompt.endswith("<|im_start|>assistant\n")
     assert prompt.index("SYSTEM TEXT") < prompt.index("USER TEXT")

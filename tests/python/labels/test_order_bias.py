@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from newrllama.order_bias import base_order, order_free_scores, place_prior, rotations, sample_of, scoring_jobs
+from newrllama.labels.order_bias import base_order, order_free_scores, place_prior, rotations, sample_of, scoring_jobs
 
 LABELS = ("a", "b", "c", "d")
 K = len(LABELS)

@@ -5,8 +5,8 @@ import os
 import struct
 
 import newrllama
-from newrllama.gguf_size import required_size
-from small_gguf import UNKNOWN_TYPE, small_gguf
+from newrllama.runs.gguf_size import required_size
+from helpers.small_gguf import UNKNOWN_TYPE, small_gguf
 
 
 def test_the_embedded_model_needs_exactly_its_size():

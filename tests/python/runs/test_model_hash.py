@@ -8,9 +8,9 @@ import os
 import pytest
 
 import newrllama
-from newrllama import download, file_record, model_hash
-from newrllama.model_hash import identify
-from model_server import ModelServer
+from newrllama.runs import download, file_record, model_hash
+from newrllama.runs.model_hash import identify
+from helpers.model_server import ModelServer
 
 
 @pytest.fixture

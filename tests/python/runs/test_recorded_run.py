@@ -1,5 +1,5 @@
 """A long run on one Context writes its answers as they finish and resumes after a crash,
-with the cluster's file format and rules (one implementation, newrllama.results_file)."""
+with the cluster's file format and rules (one implementation, newrllama.runs.results_file)."""
 import hashlib
 import json
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import newrllama
-from results_lines import assert_recorded_run_refusals, lines_of
+from helpers.results_lines import assert_recorded_run_refusals, lines_of
 
 PROMPTS = [f"Write a short note about the number {i}:" for i in range(24)]
 PARAMS = newrllama.SamplingParams(max_tokens=24)
@@ -171,7 +171,7 @@ def test_lines_that_do_not_record_their_model_are_refused_with_the_way_out(ctx, 
 
 
 def _instruct_model_path():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
     from fetch_instruct_model import FILE_NAME, cache_dir
     return cache_dir() / FILE_NAME
 

@@ -1,0 +1,92 @@
+"""The package's layout shows its layers, and the public face does not depend on it."""
+import ast
+from pathlib import Path
+
+import newrllama
+
+PACKAGE = Path(newrllama.__file__).resolve().parent
+# Lower layers never import higher ones; the doors import anything below them but not each other.
+LAYERS = {"base": 0, "runs": 1, "engine": 2, "labels": 3, "findings": 4, "server": 5, "cluster": 5, "doors": 6}
+BASE_MODULES = {"errors", "_lib", "_capi", "version"}
+TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
+PUBLIC_NAMES = [
+    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
+    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
+    "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
+    "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression",
+    "ReliabilityBin", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
+    "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
+    "default_model_path", "generate_parallel", "least_confident", "methods_text", "plan_coding", "prevalence",
+    "read_coding_sheet", "regression", "system_info", "validate", "write_coding_sheet",
+]
+
+
+def layer_of(module: str) -> str:
+    """"newrllama.engine.context" -> "engine"; a top-level module is base or a door."""
+    parts = module.split(".")[1:]
+    if len(parts) > 1 or (parts and parts[0] in LAYERS and parts[0] not in ("base", "doors")):
+        return parts[0]
+    name = parts[0] if parts else "__init__"
+    if name in BASE_MODULES:
+        return "base"
+    assert name in TOP_LEVEL_DOORS, f"newrllama.{name} is in no layer: put it in a subpackage"
+    return "doors"
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists() or name == "newrllama._capi"
+
+
+def imports_of(path: Path, module: str):
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("newrllama"):
+                # "from package import name": the module name, if it is one, else the package itself.
+                yield from {f"{target}.{a.name}" if is_module(f"{target}.{a.name}") else target for a in node.names}
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("newrllama"))
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        yield path, name[:-len(".__init__")] if name.endswith(".__init__") else name
+
+
+def test_imports_only_run_downward_between_subpackages():
+    wrong = []
+    for path, module in modules():
+        mine = layer_of(module)
+        for target in imports_of(path, module):
+            theirs = layer_of(target)
+            if theirs == mine:
+                continue
+            if LAYERS[theirs] >= LAYERS[mine] and mine != "doors":
+                wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
+    assert wrong == []
+
+
+def test_the_layout_test_sees_an_upward_import():
+    assert layer_of("newrllama.labels.annotate") == "labels" and layer_of("newrllama.engine") == "engine"
+    assert LAYERS[layer_of("newrllama.labels.codebook")] > LAYERS[layer_of("newrllama.engine.context")]
+    found = list(imports_of(PACKAGE / "engine" / "context.py", "newrllama.engine.context"))
+    assert "newrllama.runs.results_file" in found and "newrllama.errors" in found
+
+
+def test_every_subpackage_says_what_it_holds():
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40, init
+
+
+def test_the_public_names_are_those_of_before():
+    assert sorted(newrllama.__all__) == sorted(PUBLIC_NAMES)
+    assert all(getattr(newrllama, name, None) is not None for name in PUBLIC_NAMES)
