@@ -56,6 +56,7 @@ def reference(model):
                 "choices": answers(ctx.generate_parallel([INSTRUCTION + t + "\nTopic:" for t in ITEMS], CHOICES))}
 
 
+@pytest.mark.slow
 def test_the_same_call_after_other_work_on_the_context(model, reference):
     with context(model) as ctx:
         ctx.generate_parallel(PROMPTS[5:], GREEDY)  # the cache now holds runs of these prompts
@@ -94,6 +95,7 @@ def test_a_start_from_the_cache_against_a_context_without_the_cache(model, refer
         assert answers(cached.generate_parallel(prompts, CHOICES)) == reference["choices"]
 
 
+@pytest.mark.slow
 def test_annotate_repeats_bit_for_bit_after_other_work(model):
     texts = ITEMS * 2
     with context(model, n_seq_max=8) as ctx:
@@ -126,6 +128,7 @@ with newrllama.Model() as m, newrllama.Context(m, n_ctx=4096, n_seq_max=8, n_thr
 """
 
 
+@pytest.mark.slow
 def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
     def run(threads: int) -> list:
         done = subprocess.run([sys.executable, "-c", SCRIPT, str(threads), json.dumps(PROMPTS[:8])],

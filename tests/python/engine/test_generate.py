@@ -62,6 +62,7 @@ def test_huge_max_tokens_stops_at_context_end(model):
         assert c.n_prompt_tokens + c.n_gen_tokens == small.n_ctx_seq + 1
 
 
+@pytest.mark.slow
 def test_command_line_generates():
     out = subprocess.run([sys.executable, "-m", "newrllama", "generate", FRANCE, "--max-tokens", "6"],
                          capture_output=True, text=True, timeout=120)

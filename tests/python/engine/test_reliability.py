@@ -105,6 +105,7 @@ prompt_text = st.one_of(
        top_p=st.floats(0.0, 1.0),
        seed=st.integers(-1, 2**32 - 1),
        stop=st.lists(st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=3), max_size=2))
+@pytest.mark.slow
 def test_every_prompt_gets_exactly_one_result_in_order(small_ctx, model, prompts, max_tokens, temperature, top_k,
                                                         top_p, seed, stop):
     params = newrllama.SamplingParams(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -149,6 +150,7 @@ def _small_context(model):
     return newrllama.Context(model, n_ctx=1024, n_seq_max=4, n_threads=1)
 
 
+@pytest.mark.slow
 def test_threads_sharing_one_context(model):
     with _small_context(model) as ctx:
         expected = [[c.text for c in ctx.generate_parallel(j, TWO_TOKENS)] for j in THREAD_JOBS]

@@ -88,6 +88,7 @@ def test_bad_arguments(kwargs, message):
         newrllama.annotate(**kwargs)
 
 
+@pytest.mark.slow
 def test_order_flip_says_whether_the_label_changed_between_the_orders_scored(model):
     """order_flip is the comparison of the per-order winners (checked against debias="none" in each order); a call
     whose labels change with the order on many texts warns."""

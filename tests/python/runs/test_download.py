@@ -325,6 +325,7 @@ def test_bad_arguments_are_refused_before_any_request(server):
     assert len(server.requests) == before
 
 
+@pytest.mark.slow
 def test_the_command_line_takes_a_url(server, cache):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     url = f"{server.url}/files/gemma.gguf"
