@@ -133,7 +133,8 @@ class Context(OwnedHandle):
                             scheduler_config) \
             if self.prefix_cache else None
         first_scratch = n_seq + n_seq_cache
-        self._scheduler = Scheduler(out[0], kv, n_seq, lib.newrllama_context_n_batch(out[0]), cache,
+        self._scheduler = Scheduler(out[0], kv, n_seq, n_seq + lib.newrllama_context_n_seq_cache(out[0]),
+                                    lib.newrllama_context_n_batch(out[0]), cache,
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
                                     Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
                                                          build_fingerprint()), scheduler_config)

@@ -85,8 +85,10 @@ class EngineStats:
 
 
 class Scheduler:
-    def __init__(self, ctx_handle, kv: KvStore, n_seq_max: int, n_batch: int, cache: Optional[PrefixCache],
-                 scratch_seqs: List[int], determinism: Determinism, config: SchedulerConfig) -> None:
+    def __init__(self, ctx_handle, kv: KvStore, n_seq_max: int, n_slots: int, n_batch: int,
+                 cache: Optional[PrefixCache], scratch_seqs: List[int], determinism: Optional[Determinism],
+                 config: SchedulerConfig) -> None:
+        """n_slots: every sequence of the context (prompts, cached runs, scratch), the most a step can hold."""
         self._ctx = ctx_handle
         self._kv = kv
         self._n_batch = n_batch
@@ -108,7 +110,7 @@ class Scheduler:
         self._closing = False
         self._waiting = WaitingQueue(config)
         self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
-        self._slots = ffi.new("newrllama_slot[]", n_seq_max + lib.newrllama_context_n_seq_cache(ctx_handle))
+        self._slots = ffi.new("newrllama_slot[]", n_slots)
         self._slot_holders: List[SlotHolder] = []
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()

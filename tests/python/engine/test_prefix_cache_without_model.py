@@ -1,28 +1,14 @@
 """The prefix cache's policy without a model: which runs it makes, what each sequence holds after the copies it
 asks for, what it keeps and what it evicts. A fake KV store records every sequence's tokens; "decoding" a run
 writes its tokens there, as a step would."""
-from typing import Dict, List
+from typing import List
 
+from helpers.fake_kv import FakeKv
 from newrllama.engine.policy import SchedulerConfig
 from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, RunState, shared_start_lengths, token_key
 
 FIRST_SEQ = 10
 INSTRUCTION = list(range(100, 130))  # 30 tokens
-
-
-class FakeKv:
-    def __init__(self) -> None:
-        self.seqs: Dict[int, List[int]] = {}
-        self.copies = 0
-
-    def copy(self, src: int, dst: int, n_tokens: int) -> None:
-        held = self.seqs.get(src, [])
-        self.seqs[dst] = list(held if n_tokens < 0 else held[:n_tokens])
-        assert n_tokens < 0 or len(self.seqs[dst]) == n_tokens, "copied more than the source holds"
-        self.copies += 1
-
-    def clear(self, seq: int) -> None:
-        self.seqs[seq] = []
 
 
 def make_cache(n_seqs: int = 4, n_swa: int = 0, kv: FakeKv = None) -> PrefixCache:
