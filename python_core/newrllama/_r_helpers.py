@@ -106,13 +106,6 @@ def annotate(texts, labels, instruction, context, model, progress, definitions, 
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
 
 
-def exception_facts(exc):
-    """What R classes an exception by: its class and the newrllama classes it derives from (most specific
-    first, NewrllamaError last), whether it is newrllama's, and its text."""
-    own = [c.__name__ for c in type(exc).__mro__ if issubclass(c, newrllama.NewrllamaError)]
-    return {"classes": own or [type(exc).__name__], "ours": bool(own), "text": str(exc)}
-
-
 def sampling_defaults():
     """Each sampling parameter's default, by name (R's signatures are tested against them)."""
     return {f.name: f.default for f in SAMPLING_FIELDS}

@@ -35,18 +35,20 @@ python_error_class <- function(py_class) {
 
 # The Python exception that ended the last call into Python, as reticulate
 # keeps it (NULL if the error was R's own): its class and those it derives from
-# within newrllama, whether it is newrllama's, and its text.
+# up to Python's built-in ones (reticulate names the exception object's classes
+# "module.Class", most specific first), whether it is newrllama's, and its text.
 python_exception <- function() {
   last <- reticulate::py_last_error()
   if (is.null(last)) {
     return(NULL)
   }
-  exception <- attr(last, "exception")
-  facts <- if (is.null(exception)) NULL else python_helpers()$exception_facts(exception)
-  if (is.null(facts)) {
+  mro <- class(attr(last, "exception"))
+  builtin <- startsWith(mro, "python.builtin.")
+  own <- mro[seq_len(if (any(builtin)) which(builtin)[1] - 1 else length(mro))]
+  if (!any(startsWith(own, "newrllama."))) {
     return(list(classes = last$type, ours = FALSE, text = last$value))
   }
-  list(classes = unlist(facts$classes), ours = facts$ours, text = facts$text)
+  list(classes = sub(".*[.]", "", own), ours = TRUE, text = last$value)
 }
 
 # Turns an error raised while calling Python into a newrllama condition, classed

@@ -80,17 +80,18 @@ class WaitingQueue:
         return line.popleft() if line is not None else None
 
     def in_order(self, step: int) -> Iterator:
-        """The waiting requests in the order pop() would give them (if no more arrive)."""
-        streams, others = list(self._streams), list(self._others)
-        i = j = 0
-        while i < len(streams) or j < len(others):
-            if j == len(others) or (i < len(streams) and
-                                    priority(streams[i], step, self._config) < priority(others[j], step, self._config)):
-                yield streams[i]
-                i += 1
+        """The waiting requests in the order pop() would give them (if no more arrive), lazily: the scheduler
+        reads only the first few, every step, of a queue that may hold a whole call's prompts."""
+        streams, others = iter(self._streams), iter(self._others)
+        s, o = next(streams, None), next(others, None)
+        while s is not None or o is not None:
+            if o is None or (s is not None and
+                             priority(s, step, self._config) < priority(o, step, self._config)):
+                yield s
+                s = next(streams, None)
             else:
-                yield others[j]
-                j += 1
+                yield o
+                o = next(others, None)
 
     def remove_cancelled(self) -> List:
         """Takes the cancelled requests out; returns them."""
