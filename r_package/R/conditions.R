@@ -38,6 +38,12 @@ python_error_class <- function(py_class) {
 # up to Python's built-in ones (reticulate names the exception object's classes
 # "module.Class", most specific first), whether it is newrllama's, and its text.
 python_exception <- function() {
+  # Reading the exception calls Python (reticulate formats its traceback): no interrupt may land in the
+  # middle of it, and if it fails the error is reported as it came.
+  suspendInterrupts(tryCatch(read_python_exception(), error = function(e) NULL))
+}
+
+read_python_exception <- function() {
   last <- reticulate::py_last_error()
   if (is.null(last)) {
     return(NULL)
