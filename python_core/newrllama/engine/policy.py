@@ -8,6 +8,7 @@ tested without a model."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Deque, Iterator, List, Optional, Protocol, Tuple
@@ -32,9 +33,8 @@ class SchedulerConfig:
     ghosts: int = 32
 
     def __post_init__(self) -> None:
-        for name in ("max_steps_behind_streams", "prefill_piece_divisor", "prefix_cache_sequences",
-                     "idle_batches", "ghosts"):
-            value = getattr(self, name)
+        for field in dataclasses.fields(self):
+            name, value = field.name, getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "ghosts" else 1):
                 raise InvalidArgumentError(f"SchedulerConfig.{name} must be a positive integer (ghosts: >= 0), got {value!r}")
 
