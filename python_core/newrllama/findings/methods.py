@@ -22,7 +22,8 @@ def _source_sentences(source: Any) -> List[str]:
            f"(SHA-256 {source.model_sha256})."]
     prompt = f"Each text followed the instruction \"{source.instruction}\"" if source.instruction else "Each text"
     examples = f", after {source.n_examples} coded examples," if source.n_examples else ""
-    out.append(f"{prompt}{examples} and was followed by the list of {len(source.labels)} labels ({labels}) "
+    joined = " and" if source.instruction else ""
+    out.append(f"{prompt}{examples}{joined} was followed by the list of {len(source.labels)} labels ({labels}) "
                f"(prompt digest {source.codebook_digest}); each label was scored by the probability of its tokens and "
                "of the end of the answer after the prompt, and the order in which the labels were listed was taken "
                f"out of the scores {ORDER_CURES.get(source.debias, source.debias)}.")

@@ -181,6 +181,9 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimat
         assert piece in text, piece
     flips = sum(a.order_flip for a in done)
     assert f"for {flips} of 8 texts" in text
+    plain = dataclasses.replace(source, instruction="")
+    no_instruction = newrllama.methods_text([dataclasses.replace(a, provenance=plain) for a in done])
+    assert "Each text was followed by the list of 2 labels" in no_instruction
     bare = newrllama.methods_text([dataclasses.replace(a, provenance=None, order_flip=None) for a in done])
     assert bare == ("Texts were labelled with newrllama (the annotations do not record the model or the prompt). "
                     "8 of 8 texts received a label.")
