@@ -14,6 +14,6 @@ answers <- generate_parallel(ctx, prompts, max_tokens = 32L, progress = FALSE)
 for (i in seq_along(prompts)) {
   cat(sprintf("[%d] %s\n   -> %s\n", i, prompts[[i]], trimws(answers[[i]])))
 }
-stats <- attr(answers, "stats")
+stats <- last_stats(ctx)
 cat(sprintf("\n%d prompts, %d generated tokens in %.2f s: %.1f tokens/s\n",
             length(prompts), as.integer(stats$n_gen_tokens), stats$t_total_s, stats$tokens_per_second))

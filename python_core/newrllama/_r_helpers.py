@@ -70,19 +70,26 @@ def engine_stats(ctx):
     return {**dataclasses.asdict(stats), "python_us_per_step": stats.python_us_per_step}
 
 
+def last_stats(target):
+    """The figures of the last call on a Context or a Cluster, by name (None before the first)."""
+    return dataclasses.asdict(target.last_stats) if target.last_stats is not None else None
+
+
 def run(target, prompts, params, progress, ids=None, output=None, resume=False, retry_errors=False):
     """generate_parallel on a Context or a Cluster (same arguments), its answers unpacked."""
     completions = target.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
                                            retry_errors=retry_errors, progress=bool(progress))
-    return unpack(completions, target.last_stats)
+    return unpack(completions)
 
 
-def unpack(completions, stats):
+def unpack(completions):
     """The completions as columns, by name."""
     return {"text": [c.text for c in completions],
             "finish_reason": [c.finish_reason for c in completions],
             "error": [(c.error or "unknown error") if c.finish_reason == "error" else "" for c in completions],
-            "stats": dataclasses.asdict(stats) if stats is not None else None,
+            "n_prompt_tokens": [c.n_prompt_tokens for c in completions],
+            "n_gen_tokens": [c.n_gen_tokens for c in completions],
+            "n_cached_tokens": [c.n_cached_tokens for c in completions],
             "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 

@@ -29,8 +29,8 @@
 #' @param output,resume The JSON Lines file to which the labels are appended
 #'   as they come (so that a run killed half-way loses nothing), and whether to
 #'   label only the texts not yet in it (see [cluster_create()]); `names(x)`
-#'   identify the texts in the file. On a context, one question at a time and a
-#'   `debias` that scores each text on its own (not `"prior"` or `"batch"`).
+#'   identify the texts in the file (for `llm_annotate()`, the rows'
+#'   positions: resume on the same rows in the same order).
 #' @param retry_errors With `resume = TRUE`: also label again the texts whose
 #'   line in `output` holds an error.
 #' @param definitions A named character vector or list: label = definition
@@ -63,35 +63,33 @@
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once
 #'   and shared by its questions.
-#' @return `llm_annotate()`: `.data` with the label column, `.prob` (the chosen
-#'   label's probability), `.probs` (a list-column: each text's
-#'   probabilities, named by label; `NULL` for a text that failed),
-#'   `.order_flip` (whether the label changed between the listing orders
-#'   scored; `NA` where one order was scored) and `.error` (why a text failed;
-#'   `NA` where it did not): what `llm_vec_annotate()` puts in attributes, as
-#'   columns that survive subsetting. `llm_vec_annotate()`: a character vector of labels with
-#'   `attr(x, "probs")` (a texts x labels matrix: order-free, and calibrated
-#'   when `calibration` is given), `attr(x, "raw_probs")` (the model's, with the
-#'   labels in the listed order) and `attr(x, "order_free_probs")` (before any
-#'   calibration), `attr(x, "order_flip")` (whether the label changed between
-#'   the listing orders scored; `NA` where one order was scored) and
-#'   `attr(x, "provenance")` (what made the labels, as JSON: the model file and
-#'   its SHA-256, the codebook and its digest, `debias`, the determinism held,
-#'   the newrllama version; a calibration fitted on these labels refuses labels
-#'   made otherwise). A call whose
-#'   labels look wrong as a whole (one label for nearly every text, or many
-#'   labels that change with the listing order) warns. A text that is `NA` or empty gets `NA` (the reason in
-#'   `attr(x, "errors")`), with one warning. With a `codebook`, `llm_annotate()`
-#'   adds `<question>.label`, `<question>.prob` and `<question>.probs` columns per question,
-#'   (and `.order_flip`, `.error`) per question,
-#'   and `llm_vec_annotate()` returns a named list of such label vectors, one per
-#'   question.
+#' @return `llm_annotate()`: `.data` with the label column (`pred_name`) and
+#'   beside it `.prob` (the chosen label's probability), `.probs` (a
+#'   list-column: each text's probabilities, named by label, order-free and
+#'   calibrated when `calibration` is given; `NULL` for a text that failed),
+#'   `.raw_probs` (the model's, before the order cure), `.order_free_probs`
+#'   (before any calibration), `.order_flip` (whether the label changed
+#'   between the listing orders scored; `NA` where one order was scored),
+#'   `.error` (why a text failed; `NA` where it did not) and `.provenance`
+#'   (what made the labels, as JSON: the model file and its SHA-256, the
+#'   codebook and its digest, `debias`, the determinism held, the newrllama
+#'   version; a calibration fitted on these labels refuses labels made
+#'   otherwise). With a `codebook`, the same columns per question:
+#'   `<question>.label`, `<question>.prob`, `<question>.probs`, ... These
+#'   columns are what [calibrate_labels()], [prevalence()], [validate_labels()]
+#'   and the other findings functions read. `llm_vec_annotate()`: the labels
+#'   alone, a character vector (with a `codebook`, a tibble with one column
+#'   per question). A text that is `NA` or empty gets `NA`, and one warning of
+#'   class `newrllama_failed_prompts` carries the reasons. A call whose labels
+#'   look wrong as a whole (one label for nearly every text, or many labels
+#'   that change with the listing order) warns.
 #' @seealso [validate_labels()] to compare the labels with human coding, [calibrate_labels()]
 #'   to correct them with a few coded texts, [least_confident()] to pick texts
 #'   for human review.
 #' @examplesIf newrllama::newrllama_available()
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' llm_annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
+#' llm_vec_annotate(stories$text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                          progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
@@ -105,49 +103,18 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
     abort_invalid("`col` must name a column of `.data` (a bare name or a string)")
   }
   pred_name <- check_string(pred_name, "pred_name")
-  out <- llm_vec_annotate(.data[[name]], labels, instruction, context = context, ..., progress = progress,
-                      output = output, resume = resume, definitions = definitions, examples = examples,
-                      debias = debias, calibration = calibration, codebook = codebook, examples_in = examples_in,
-                      retry_errors = retry_errors)
+  x <- .data[[name]]
+  done <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
+                         resume = resume, definitions = definitions, examples = examples, debias = debias,
+                         calibration = calibration, codebook = codebook, examples_in = examples_in,
+                         retry_errors = retry_errors, call = sys.call())
   if (is.null(codebook)) {
-    .data[[pred_name]] <- as.vector(out)
-    .data <- add_label_columns(.data, out, "")
-  } else {
-    for (q in names(out)) {
-      .data[[paste0(q, ".label")]] <- as.vector(out[[q]])
-      .data <- add_label_columns(.data, out[[q]], q)
-    }
+    return(put_annotation_columns(.data, done$out, label_names(labels), pred_name))
+  }
+  for (q in names(codebook)) {
+    .data <- put_annotation_columns(.data, done$out[[q]], label_names(codebook[[q]]), paste0(q, ".label"))
   }
   .data
-}
-
-# The columns beside a question's labels (prefix "" for a lone question): the chosen label's probability, every
-# label's (a list-column), whether the label changed with the listing order, and why a text failed; so that a
-# data frame carries everything llm_vec_annotate() puts in attributes, and keeps it through filter() or [.
-add_label_columns <- function(.data, out, prefix) {
-  .data[[paste0(prefix, ".prob")]] <- chosen_prob(out)
-  .data[[paste0(prefix, ".probs")]] <- probs_column(out)
-  flip <- attr(out, "order_flip")
-  .data[[paste0(prefix, ".order_flip")]] <- if (is.null(flip)) rep(NA, length(out)) else as.logical(flip)
-  errors <- rep(NA_character_, length(out))
-  failed <- attr(out, "errors")
-  if (!is.null(failed)) {
-    errors[as.integer(names(failed))] <- unname(failed)
-  }
-  .data[[paste0(prefix, ".error")]] <- errors
-  .data
-}
-
-# Each text's probabilities, named by label (NULL for a text that failed): a list-column.
-probs_column <- function(out) {
-  probs <- attr(out, "probs")
-  lapply(seq_along(out), function(i) if (is.na(out[[i]])) NULL else probs[i, ])
-}
-
-# The probability of each text's chosen label.
-chosen_prob <- function(out) {
-  probs <- attr(out, "probs")
-  vapply(seq_along(out), function(i) if (is.na(out[[i]])) NA_real_ else probs[i, out[[i]]], numeric(1))
 }
 
 #' @rdname llm_annotate
@@ -155,34 +122,60 @@ chosen_prob <- function(out) {
 llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                              output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
                              calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
+  done <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
+                         resume = resume, definitions = definitions, examples = examples, debias = debias,
+                         calibration = calibration, codebook = codebook, examples_in = examples_in,
+                         retry_errors = retry_errors, call = sys.call())
+  chosen <- function(out) {
+    stats::setNames(vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1),
+                           USE.NAMES = FALSE), names(x))
+  }
+  if (is.null(codebook)) {
+    return(chosen(done$out))
+  }
+  tibble::as_tibble(lapply(done$out, function(out) unname(chosen(out))))
+}
+
+# Checks the arguments of llm_annotate() and llm_vec_annotate(), labels the texts, and warns about what went wrong:
+# labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts that failed (their
+# reasons in the warning's `errors`). `out`: Python's named columns (by question with a codebook).
+annotate_texts <- function(x, labels, instruction, context, ..., progress, output, resume, definitions, examples,
+                           debias, calibration, codebook, examples_in, retry_errors, call) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
   if (!is.character(x)) {
-    abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)))
+    abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)), call = call)
   }
-  questions <- check_questions(codebook)
-  spec <- list(labels = if (is.null(labels)) NULL else check_codebook_labels(labels),
-               definitions = check_definitions(definitions), examples = check_examples(examples),
-               debias = if (is.null(debias)) NULL else check_string(debias, "debias"),
-               calibration = python_calibrations(calibration, !is.null(codebook)), codebook = questions,
-               examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in"))
-  instruction <- check_string(instruction, "instruction")
-  progress <- check_flag(progress, "progress")
-  target <- check_output(output, resume, retry_errors, names(x), "x")
+  questions <- check_questions(codebook, call = call)
+  spec <- list(labels = if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
+               definitions = check_definitions(definitions, call = call),
+               examples = check_examples(examples, call = call),
+               debias = if (is.null(debias)) NULL else check_string(debias, "debias", call = call),
+               calibration = python_calibrations(calibration, !is.null(codebook), call = call), codebook = questions,
+               examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in", call = call))
+  instruction <- check_string(instruction, "instruction", call = call)
+  progress <- check_flag(progress, "progress", call = call)
+  target <- check_output(output, resume, retry_errors, names(x), "x", call = call)
   if (in_grouped_call()) {
-    message <- with_python(python_helpers()$group_warning(spec$debias))
+    message <- with_python(python_helpers()$group_warning(spec$debias), call = call)
     if (!is.null(message)) warn_group_dependent(message)
   }
-  out <- label_texts(context, x, spec, instruction, progress, target, sys.call(), ...)
-  if (is.null(codebook)) {
-    return(label_vector(out, label_names(labels), names(x)))
+  out <- label_texts(context, x, spec, instruction, progress, target, call, ...)
+  warn_annotations(if (is.null(codebook)) list(out) else out)
+  list(out = out)
+}
+
+# The warnings of a labelling call, from each question's columns: labels that look wrong as a whole, and the texts
+# that failed (once, from the first question: a text fails for every question alike).
+warn_annotations <- function(questions) {
+  for (question in questions) {
+    for (message in unlist(question$suspect)) warn_suspect_labels(message)
   }
-  result <- lapply(seq_along(codebook), function(k) {
-    label_vector(out[[names(codebook)[k]]], label_names(codebook[[k]]), names(x), warn = k == 1)
-  })
-  names(result) <- names(codebook)
-  result
+  errors <- vapply(questions[[1]]$error, function(e) if (is.null(e)) NA_character_ else as.character(e), character(1),
+                   USE.NAMES = FALSE)
+  failed <- vapply(questions[[1]]$label, is.null, logical(1), USE.NAMES = FALSE)
+  warn_failed(ifelse(failed & is.na(errors), "unknown error", errors), failed, "llm_annotate()", "texts")
 }
 
 # A multi-question codebook as Python takes it: a dict question -> labels (a list, or a dict label -> definition).
@@ -266,22 +259,6 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
   }
   check_class(x, "newrllama_calibration", name, "calibrate_labels", call = call)
   x
-}
-
-# The character vector of labels with its probability matrices, from Python's named columns.
-label_vector <- function(out, labels, names, warn = TRUE) {
-  result <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1))
-  names(result) <- names
-  attr(result, "probs") <- probability_matrix(out$probs, labels, names)
-  attr(result, "raw_probs") <- probability_matrix(out$raw_probs, labels, names)
-  attr(result, "order_free_probs") <- probability_matrix(out$order_free_probs, labels, names)
-  attr(result, "order_flip") <- vapply(out$order_flip, function(f) if (is.null(f)) NA else isTRUE(f), logical(1))
-  attr(result, "provenance") <- out$provenance
-  if (warn) {
-    for (message in unlist(out$suspect)) warn_suspect_labels(message)
-  }
-  errors <- vapply(out$error, function(e) if (is.null(e)) "unknown error" else as.character(e), character(1))
-  with_errors(result, is.na(result), errors, warn)
 }
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster.

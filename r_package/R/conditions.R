@@ -90,14 +90,19 @@ with_python <- function(expr, call = sys.call(-1)) {
   tryCatch(expr, error = function(e) stop(convert_python_error(e, call)))
 }
 
-warn_failed_prompts <- function(n_failed, n_total) {
-  message <- sprintf(
-    "%d of %d prompts failed; their results are NA and the reasons are in attr(result, \"errors\")",
-    n_failed, n_total
-  )
+# One warning for the items of a call that failed (their results are NA): it carries every reason in `errors`
+# (named by position) and says which function gives them as a column.
+warn_failed <- function(errors, failed, table_function, what = "prompts") {
+  if (!any(failed)) {
+    return(invisible())
+  }
+  errors <- stats::setNames(errors[failed], which(failed))
+  message <- sprintf(paste0("%d of %d %s failed (first: %s); their results are NA. The reasons are in this ",
+                            "warning's `errors` and in the `.error` column of %s"),
+                     sum(failed), length(failed), what, errors[[1]], table_function)
   warning(structure(
-    class = c("newrllama_warning", "warning", "condition"),
-    list(message = message, call = NULL)
+    class = c("newrllama_failed_prompts", "newrllama_warning", "warning", "condition"),
+    list(message = message, call = NULL, errors = errors)
   ))
 }
 

@@ -8,8 +8,8 @@
 #' With `prefix_cache = TRUE`, a long beginning shared by several prompts of a
 #' call (an instruction followed by different documents) is decoded once and
 #' shared by all of them, and kept for later calls on the context (the least
-#' recently used prefixes are evicted first). `attr(x, "stats")$n_cached_tokens`
-#' of [generate_parallel()] says how many prompt tokens came from the cache.
+#' recently used prefixes are evicted first). [last_stats()]`$n_cached_tokens`
+#' after [generate_parallel()] says how many prompt tokens came from the cache.
 #'
 #' Answers and probabilities are the same bits whatever ran before on the
 #' context, whether a prompt's start came from the cache, and (with

@@ -9,12 +9,11 @@
 #' predictions track the codes. The figures come from the Python library
 #' (`newrllama.prevalence`), which agrees with the authors' `ppi-python`.
 #'
-#' @param x The result of [llm_vec_annotate()], or a data frame from [llm_annotate()].
-#' @param truth The human codes: a vector with one element per text (`NA`
-#'   where the text was not coded); for a data frame, the name of its column
-#'   (bare or a string).
-#' @param by Optional groups: a vector with one element per text; for a data
-#'   frame, the name of its column.
+#' @param x A data frame from [llm_annotate()].
+#' @param truth The human codes (`NA` where the text was not coded): a column
+#'   of `x` (bare or a string), or a vector with one element per text.
+#' @param by Optional groups: a column of `x`, or a vector with one element
+#'   per text.
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @param predictions `"probs"` (each label's probability: narrower intervals
 #'   when the probabilities carry information; calibrated on these same coded
@@ -26,9 +25,9 @@
 #'   TRUE)$inclusion_probs`), each text's probability of being coded: the
 #'   coded texts are then weighted by 1 / probability and the intervals are
 #'   design-based (about these texts).
-#' @param label,probs For a data frame: the names of its columns of labels
-#'   and of named probabilities (a list-column), as [llm_annotate()] adds them.
-#' @param ... Unused.
+#' @param label The column of labels in `x`; its companions are read beside
+#'   it as [llm_annotate()] names them (`.probs`, or `<question>.probs` beside
+#'   `<question>.label`).
 #' @return A tibble, one row per label (and group) with `estimand =
 #'   "share"`, then with `by` one row per label and other group with `estimand =
 #'   "difference"` (the group's share minus the `reference` group's): `label`,
@@ -42,64 +41,24 @@
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
-#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' prevalence(x, c("acquisition", "crude oil", "acquisition", NA, NA))
 #' @export
-prevalence <- function(x, ...) {
-  UseMethod("prevalence")
-}
-
-#' @rdname prevalence
-#' @export
-prevalence.default <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
-                               reference = NULL, inclusion_probs = NULL, ...) {
-  check_dots_empty(...)
-  parts <- annotation_parts(x, "x")
-  estimate_prevalence(parts, truth, by, alpha, predictions, reference, inclusion_probs)
-}
-
-#' @rdname prevalence
-#' @export
-prevalence.data.frame <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"),
-                                  reference = NULL, inclusion_probs = NULL, label = ".label", probs = ".probs", ...) {
-  check_dots_empty(...)
-  truth <- column_of(x, substitute(truth), "truth")
-  by_name <- substitute(by)
-  by <- if (is.null(by_name)) NULL else column_of(x, by_name, "by")
-  parts <- frame_annotation_parts(column_of(x, check_string(label, "label"), "label"),
-                                  column_of(x, check_string(probs, "probs"), "probs"))
-  estimate_prevalence(parts, truth, by, alpha, predictions, reference, inclusion_probs)
-}
-
-estimate_prevalence <- function(parts, truth, by, alpha, predictions, reference, inclusion_probs,
-                                call = sys.call(-1)) {
-  truth <- check_labels(truth, "truth", call = call)
-  if (!is.null(by)) by <- check_labels(by, "by", call = call)
+prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"), reference = NULL,
+                       inclusion_probs = NULL, label = ".label") {
+  parts <- annotation_parts(x, label)
+  truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
+  by <- column_or_values(x, substitute(by), parent.frame(), "by")
+  if (!is.null(by)) by <- check_labels(by, "by")
   predictions <- match.arg(predictions, c("probs", "labels"))
-  alpha <- check_number(alpha, "alpha", call = call)
-  if (!is.null(reference)) reference <- check_labels(reference, "reference", call = call)
+  alpha <- check_number(alpha, "alpha")
+  if (!is.null(reference)) reference <- check_labels(reference, "reference")
   cols <- with_python(python_helpers()$prevalence(parts$labels, parts$names, parts$probs, parts$errors,
                                                   na_to_none(as.character(truth)),
                                                   if (is.null(by)) NULL else na_to_none(by), alpha, predictions,
                                                   if (is.null(reference)) NULL else reference[[1]],
-                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs)),
-                     call = call)
+                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs)))
   columns_frame(cols)
-}
-
-# llm_annotate()'s label and probability columns, taken apart for Python as annotation_parts() takes
-# llm_vec_annotate()'s result.
-frame_annotation_parts <- function(labels, probs, call = sys.call(-1)) {
-  first <- if (is.list(probs)) Find(Negate(is.null), probs) else NULL
-  if (is.null(first) || is.null(names(first))) {
-    abort_invalid("the `probs` column must be the list of named probabilities that llm_annotate() adds (and not every text failed)",
-                  call = call)
-  }
-  errors <- rep(list(NULL), length(labels))
-  errors[is.na(labels)] <- list("failed")
-  list(labels = na_to_none(as.character(labels)), names = as.list(names(first)),
-       probs = lapply(probs, function(p) if (is.null(p) || anyNA(p)) NULL else as.list(unname(as.numeric(p)))),
-       errors = errors)
 }
 
 # A column of a data frame named by a bare name or a string.
@@ -257,13 +216,13 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
-#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' plan_coding(x, c("acquisition", "crude oil", "acquisition", NA, NA), target_width = 0.5)
 #' @export
 plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.05,
-                        predictions = c("probs", "labels"), seed = 0L, active = FALSE) {
-  parts <- annotation_parts(x, "x")
-  truth <- check_labels(truth, "truth")
+                        predictions = c("probs", "labels"), seed = 0L, active = FALSE, label = ".label") {
+  parts <- annotation_parts(x, label)
+  truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
   predictions <- match.arg(predictions)
   if (!is.null(target_width)) target_width <- check_number(target_width, "target_width")
   if (!is.null(budget)) budget <- check_count(budget, "budget")
@@ -369,24 +328,24 @@ sheet_ids <- function(x) {
 #' calibration and its cross-validated figures, and with `truth` the coded
 #' sample and each label's share estimated by PPI++ with its interval.
 #'
-#' @param x The result of [llm_vec_annotate()] (calibrated or not).
+#' @param x A data frame from [llm_annotate()] (calibrated or not).
 #' @param truth Optional human codes, `NA` where a text was not coded.
+#' @inheritParams prevalence
 #' @param calibration Optional: the calibration from [calibrate_labels()] applied to
 #'   `x`.
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @return A string.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
-#' x <- llm_vec_annotate(texts, c("acquisition", "crude oil"), progress = FALSE)
+#' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
-methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05) {
-  parts <- annotation_parts(x, "x")
+methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, label = ".label") {
+  parts <- annotation_parts(x, label)
+  truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
-  flips <- attr(x, "order_flip")
-  flips <- if (is.null(flips)) rep(list(NULL), length(x)) else na_to_none(flips)
   with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
-                                            flips, truth, cal, alpha))
+                                            parts$flips, truth, cal, alpha))
 }

@@ -5,15 +5,20 @@
 #' as wrong. The figures are computed by the Python library, so R and Python
 #' give the same numbers.
 #'
-#' @param predicted A vector of predicted labels (character, factor or numbers).
+#' @param predicted A vector of predicted labels (character, factor or numbers),
+#'   or a data frame from [llm_annotate()].
 #' @param truth A vector of true labels of the same length.
-#' @param probs Optional: a texts x labels matrix of probabilities with the
-#'   labels as column names (`attr(x, "probs")` of [llm_vec_annotate()]; a row with
-#'   `NA` for a text that failed). Adds the Brier score, the expected
-#'   calibration error and the reliability bins.
+#' @param probs Optional: the probabilities of each label, a texts x labels
+#'   matrix with the labels as column names or a list of named vectors (as the
+#'   `.probs` column of [llm_annotate()]; `NA` or `NULL` for a text that
+#'   failed). Adds the Brier score, the expected calibration error and the
+#'   reliability bins.
 #' @param order_flip Whether each text's label changed between the listing
-#'   orders it was scored in (`attr(x, "order_flip")` of [llm_vec_annotate()], the
-#'   default when `predicted` carries it): adds `order_flip_share`.
+#'   orders it was scored in (`.order_flip` of [llm_annotate()]): adds
+#'   `order_flip_share`.
+#' @param label When `predicted` is a data frame from [llm_annotate()]: its
+#'   column of labels, whose `.probs` and `.order_flip` columns are then read
+#'   too (and `truth` may name a column).
 #' @return A list of class `newrllama_validation`: `accuracy`, `kappa` (Cohen's
 #'   kappa, an `NA` prediction being a category of its own), `macro_f1` (the
 #'   mean F1 over every label seen), each with a 95% interval
@@ -32,7 +37,14 @@
 #' @examplesIf newrllama::newrllama_available()
 #' validate_labels(c("acq", "crude", "acq"), c("acq", "crude", "crude"))$kappa
 #' @export
-validate_labels <- function(predicted, truth, probs = NULL, order_flip = attr(predicted, "order_flip")) {
+validate_labels <- function(predicted, truth, probs = NULL, order_flip = NULL, label = ".label") {
+  if (is.data.frame(predicted)) {
+    truth <- column_or_values(predicted, substitute(truth), parent.frame(), "truth")
+    parts <- annotation_parts(predicted, label, "predicted")
+    probs <- lapply(parts$probs, function(p) if (is.null(p)) NULL else stats::setNames(unlist(p), unlist(parts$names)))
+    order_flip <- vapply(parts$flips, function(f) if (is.null(f)) NA else f, logical(1))
+    predicted <- predicted[[label]]
+  }
   if (!is.null(order_flip) && (!is.logical(order_flip) || length(order_flip) != length(predicted))) {
     abort_invalid(sprintf("`order_flip` must be TRUE/FALSE/NA for each of the %d labels, not %s", length(predicted),
                           describe(order_flip)))
@@ -82,16 +94,20 @@ validate_labels <- function(predicted, truth, probs = NULL, order_flip = attr(pr
   )
 }
 
-# A probability matrix as Python's list of label -> probability dicts (NULL for a row with NA).
+# Probabilities (a matrix with the labels as column names, or a list of named vectors as in llm_annotate()'s
+# `.probs`) as Python's list of label -> probability dicts (NULL for a text that failed).
 probability_rows <- function(probs, n, call = sys.call(-1)) {
-  if (!is.matrix(probs) || !is.numeric(probs) || is.null(colnames(probs))) {
-    abort_invalid(sprintf("`probs` must be a numeric matrix with the labels as column names, not %s",
-                          describe(probs)), call = call)
+  if (is.matrix(probs) && is.numeric(probs) && !is.null(colnames(probs))) {
+    probs <- lapply(seq_len(nrow(probs)), function(i) probs[i, ])
+  } else if (!is.list(probs) || !all(vapply(probs, function(p) is.null(p) || (is.numeric(p) && !is.null(names(p))),
+                                            logical(1)))) {
+    abort_invalid(sprintf(paste("`probs` must be a numeric matrix with the labels as column names or a list of",
+                                "named numeric vectors, not %s"), describe(probs)), call = call)
   }
-  if (nrow(probs) != n) {
-    abort_invalid(sprintf("`probs` has %d rows but there are %d labels", nrow(probs), n), call = call)
+  if (length(probs) != n) {
+    abort_invalid(sprintf("`probs` has %d rows but there are %d labels", length(probs), n), call = call)
   }
-  lapply(seq_len(nrow(probs)), function(i) if (anyNA(probs[i, ])) NULL else as.list(probs[i, ]))
+  lapply(probs, function(p) if (is.null(p) || anyNA(p)) NULL else as.list(p))
 }
 
 #' @export

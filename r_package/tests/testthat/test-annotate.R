@@ -13,7 +13,8 @@ test_that("llm_annotate() adds a valid label and its probability to every row", 
   expect_warning(out <- llm_annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
                                  progress = FALSE), class = "newrllama_warning")
   expect_s3_class(out, "data.frame")
-  expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs", ".order_flip", ".error"))
+  expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs", ".raw_probs", ".order_free_probs",
+                             ".order_flip", ".error", ".provenance"))
   expect_null(out$.probs[[3]])
   expect_true(is.na(out$.error[1]) && nzchar(out$.error[3]))
   expect_type(out$.order_flip, "logical")
@@ -30,14 +31,18 @@ test_that("llm_annotate() adds a valid label and its probability to every row", 
   expect_equal(same$topic, out$.label)
 })
 
-test_that("llm_vec_annotate() gives labels with a probability matrix", {
+test_that("llm_vec_annotate() gives the labels alone, those llm_annotate() gives with their probabilities", {
   x <- c(a = stories$text[[1]], b = stories$text[[4]])
   out <- llm_vec_annotate(x, labels, context = ctx, progress = FALSE)
   expect_named(out, c("a", "b"))
-  probs <- attr(out, "probs")
-  expect_equal(dim(probs), c(2L, 3L))
-  expect_equal(unname(rowSums(probs)), c(1, 1), tolerance = 1e-6)
-  expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(as.vector(out)))
+  expect_null(attributes(unname(out)))
+  df <- llm_annotate(data.frame(text = unname(x)), text, labels, context = ctx, progress = FALSE)
+  expect_equal(unname(out), df$.label)
+  for (p in df$.probs) {
+    expect_named(p, labels)
+    expect_equal(sum(p), 1, tolerance = 1e-6)
+  }
+  expect_equal(labels[vapply(df$.probs, which.max, integer(1))], df$.label)
 })
 
 test_that("llm_annotate() checks its arguments", {
@@ -55,20 +60,21 @@ test_that("llm_vec_annotate() takes a codebook: definitions, coded examples, a d
                 weather = "")
   examples <- data.frame(text = "The goalkeeper saved a penalty.", label = "sports")
   x <- c(stories$text[[1]], stories$text[[2]])
-  out <- llm_vec_annotate(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
-                      progress = FALSE)
-  expect_true(all(out %in% labels))
-  for (m in c("probs", "raw_probs", "order_free_probs")) {
-    expect_equal(colnames(attr(out, m)), labels)
-    expect_equal(unname(rowSums(attr(out, m))), c(1, 1), tolerance = 1e-6)
+  frame <- data.frame(text = x)
+  out <- llm_annotate(frame, text, codebook, "Give the topic.", context = ctx, examples = examples,
+                      debias = "rotations", progress = FALSE)
+  expect_true(all(out$.label %in% labels))
+  for (m in c(".probs", ".raw_probs", ".order_free_probs")) {
+    expect_named(out[[m]][[1]], labels)
+    expect_equal(vapply(out[[m]], sum, numeric(1)), c(1, 1), tolerance = 1e-6)
   }
-  expect_equal(attr(out, "probs"), attr(out, "order_free_probs"))
+  expect_equal(out$.probs, out$.order_free_probs)
   # The examples as earlier chat turns instead of in the system turn: another prompt, other scores.
-  turns <- llm_vec_annotate(x, codebook, "Give the topic.", context = ctx, examples = examples, debias = "rotations",
-                        examples_in = "turns", progress = FALSE)
-  expect_false(isTRUE(all.equal(attr(turns, "probs"), attr(out, "probs"))))
-  none <- llm_vec_annotate(x, labels, context = ctx, debias = "none", progress = FALSE)
-  expect_equal(attr(none, "probs"), attr(none, "raw_probs"))
+  turns <- llm_annotate(frame, text, codebook, "Give the topic.", context = ctx, examples = examples,
+                        debias = "rotations", examples_in = "turns", progress = FALSE)
+  expect_false(isTRUE(all.equal(turns$.probs, out$.probs)))
+  none <- llm_annotate(frame, text, labels, context = ctx, debias = "none", progress = FALSE)
+  expect_equal(none$.probs, none$.raw_probs)
   df <- llm_annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, definitions = c(weather = "rain and wind"),
                  debias = "batch", progress = FALSE)
   expect_true(all(df$.label %in% labels))
@@ -97,12 +103,17 @@ test_that("a bad codebook is a classed error naming what is wrong", {
 test_that("a codebook asks several questions about each text", {
   questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
   out <- llm_annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
-  expect_equal(names(out), c("id", "text", "topic.label", "topic.prob", "topic.probs", "topic.order_flip",
-                             "topic.error", "tone.label", "tone.prob", "tone.probs", "tone.order_flip", "tone.error"))
+  columns <- c(".label", ".prob", ".probs", ".raw_probs", ".order_free_probs", ".order_flip", ".error",
+               ".provenance")
+  expect_equal(names(out), c("id", "text", paste0("topic", columns), paste0("tone", columns)))
   expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
+  expect_named(out$tone.probs[[1]], c("good news", "bad news"))
+  # Each question's columns are what the findings functions read, by naming its label column.
+  expect_equal(validate_labels(out, out$tone.label, label = "tone.label")$accuracy, 1)
   vec <- suppressWarnings(llm_vec_annotate(stories$text, codebook = questions, context = ctx, progress = FALSE))
+  expect_s3_class(vec, "tbl_df")
   expect_named(vec, c("topic", "tone"))
-  expect_equal(colnames(attr(vec$tone, "probs")), c("good news", "bad news"))
+  expect_equal(vec$tone[-3], out$tone.label)
   expect_true(is.na(vec$topic[3]) && is.na(vec$tone[3]))
   expect_error(llm_vec_annotate("a", codebook = list(labels), context = ctx), "named list",
                class = "newrllama_invalid_argument")
@@ -113,17 +124,17 @@ test_that("a codebook asks several questions about each text", {
 })
 
 test_that("llm_vec_annotate() says which labels changed with the listing order, and validate_labels() reports the share", {
-  x <- llm_vec_annotate(stories$text[c(1, 2, 4)], labels, context = ctx, progress = FALSE)
-  flips <- attr(x, "order_flip")
+  x <- llm_annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, progress = FALSE)
+  flips <- x$.order_flip
   expect_type(flips, "logical")
   expect_length(flips, 3)
   expect_false(anyNA(flips))
   v <- validate_labels(x, c("sports", "business", "weather"))
   expect_equal(v$order_flip_share, mean(flips))
-  expect_true(is.na(validate_labels(x, c("sports", "business", "weather"), order_flip = NULL)$order_flip_share))
-  none <- llm_vec_annotate(stories$text[c(1, 2)], labels, context = ctx, debias = "none", progress = FALSE)
-  expect_true(all(is.na(attr(none, "order_flip"))))
-  expect_error(validate_labels(x, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
+  expect_true(is.na(validate_labels(x$.label, c("sports", "business", "weather"))$order_flip_share))
+  none <- llm_annotate(stories[c(1, 2), ], text, labels, context = ctx, debias = "none", progress = FALSE)
+  expect_true(all(is.na(none$.order_flip)))
+  expect_error(validate_labels(x$.label, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
                class = "newrllama_invalid_argument")
 })
 
@@ -131,7 +142,14 @@ test_that("labels that look wrong as a whole warn with their own class", {
   out <- list(label = list("a", "a"), probs = list(c(0.6, 0.4), c(0.7, 0.3)), raw_probs = list(NULL, NULL),
               order_free_probs = list(NULL, NULL), error = list(NULL, NULL), order_flip = list(FALSE, NULL),
               suspect = list("20 of 20 texts got the label 'a'"))
-  expect_warning(x <- label_vector(out, c("a", "b"), NULL), "20 of 20 texts", class = "newrllama_suspect_labels")
-  expect_equal(attr(x, "order_flip"), c(FALSE, NA))
-  expect_silent(label_vector(out, c("a", "b"), NULL, warn = FALSE))
+  expect_warning(warn_annotations(list(out)), "20 of 20 texts", class = "newrllama_suspect_labels")
+  x <- put_annotation_columns(data.frame(id = 1:2), out, c("a", "b"), ".label")
+  expect_equal(x$.order_flip, c(FALSE, NA))
+  expect_equal(x$.prob, c(0.6, 0.7))
+  out$suspect <- list()
+  expect_silent(warn_annotations(list(out)))
+  out$label[2] <- list(NULL)
+  out$error[2] <- list("text is missing or empty")
+  w <- expect_warning(warn_annotations(list(out)), "1 of 2 texts failed", class = "newrllama_failed_prompts")
+  expect_equal(w$errors, c(`2` = "text is missing or empty"))
 })

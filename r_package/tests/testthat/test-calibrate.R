@@ -6,9 +6,12 @@ texts <- c("The striker scored twice and the team won the cup final.", "Shares o
            "The champion retired after twenty seasons.", "The company bought a rival for two billion dollars.",
            "The coach was sacked after five defeats.", "Profits at the carmaker doubled this year.")
 truth <- c("sports", "business", "sports", "business", "sports", "business")
+annotated <- function(texts, labels, ...) {
+  llm_annotate(data.frame(text = texts), text, labels, context = ctx, progress = FALSE, ...)
+}
 
-test_that("calibrate_labels() fits on coded texts, predict() and llm_vec_annotate() apply it, least_confident() picks", {
-  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
+test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() apply it, least_confident() picks", {
+  coded <- annotated(texts, labels)
   cal <- calibrate_labels(coded, truth, folds = 3)
   expect_s3_class(cal, "newrllama_calibration")
   expect_equal(sort(names(cal$offsets)), sort(labels))
@@ -18,30 +21,38 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_vec_annotat
   expect_true(cal$balanced && cal$penalty > 0)
   expect_equal(calibrate_labels(coded, truth, penalty = 2, balanced = FALSE)[c("penalty", "balanced")],
                list(penalty = 2, balanced = FALSE))
+  coded$code <- truth
+  expect_equal(calibrate_labels(coded, code, folds = 3)[c("scale", "offsets")], cal[c("scale", "offsets")])
   applied <- predict(cal, coded)
-  expect_true(all(applied %in% labels))
-  expect_equal(attr(applied, "raw_probs"), attr(coded, "raw_probs"))
-  expect_equal(attr(applied, "order_free_probs"), attr(coded, "order_free_probs"))
-  direct <- llm_vec_annotate(texts, labels, context = ctx, calibration = cal, progress = FALSE)
-  expect_equal(as.vector(direct), as.vector(applied))
+  expect_true(all(applied$.label %in% labels))
+  expect_equal(applied$.raw_probs, coded$.raw_probs)
+  expect_equal(applied$.order_free_probs, coded$.order_free_probs)
+  expect_equal(applied$.order_flip, coded$.order_flip)
+  direct <- annotated(texts, labels, calibration = cal)
+  expect_equal(direct$.label, applied$.label)
   # Python's own calibrated probabilities, from the same order-free ones.
-  py <- cal$py$probs(as.list(attr(coded, "order_free_probs")[1, ]))
-  expect_equal(unname(unlist(py)[labels]), unname(attr(applied, "probs")[1, labels]), tolerance = 1e-9)
-  margins <- apply(attr(coded, "probs"), 1, function(p) diff(sort(p, decreasing = TRUE)[2:1]))
+  py <- cal$py$probs(as.list(coded$.order_free_probs[[1]]))
+  expect_equal(unlist(py)[labels], applied$.probs[[1]][labels], tolerance = 1e-9)
+  margins <- vapply(coded$.probs, function(p) diff(sort(p, decreasing = TRUE)[2:1]), numeric(1))
   expect_equal(least_confident(coded, 2), order(margins)[1:2])
+  # The rows carry their figures: after reordering, the least confident are the same texts.
+  reordered <- coded[6:1, ]
+  expect_equal(reordered$text[least_confident(reordered, 2)], coded$text[least_confident(coded, 2)])
 })
 
 test_that("calibrate_labels() and least_confident() refuse what they cannot use", {
-  coded <- llm_vec_annotate(texts[1:2], labels, context = ctx, progress = FALSE)
-  expect_error(calibrate_labels(coded, "sports"), "1 labels but there are 2", class = "newrllama_invalid_argument")
+  coded <- annotated(texts[1:2], labels)
+  expect_error(calibrate_labels(coded, "sports"), "one value per row", class = "newrllama_invalid_argument")
   expect_error(calibrate_labels(coded, c("sports", "politics")), "not one of the labels",
                class = "newrllama_invalid_argument")
-  expect_error(calibrate_labels(c("sports", "business"), truth[1:2]), "result of llm_vec_annotate",
+  expect_error(calibrate_labels(c("sports", "business"), truth[1:2]), "data frame from llm_annotate",
+               class = "newrllama_invalid_argument")
+  expect_error(calibrate_labels(coded, truth[1:2], label = "topic"), "column `topic`",
                class = "newrllama_invalid_argument")
   expect_error(calibrate_labels(coded, truth[1:2], penalty = 0), "penalty", class = "newrllama_invalid_argument")
   expect_error(calibrate_labels(coded, truth[1:2], balanced = NA), "balanced", class = "newrllama_invalid_argument")
   cal <- calibrate_labels(coded, truth[1:2], folds = 2)
-  other <- llm_vec_annotate(texts[1:2], c("sports", "business", "weather"), context = ctx, progress = FALSE)
+  other <- annotated(texts[1:2], c("sports", "business", "weather"))
   expect_error(predict(cal, other), "fitted on the labels", class = "newrllama_invalid_argument")
   expect_error(llm_vec_annotate(texts[1], c("a", "b"), context = ctx, calibration = cal, progress = FALSE),
                "fitted on the labels", class = "newrllama_invalid_argument")
@@ -49,19 +60,19 @@ test_that("calibrate_labels() and least_confident() refuse what they cannot use"
 })
 
 test_that("a calibration survives saveRDS() and a JSON file, and refuses labels made otherwise", {
-  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
-  expect_match(attr(coded, "provenance"), "\"debias\": \"reverse\"")
+  coded <- annotated(texts, labels)
+  expect_match(coded$.provenance[1], "\"debias\": \"reverse\"")
   cal <- calibrate_labels(coded, truth, folds = 3)
   old <- from_previous_session(cal)
   expect_true(reticulate::py_is_null_xptr(old$py))
-  expect_equal(attr(predict(old, coded), "probs"), attr(predict(cal, coded), "probs"))
+  expect_equal(predict(old, coded)$.probs, predict(cal, coded)$.probs)
   path <- tempfile(fileext = ".json")
   expect_equal(write_calibration(cal, path), path)
   back <- read_calibration(path)
   expect_s3_class(back, "newrllama_calibration")
   expect_equal(back[c("labels", "scale", "offsets", "n")], cal[c("labels", "scale", "offsets", "n")])
-  expect_equal(as.vector(predict(back, coded)), as.vector(predict(cal, coded)))
-  plain <- llm_vec_annotate(texts, labels, context = ctx, debias = "none", progress = FALSE)
+  expect_equal(predict(back, coded)$.label, predict(cal, coded)$.label)
+  plain <- annotated(texts, labels, debias = "none")
   expect_error(predict(cal, plain), "debias 'reverse' here, 'none' there", class = "newrllama_invalid_argument")
   expect_error(llm_vec_annotate(texts, labels, context = ctx, debias = "none", calibration = cal, progress = FALSE),
                "fitted on labels made otherwise", class = "newrllama_invalid_argument")
@@ -70,12 +81,12 @@ test_that("a calibration survives saveRDS() and a JSON file, and refuses labels 
 })
 
 test_that("methods_text() writes Python's paragraph from the labels' provenance", {
-  coded <- llm_vec_annotate(texts, labels, context = ctx, progress = FALSE)
+  coded <- annotated(texts, labels)
   text <- methods_text(coded, ifelse(seq_along(texts) %% 2 == 1, truth, NA))
   expect_type(text, "character")
   expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
   expect_match(text, "A random sample of 3 of the 6 texts", fixed = TRUE)
-  expect_match(text, sprintf("for %d of 6 texts", sum(attr(coded, "order_flip"))), fixed = TRUE)
+  expect_match(text, sprintf("for %d of 6 texts", sum(coded$.order_flip)), fixed = TRUE)
   cal <- calibrate_labels(coded, truth, folds = 3)
   expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)
 })

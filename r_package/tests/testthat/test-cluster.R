@@ -19,12 +19,12 @@ test_that("a cluster answers like a context, writes its results as they come and
   local <- suppressWarnings(generate_parallel(test_context(model, n_ctx = 1024L, n_seq_max = 4L), prompts,
                                               max_tokens = 4L, progress = FALSE))
   out <- tempfile(fileext = ".jsonl")
-  expect_warning(remote <- generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out),
-                 "1 of 6 prompts failed", class = "newrllama_warning")
+  w <- expect_warning(remote <- generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out),
+                      "1 of 6 prompts failed", class = "newrllama_failed_prompts")
+  expect_match(w$errors[["4"]], "empty")
   expect_equal(names(remote), names(prompts))
   expect_equal(as.vector(remote), as.vector(local))
-  expect_match(attr(remote, "errors")[["4"]], "empty")
-  expect_equal(attr(remote, "finish_reason")[4], "error")
+  expect_true(is.na(remote[[4]]))
   json <- reticulate::import("json")
   lines <- lapply(readLines(out), json$loads)
   expect_setequal(vapply(lines, function(r) r$id, ""), names(prompts))
@@ -33,7 +33,7 @@ test_that("a cluster answers like a context, writes its results as they come and
   again <- suppressWarnings(generate_parallel(cluster, prompts, max_tokens = 4L, progress = FALSE, output = out,
                                               resume = TRUE))
   expect_equal(as.vector(again), as.vector(remote))
-  expect_equal(attr(again, "stats")$n_resumed, 6L)
+  expect_equal(last_stats(cluster)$n_resumed, 6L)
   expect_length(readLines(out), 6L)
   expect_error(generate_parallel(cluster, prompts, max_tokens = 5L, progress = FALSE, output = out, resume = TRUE),
                "other settings", class = "newrllama_invalid_argument")

@@ -68,7 +68,7 @@ test_that("a rerun gives the same bits: after other calls, on a fresh context, a
   first <- generate_parallel(ctx, prompts, max_tokens = 12, progress = FALSE)
   invisible(generate_parallel(ctx, rev(paste(prompts, "Once")), max_tokens = 6, progress = FALSE))
   again <- generate_parallel(ctx, prompts, max_tokens = 12, progress = FALSE)
-  expect_gt(attr(again, "stats")$n_cached_tokens, 0)
+  expect_gt(last_stats(ctx)$n_cached_tokens, 0)
   fresh <- context_create(model, n_ctx = 2048L, n_seq_max = 4L, n_threads = 2L)
   alone <- vapply(prompts, function(p) generate_text(fresh, p, max_tokens = 12), character(1), USE.NAMES = FALSE)
   expect_identical(as.vector(again), as.vector(first))

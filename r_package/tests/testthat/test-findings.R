@@ -1,7 +1,7 @@
 skip_if_no_newrllama()
 
-# Labels and probabilities as llm_vec_annotate() returns them, for a population whose model calls a third of the
-# earnings stories acquisitions: no model is run here (llm_vec_annotate() has its own tests).
+# Labels and probabilities as llm_annotate() adds them, for a population whose model calls a third of the
+# earnings stories acquisitions: no model is run here (llm_annotate() has its own tests).
 labels <- c("acquisition", "crude oil", "earnings")
 set.seed(3)
 n <- 240
@@ -12,7 +12,9 @@ probs <- t(vapply(predicted, function(l) {
   p / sum(p)
 }, numeric(3)))
 dimnames(probs) <- list(NULL, labels)
-x <- structure(predicted, probs = probs, raw_probs = probs, order_free_probs = probs)
+x <- data.frame(id = seq_len(n))
+x$.label <- predicted
+x$.probs <- lapply(seq_len(n), function(i) probs[i, ])
 coded <- ifelse(seq_len(n) %% 3 == 0, truth, NA)
 group <- ifelse(seq_len(n) %% 2 == 0, "wire", "paper")
 
@@ -51,25 +53,33 @@ test_that("prevalence() by group adds each group's difference from the reference
   expect_equal(unique(flipped$reference[flipped$estimand == "difference"]), "wire")
 })
 
-test_that("prevalence() reads llm_annotate()'s data frame columns", {
-  d <- data.frame(id = seq_len(n), code = coded, source = group)
-  d$.label <- predicted
-  d$.probs <- lapply(seq_len(n), function(i) probs[i, ])
+test_that("prevalence() reads codes and groups from columns or vectors, and a question's columns by its label", {
+  d <- x
+  d$code <- coded
+  d$source <- group
   expect_equal(prevalence(d, code, by = source), prevalence(x, coded, by = group))
   expect_equal(prevalence(d, "code"), prevalence(x, coded))
+  q <- data.frame(id = seq_len(n))
+  q$topic.label <- predicted
+  q$topic.probs <- x$.probs
+  expect_equal(prevalence(q, coded, label = "topic.label"), prevalence(x, coded))
+  # Rows move with their figures: a shuffled table gives the same shares.
+  shuffled <- sample(n)
+  expect_equal(prevalence(d[shuffled, ], code)$estimate, prevalence(d, code)$estimate, tolerance = 1e-12)
   expect_error(prevalence(d, nothing), "must name a column", class = "newrllama_invalid_argument")
-  expect_error(prevalence(d, code, probs = "id"), "list of named probabilities", class = "newrllama_invalid_argument")
+  expect_error(prevalence(d, code, label = "topic.label"), "list-column `topic.probs`",
+               class = "newrllama_invalid_argument")
 })
 
 test_that("bad input to prevalence() is a clear error from Python's checks", {
-  expect_error(prevalence(x, coded[-1]), "truth has 239 codes but there are 240 annotations",
+  expect_error(prevalence(x, coded[-1]), "one value per row \\(240\\), not 239",
                class = "newrllama_invalid_argument")
   expect_error(prevalence(x, replace(coded, 4, "sport")), "truth holds 'sport'", class = "newrllama_invalid_argument")
   expect_error(prevalence(x, coded, alpha = 2), "alpha must be a number in", class = "newrllama_invalid_argument")
   expect_error(prevalence(x, coded, by = group, reference = "tv"), "reference 'tv' is not one of the groups",
                class = "newrllama_invalid_argument")
   expect_error(prevalence(x, coded, predictions = "votes"), "should be one of")
-  expect_error(prevalence("acquisition", "acquisition"), "must be the result of llm_vec_annotate",
+  expect_error(prevalence("acquisition", "acquisition"), "data frame from llm_annotate",
                class = "newrllama_invalid_argument")
 })
 
@@ -201,14 +211,14 @@ test_that("an active plan gives inclusion probabilities that prevalence() weight
 
 test_that("cross_fit() calibrates each coded text without its own code, as Python does", {
   fitted <- cross_fit(x, coded, penalty = 1)
-  expect_equal(colnames(attr(fitted, "probs")), labels)
+  expect_named(fitted$.probs[[1]], labels)
   flipped <- coded
   first <- which(!is.na(coded))[1]
   flipped[first] <- setdiff(labels, coded[first])[1]
-  expect_identical(attr(cross_fit(x, flipped, penalty = 1), "probs")[first, ], attr(fitted, "probs")[first, ])
+  expect_identical(cross_fit(x, flipped, penalty = 1)$.probs[[first]], fitted$.probs[[first]])
   annotations <- lapply(seq_len(n), function(i) py_newrllama()$Annotation(predicted[[i]], as.list(probs[i, ])))
   py <- py_newrllama()$cross_fit(annotations, lapply(coded, function(v) if (is.na(v)) NULL else v), penalty = 1)
-  expect_equal(attr(fitted, "probs")[2, ], unlist(py[[2]]$probs[labels]))
+  expect_equal(fitted$.probs[[2]], unlist(py[[2]]$probs[labels]))
   expect_s3_class(prevalence(fitted, coded), "data.frame")
   expect_error(cross_fit(x, coded, folds = 1), "folds", class = "newrllama_invalid_argument")
   expect_error(cross_fit(x, ifelse(seq_len(n) <= 5, truth, NA)), "cross-fitting needs at least 10",

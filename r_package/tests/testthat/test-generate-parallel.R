@@ -12,13 +12,35 @@ test_that("answers come back in input order, with statistics", {
   for (i in seq_along(countries)) {
     expect_match(answers[[i]], capitals[[i]])
   }
-  stats <- attr(answers, "stats")
+  expect_null(attributes(answers))
+  stats <- last_stats(ctx)
   expect_type(stats, "list")
   expect_equal(stats$n_prompts, length(countries))
   expect_equal(stats$n_failed, 0)
   expect_gt(stats$n_gen_tokens, 0)
   expect_gt(stats$tokens_per_second, 0)
-  expect_null(attr(answers, "errors"))
+})
+
+test_that("llm_generate() gives each row's answer with its finish reason and token counts", {
+  rows <- data.frame(id = 1:3, prompt = c(capital_prompt("France"), "", capital_prompt("Japan")))
+  w <- expect_warning(out <- llm_generate(rows, prompt, ctx, max_tokens = 3, progress = FALSE),
+                      "1 of 3 prompts failed", class = "newrllama_failed_prompts")
+  expect_equal(w$errors, c(`2` = out$.error[2]))
+  expect_equal(names(out), c("id", "prompt", ".text", ".finish_reason", ".n_prompt_tokens", ".n_gen_tokens",
+                             ".n_cached_tokens", ".error"))
+  expect_equal(out$.text[c(1, 3)], unname(generate_parallel(ctx, rows$prompt[c(1, 3)], max_tokens = 3,
+                                                              progress = FALSE)))
+  expect_equal(out$.finish_reason, c("length", "error", "length"))
+  expect_equal(out$.n_gen_tokens[c(1, 3)], c(3L, 3L))
+  expect_true(all(out$.n_prompt_tokens[c(1, 3)] > 5))
+  expect_true(is.na(out$.text[2]) && grepl("empty", out$.error[2]) && all(is.na(out$.error[c(1, 3)])))
+  chats <- tibble::tibble(chat = list(list(list(role = "user", content = "Say yes."))))
+  expect_equal(nrow(llm_generate(chats, chat, ctx, max_tokens = 2, progress = FALSE)), 1)
+  expect_error(llm_generate(rows, prompt, ctx, max_tokns = 3), "one of generate_parallel",
+               class = "newrllama_invalid_argument")
+  expect_error(llm_generate(rows, nope, ctx), "must name a column", class = "newrllama_invalid_argument")
+  expect_error(llm_generate(rows$prompt, prompt, ctx), "data frame", class = "newrllama_invalid_argument")
+  expect_error(llm_generate(rows, id, ctx), "prompts or conversations", class = "newrllama_invalid_argument")
 })
 
 test_that("identical prompts in one batch each get the answer", {
@@ -34,11 +56,11 @@ test_that("a shared instruction is decoded once and served from the prefix cache
   for (i in seq_along(countries)) {
     expect_match(answers[[i]], capitals[[i]])
   }
-  expect_gt(attr(answers, "stats")$n_cached_tokens, 4 * 40)
+  expect_gt(last_stats(ctx)$n_cached_tokens, 4 * 40)
   plain <- context_create(model, n_ctx = 1024L, n_threads = 1L, n_seq_max = 4L, prefix_cache = FALSE)
   expect_output(print(plain), "prefix cache: off")
   off <- generate_parallel(plain, prompts, max_tokens = 3, progress = FALSE)
-  expect_equal(attr(off, "stats")$n_cached_tokens, 0)
+  expect_equal(last_stats(plain)$n_cached_tokens, 0)
   for (i in seq_along(countries)) {
     expect_match(off[[i]], capitals[[i]])
   }
@@ -67,17 +89,17 @@ test_that("a failed prompt is NA with its error and one warning, the others comp
     }
   )
   expect_length(warnings, 1)
-  expect_s3_class(warnings[[1]], "newrllama_warning")
+  expect_s3_class(warnings[[1]], "newrllama_failed_prompts")
   expect_match(conditionMessage(warnings[[1]]), "2 of 4 prompts failed")
   expect_equal(is.na(answers), c(FALSE, TRUE, FALSE, TRUE))
   expect_match(answers[[1]], "Paris")
   expect_match(answers[[3]], "Tokyo")
-  errors <- attr(answers, "errors")
+  errors <- warnings[[1]]$errors
   expect_type(errors, "character")
   expect_named(errors, c("2", "4"))
   expect_match(errors[["2"]], "empty")
   expect_match(errors[["4"]], "n_ctx")
-  expect_equal(attr(answers, "stats")$n_failed, 2)
+  expect_equal(last_stats(ctx)$n_failed, 2)
 })
 
 test_that("all prompts failing still returns a vector", {
@@ -111,17 +133,19 @@ test_that("generate_parallel() checks its arguments", {
   expect_error(generate_parallel(ctx, "a", progress = NA), "progress", class = "newrllama_invalid_argument")
 })
 
-test_that("choices give one of the labels for every prompt, with a probability matrix", {
+test_that("choices give one of the labels for every prompt, and llm_generate() each label's probability", {
   labels <- c("Paris", "Tokyo", "Madrid", "Cairo", "Berlin")
   prompts <- c(fr = capital_prompt("France"), jp = capital_prompt("Japan"), free = "Once upon a time")
   answers <- generate_parallel(ctx, prompts[1:2], choices = labels, progress = FALSE)
   expect_equal(as.vector(unname(answers)), c("Paris", "Tokyo"))
   expect_named(answers, c("fr", "jp"))
-  probs <- attr(answers, "probs")
-  expect_equal(dim(probs), c(2L, 5L))
-  expect_equal(colnames(probs), labels)
-  expect_equal(unname(rowSums(probs)), c(1, 1), tolerance = 1e-6)
-  expect_equal(unname(labels[apply(probs, 1, which.max)]), unname(answers[1:2]))
+  out <- llm_generate(data.frame(prompt = unname(prompts[1:2])), prompt, ctx, choices = labels, progress = FALSE)
+  expect_equal(out$.text, unname(answers))
+  for (p in out$.probs) {
+    expect_named(p, labels)
+    expect_equal(sum(p), 1, tolerance = 1e-6)
+  }
+  expect_equal(labels[vapply(out$.probs, which.max, integer(1))], unname(answers))
   expect_error(generate_parallel(ctx, prompts, choices = "Paris"), "2 to 1024", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = c("a", NA)), "choices.*NA.*position 2", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = c("a", "a")), "more than once",
@@ -133,7 +157,7 @@ test_that("choices give one of the labels for every prompt, with a probability m
   expect_error(generate_parallel(ctx, prompts, choices = c("a", " ")), "blank", class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, prompts, choices = list("a", "b")), "character vector",
                class = "newrllama_invalid_argument")
-  expect_equal(unname(attr(answers, "finish_reason")), c("stop", "stop"))
+  expect_equal(out$.finish_reason, c("stop", "stop"))
 })
 
 test_that("grammar and json_schema constrain every answer; bad ones are clear errors", {
@@ -160,12 +184,12 @@ test_that("grammar and json_schema constrain every answer; bad ones are clear er
 })
 
 test_that("max_tokens cuts a grammar short: finish_reason 'length', and the context goes on", {
-  cut <- generate_parallel(ctx, c("Digits:", "More digits:"), max_tokens = 3, grammar = "root ::= [0-9]+",
-                           progress = FALSE)
-  expect_equal(unname(attr(cut, "finish_reason")), c("length", "length"))
-  expect_true(all(grepl("^[0-9]+$", cut)))
-  done <- generate_parallel(ctx, "Is fire cold? Answer:", max_tokens = 10, grammar = 'root ::= ("yes" | "no") "."',
-                            progress = FALSE)
-  expect_equal(attr(done, "finish_reason"), "stop")
-  expect_true(done %in% c("yes.", "no."))
+  cut <- llm_generate(data.frame(p = c("Digits:", "More digits:")), p, ctx, max_tokens = 3,
+                      grammar = "root ::= [0-9]+", progress = FALSE)
+  expect_equal(cut$.finish_reason, c("length", "length"))
+  expect_true(all(grepl("^[0-9]+$", cut$.text)))
+  done <- llm_generate(data.frame(p = "Is fire cold? Answer:"), p, ctx, max_tokens = 10,
+                       grammar = 'root ::= ("yes" | "no") "."', progress = FALSE)
+  expect_equal(done$.finish_reason, "stop")
+  expect_true(done$.text %in% c("yes.", "no."))
 })

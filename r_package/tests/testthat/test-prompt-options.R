@@ -11,7 +11,8 @@ test_that("params gives each prompt its own settings over the call's, as a data 
   out <- generate_parallel(ctx, c(p, p, p), max_tokens = 6, progress = FALSE,
                            params = data.frame(max_tokens = c(2, NA, 2)))
   expect_equal(as.vector(out), c(short, long, short))
-  expect_equal(attr(out, "finish_reason"), rep("length", 3))
+  expect_equal(llm_generate(data.frame(p = c(p, p, p)), p, ctx, max_tokens = 6, progress = FALSE,
+                            params = data.frame(max_tokens = c(2, NA, 2)))$.finish_reason, rep("length", 3))
   first <- strsplit(trimws(long), " ")[[1]][1]
   cut <- generate_text(ctx, p, max_tokens = 6, stop = first)
   frame <- data.frame(max_tokens = c(6L, 2L))

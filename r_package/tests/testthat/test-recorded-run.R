@@ -41,14 +41,14 @@ test_that("a run killed half-way resumes with every prompt once", {
   expect_error(generate_parallel(ctx, notes, max_tokens = 5, output = out, resume = TRUE, progress = FALSE),
                "other settings", class = "newrllama_invalid_argument")
   done <- generate_parallel(ctx, notes, max_tokens = 24, output = out, resume = TRUE, progress = FALSE)
-  expect_equal(attr(done, "stats")$n_prompts, length(notes) - length(before))
+  expect_equal(last_stats(ctx)$n_prompts, length(notes) - length(before))
   records <- read_records(out)
   expect_setequal(vapply(records, `[[`, "", "id"), names(notes))
   expect_length(records, length(notes))
   for (r in before) {
     expect_equal(done[[r$id]], r$text)
   }
-  expect_true(all(attr(done, "finish_reason") == "length"))
+  expect_true(all(vapply(records, `[[`, "", "finish_reason") == "length"))
   expect_error(generate_parallel(ctx, c(a = "x", a = "y"), output = tempfile(), progress = FALSE), "more than once",
                class = "newrllama_invalid_argument")
   expect_error(generate_parallel(ctx, stats::setNames(c("x", "y"), c("a", NA)), output = tempfile(), progress = FALSE),
@@ -67,16 +67,18 @@ test_that("retry_errors runs again only the prompts whose line holds an error", 
   prompts <- c(a = notes[[1]], long = long, b = notes[[2]])
   small <- test_context(model, n_ctx = 1024L, n_seq_max = 4L)
   expect_warning(first <- generate_parallel(small, prompts, max_tokens = 2, output = out, progress = FALSE),
-                 class = "newrllama_warning")
-  expect_equal(attr(first, "finish_reason"), c("length", "error", "length"))
+                 class = "newrllama_failed_prompts")
+  records <- read_records(out)
+  finish <- stats::setNames(vapply(records, `[[`, "", "finish_reason"), vapply(records, `[[`, "", "id"))
+  expect_equal(finish[names(prompts)], c(a = "length", long = "error", b = "length"))
   expect_error(generate_parallel(small, prompts, max_tokens = 2, output = out, retry_errors = TRUE, progress = FALSE),
                "resume=True", class = "newrllama_invalid_argument")
   roomy <- test_context(model, n_ctx = 1024L, n_seq_max = 1L)
   done <- generate_parallel(roomy, prompts, max_tokens = 2, output = out, resume = TRUE, retry_errors = TRUE,
                             progress = FALSE)
-  expect_equal(attr(done, "stats")$n_prompts, 1)
-  expect_equal(attr(done, "finish_reason"), rep("length", 3))
-  expect_equal(done[c("a", "b")], first[c("a", "b")], ignore_attr = TRUE)
+  expect_equal(last_stats(roomy)$n_prompts, 1)
+  expect_false(anyNA(done))
+  expect_equal(done[c("a", "b")], first[c("a", "b")])
   ids <- vapply(read_records(out), `[[`, "", "id")
   expect_setequal(ids[1:3], names(prompts))
   expect_equal(ids[4], "long") # the new line of the prompt run again follows the others

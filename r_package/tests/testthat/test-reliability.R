@@ -20,8 +20,9 @@ collect_warnings <- function(expr) {
 
 expect_one_failure_warning <- function(warnings, n_failed, n_total) {
   expect_length(warnings, 1)
-  expect_s3_class(warnings[[1]], "newrllama_warning")
+  expect_s3_class(warnings[[1]], "newrllama_failed_prompts")
   expect_match(conditionMessage(warnings[[1]]), sprintf("%d of %d prompts failed", n_failed, n_total))
+  warnings[[1]]$errors
 }
 
 used_cells <- function(context) context$py$n_used_cells()
@@ -41,12 +42,12 @@ test_that("no prompts, NA and empty strings: classed error or per-prompt NA", {
   out <- collect_warnings(
     generate_parallel(ctx, c(a = "", b = capital_prompt(), c = ""), max_tokens = 2, progress = FALSE)
   )
-  expect_one_failure_warning(out$warnings, 2, 3)
+  errors <- expect_one_failure_warning(out$warnings, 2, 3)
   expect_named(out$value, c("a", "b", "c"))
   expect_equal(is.na(out$value), c(a = TRUE, b = FALSE, c = TRUE))
   expect_match(out$value[["b"]], "Paris")
-  expect_named(attr(out$value, "errors"), c("1", "3"))
-  expect_match(attr(out$value, "errors"), "empty")
+  expect_named(errors, c("1", "3"))
+  expect_match(errors, "empty")
 
   # Whitespace is text like any other: answered, not an error.
   blank <- generate_parallel(ctx, c(" ", "\n", capital_prompt()), max_tokens = 1, progress = FALSE)
@@ -107,12 +108,12 @@ test_that("a 1 MB prompt among valid ones is NA with a message about the context
     generate_parallel(ctx, c(capital_prompt("France"), huge, capital_prompt("Japan")),
                       max_tokens = 2, progress = FALSE)
   )
-  expect_one_failure_warning(out$warnings, 1, 3)
+  errors <- expect_one_failure_warning(out$warnings, 1, 3)
   expect_equal(is.na(out$value), c(FALSE, TRUE, FALSE))
   expect_match(out$value[[1]], "Paris")
   expect_match(out$value[[3]], "Tokyo")
-  expect_named(attr(out$value, "errors"), "2")
-  expect_match(attr(out$value, "errors")[["2"]], "n_ctx")
+  expect_named(errors, "2")
+  expect_match(errors[["2"]], "n_ctx")
   expect_error(generate_text(ctx, huge, max_tokens = 1), "n_ctx", class = "newrllama_prompt_error")
   expect_equal(used_cells(ctx), 0)
 })
@@ -127,8 +128,7 @@ test_that("64 prompts on n_seq_max = 4 all come back, in order, with their names
   expect_length(answers, 64)
   expect_false(anyNA(answers))
   expect_identical(names(answers), names(prompts))
-  expect_null(attr(answers, "errors"))
-  stats <- attr(answers, "stats")
+  stats <- last_stats(big)
   expect_equal(stats$n_prompts, 64)
   expect_equal(stats$n_failed, 0)
   expect_equal(stats$n_gen_tokens, 64)
@@ -235,7 +235,7 @@ test_that("100 calls on one context give the same answers in order and leave not
   for (call in 1:100) {
     answers <- generate_parallel(loop, prompts, max_tokens = 2, progress = FALSE)
     if (!identical(as.vector(answers), as.vector(first)) || !identical(names(answers), names(prompts)) ||
-        !is.null(attr(answers, "errors"))) {
+        anyNA(answers)) {
       mismatches <- mismatches + 1L
     }
     if (call %in% c(25, 100)) {
@@ -262,19 +262,18 @@ test_that("an injected decode failure on one sequence fails only that prompt", {
   # The 2nd decode (the first generation step) fails for batches holding sequence 1.
   faults$py$`_inject_decode_failure`(2L, seq_id = 1L)
   out <- collect_warnings(generate_parallel(faults, prompts, max_tokens = 3, progress = FALSE))
-  expect_one_failure_warning(out$warnings, 1, 4)
+  errors <- expect_one_failure_warning(out$warnings, 1, 4)
   expect_equal(is.na(out$value), c(FALSE, TRUE, FALSE, FALSE))
-  expect_named(attr(out$value, "errors"), "2")
-  expect_match(attr(out$value, "errors")[["2"]], "llama_decode")
+  expect_named(errors, "2")
+  expect_match(errors[["2"]], "llama_decode")
   for (i in c(1, 3, 4)) {
     expect_match(out$value[[i]], capitals[[i]])
   }
-  expect_equal(attr(out$value, "stats")$n_failed, 1)
+  expect_equal(last_stats(faults)$n_failed, 1)
   expect_equal(used_cells(faults), 0)
 
   # The next call is whole again.
-  again <- generate_parallel(faults, prompts, max_tokens = 3, progress = FALSE)
-  expect_null(attr(again, "errors"))
+  expect_no_warning(again <- generate_parallel(faults, prompts, max_tokens = 3, progress = FALSE))
   expect_identical(as.vector(again), as.vector(reference))
 
   # generate_text() reports the failure of its one prompt as an error.
@@ -294,11 +293,10 @@ test_that("a one-off decode failure is retried and every prompt completes", {
     out <- collect_warnings(generate_parallel(faults, prompts, max_tokens = 3, progress = FALSE))
     expect_length(out$warnings, 0)
     expect_false(anyNA(out$value))
-    expect_null(attr(out$value, "errors"))
     for (i in seq_along(capitals)) {
       expect_match(out$value[[i]], capitals[[i]])
     }
-    expect_gte(attr(out$value, "stats")$n_fallbacks, 1)
+    expect_gte(last_stats(faults)$n_fallbacks, 1)
     expect_equal(used_cells(faults), 0)
   }
   expect_identical(as.vector(generate_parallel(faults, prompts, max_tokens = 3, progress = FALSE)),

@@ -70,12 +70,12 @@ test_that("grouped calls without a context load the model once, and a text's lab
     dplyr::mutate(topic = llm_vec_annotate(text, labels, instruction, progress = FALSE)) |>
     dplyr::ungroup()
   expect_length(loads$loads, 0)
-  flat <- llm_vec_annotate(news$text, labels, instruction, progress = FALSE)
-  expect_equal(as.vector(grouped$topic), as.vector(flat))
+  flat <- llm_annotate(news, text, labels, instruction, progress = FALSE)
+  expect_equal(grouped$topic, flat$.label)
   for (desk in unique(news$desk)) {
     rows <- which(news$desk == desk)
-    alone <- llm_vec_annotate(news$text[rows], labels, instruction, progress = FALSE)
-    expect_identical(attr(alone, "probs"), attr(flat, "probs")[rows, , drop = FALSE])
+    alone <- llm_annotate(news[rows, ], text, labels, instruction, progress = FALSE)
+    expect_identical(alone$.probs, flat$.probs[rows])
   }
   seen <- character()
   withCallingHandlers(
@@ -101,7 +101,7 @@ test_that("llm_annotate() on a context writes its labels and resumes only the mi
   steps <- engine_stats(ctx)$n_steps
   all <- llm_vec_annotate(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
   expect_length(readLines(out), 5)
-  expect_equal(all[1:2], first[1:2], ignore_attr = TRUE)
+  expect_equal(all[1:2], first[1:2])
   expect_gt(engine_stats(ctx)$n_steps, steps)
   steps <- engine_stats(ctx)$n_steps
   again <- llm_vec_annotate(texts, labels, instruction, context = ctx, output = out, resume = TRUE, progress = FALSE)
@@ -116,8 +116,8 @@ test_that("llm_annotate() on a context writes its labels and resumes only the mi
                            debias = "batch", progress = FALSE)
   expect_length(readLines(path), 5)
   expect_equal(recorded, llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx,
-                                      debias = "batch", progress = FALSE), ignore_attr = "provenance")
+                                      debias = "batch", progress = FALSE))
   expect_equal(llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx, output = path,
                             resume = TRUE, debias = "batch", progress = FALSE),
-               recorded, ignore_attr = "provenance")
+               recorded)
 })
