@@ -14,6 +14,8 @@ Layouts, each run on a fresh context after the same warm-up, in turn within each
     text (annotate()'s layout for every text before the choice by length);
   - "annotate()": the default, which takes the list-first layout for a text shorter than two lists and
     the text-first one otherwise.
+  - "annotate(debias='contextual')": each text scored once, in the sorted order, each label's probability
+    divided by its mean for content-free texts under the same prompt (contextual calibration).
 On the Reuters stories (long texts: both layouts are text-first there) the list-first one is left out.
 Reported per layout: seconds (median over repeats), ratio to the reference, accuracy and Cohen's kappa
 against the human sorting, and order agreement: the share of texts whose label is the same when the user
@@ -119,6 +121,8 @@ def layouts(labels: Sequence[str], long_texts: bool) -> Dict[str, Callable]:
         "text, then list, reverse": lambda ctx, texts, given, ins: scored(ctx, texts, labels, both, text_first(ins)),
         "annotate()": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
             texts, list(given), ins, context=ctx)],
+        "annotate(debias='contextual')": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
+            texts, list(given), ins, context=ctx, debias="contextual")],
     }
     if long_texts:
         del out["list in instruction, reverse"]
@@ -181,7 +185,7 @@ def main() -> None:
     write_results("short-texts", report)
     for name, s in report["sets"].items():
         for k, r in s["layouts"].items():
-            print(f"{name:9s} {k:30s} {r['seconds']:6.1f} s  x{r['ratio_to_reference']:.2f}  acc {r['accuracy']:.3f} "
+            print(f"{name:9s} {k:31s} {r['seconds']:6.1f} s  x{r['ratio_to_reference']:.2f}  acc {r['accuracy']:.3f} "
                   f"kappa {r['kappa']:.3f}  order agreement {r['order_agreement']:.3f}")
 
 

@@ -12,6 +12,9 @@ ORDER_CURES = {
     "rotations": "by averaging the scores over every cyclic rotation of the list",
     "prior": "by subtracting each place's pull on the scores, estimated on a sample of the texts under every rotation",
     "batch": "by dividing each label's probability by its mean over the texts",
+    "contextual": ("by dividing each label's probability by its mean probability for content-free texts "
+                   "(\"N/A\", \"[MASK]\" and an empty text) given the same prompt (contextual calibration; Zhao et al. "
+                   "2021)"),
     "none": "not at all (one listing order)",
 }
 

@@ -26,7 +26,8 @@ from ..errors import AnnotationWarning, InvalidArgumentError
 from .annotation_job import AnnotationJob
 from ..engine.model import Model
 from ..runs.model_hash import ModelIdentity
-from .order_bias import DEFAULT_DEBIAS, Order, base_order, check_debias, order_free_scores, scoring_jobs, softmax
+from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, check_debias, content_free_log_probs,
+                         order_free_scores, scoring_jobs, softmax)
 from ..engine.params import SamplingParams
 from .provenance import Provenance, codebook_digest
 from ..engine.results import Completion
@@ -56,7 +57,8 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     turns: on the Reuters stories the system turn gave kappa 0.37-0.48 where turns gave 0).
     ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
     "reverse", the default, scores the list and its reverse, twice the work; "prior" at
-    most 1.5 times; "rotations" K times; "batch" nothing extra; "none").
+    most 1.5 times; "rotations" K times; "batch" nothing extra; "contextual" one scoring per text and
+    three content-free texts per call; "none").
     ``calibration`` (from ``calibrate()``) corrects the scores.
 
     Several questions about each text: ``codebook={"topic": [...], "tone": {...}}`` instead
@@ -92,20 +94,26 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         # The layout rule reads each text's and list's length: measured once per call, not per prompt.
         list_lengths = {q: book.list_length(use) for q, book in books.items() if not book.definitions}
         text_lengths = {i: len(use.tokenize(texts[i])) for i in runnable} if list_lengths else {}
-        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in,
-                                                   q in list_lengths and books[q].lists_first(text_lengths[i],
-                                                                                              list_lengths[q]))
-                   for q, i, order in jobs]
+        layout = {(q, i): q in list_lengths and books[q].lists_first(text_lengths[i], list_lengths[q])
+                  for q in books for i in runnable}
+        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in, layout[q, i]) for q, i, order in jobs]
+        # "contextual": the content-free texts of each question and layout the call uses, after the texts.
+        probes = sorted({(q, first) for (q, _), first in layout.items()}) if debias == "contextual" else []
+        prompts += [books[q].in_order(base_order(debias, books[q].labels)).prompt(use, blank, examples_in, first)
+                    for q, first in probes for blank in CONTENT_FREE]
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
-        completions = (_run(use, context, prompts, [params[q] for q, _, _ in jobs], progress, context_kwargs)
+        questions_of = [q for q, _, _ in jobs] + [q for q, _ in probes for _ in CONTENT_FREE]
+        completions = (_run(use, context, prompts, [params[q] for q in questions_of], progress, context_kwargs)
                        if prompts else [])
+        content_free = _content_free(probes, completions[len(jobs):], params)
         per_question = {}
         identity = use.identity()  # once per call: the questions share the model and the context
         determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
         for q, book in books.items():
             mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
             results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
-                                  [completions[k] for k, _ in mine], base_order(debias, book.labels))
+                                  [completions[k] for k, _ in mine], base_order(debias, book.labels),
+                                  {i: content_free[q, layout[q, i]] for i in runnable} if probes else None)
             source = _provenance(identity, determinism, book, debias, examples_in)
             results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
@@ -236,22 +244,44 @@ def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) 
     return given
 
 
+def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Sequence[Completion],
+                  params: Mapping[Optional[str], SamplingParams]) -> Dict[Tuple[Optional[str], bool], Any]:
+    """Each (question, layout)'s "contextual" correction (labels in its base order) from the completions of its
+    content-free texts, or the reason they failed (its texts then fail with it)."""
+    out: Dict[Tuple[Optional[str], bool], Any] = {}
+    for k, (q, first) in enumerate(probes):
+        done = completions[k * len(CONTENT_FREE):(k + 1) * len(CONTENT_FREE)]
+        failed = next((c for c in done if c.finish_reason != "stop"), None)
+        if failed is not None:
+            out[q, first] = f"the content-free texts of debias='contextual' failed: {failed.error or failed.finish_reason}"
+        else:
+            order = params[q].choices
+            out[q, first] = content_free_log_probs([[c.choice_probs[label] for label in order] for c in done])
+    return out
+
+
 def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence[Tuple[int, Order]],
-                completions: Sequence[Completion], base: Sequence[str]) -> List[Annotation]:
+                completions: Sequence[Completion], base: Sequence[str],
+                content_free: Optional[Mapping[int, Any]] = None) -> List[Annotation]:
     """One Annotation per text from the completions of its (text, listing order) jobs, scored from the
-    ``base`` order (see order_bias.py)."""
+    ``base`` order (see order_bias.py); ``content_free[text]``: its "contextual" correction, in the order of
+    ``labels``' base order, or why it could not be had."""
     labels, base = tuple(labels), tuple(base)
     results = [Annotation(None, error=MISSING)] * n_texts
     scores: Dict[int, Dict[Order, List[float]]] = {}
     for (i, order), c in zip(jobs, completions):
         if c.finish_reason != "stop":  # a text with any failed job fails as a whole
             results[i] = Annotation(None, error=c.error or c.finish_reason)
+        elif content_free is not None and isinstance(content_free[i], str):
+            results[i] = Annotation(None, error=content_free[i])
         else:
             scores.setdefault(i, {})[order] = [math.log(max(c.choice_probs[label], 1e-300)) for label in labels]
     scores = {i: s for i, s in scores.items() if results[i].error == MISSING}
     if not scores:
         return results
-    for i, logp in order_free_scores(debias, scores, labels, base).items():
+    if content_free is not None:  # from the base order to the order of labels
+        content_free = {i: [content_free[i][base.index(label)] for label in labels] for i in scores}
+    for i, logp in order_free_scores(debias, scores, labels, base, content_free).items():
         probs = dict(zip(labels, softmax(logp)))
         raw = dict(zip(labels, softmax(scores[i][base])))
         by_order = scores[i].values()

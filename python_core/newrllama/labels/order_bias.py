@@ -20,18 +20,24 @@ order does not favour its first label either:
 - "batch" (batch calibration, Zhou et al., 2023): the base order; each label's probability is
   divided by its mean over the call's texts (no extra work; it also removes any leaning
   towards a label that is not about order, and assumes the labels about equally frequent).
+- "contextual" (contextual calibration, Zhao et al., ICML 2021): the base order; each label's
+  probability is divided by its mean probability for content-free texts (CONTENT_FREE) scored
+  with the same prompt, once per call and layout. Each text is scored once, and its correction
+  depends on the codebook alone, not on the other texts (like "reverse", unlike "batch"); it
+  also removes a leaning towards a label that a text with no content shows.
 - "none": the scores with the labels in the order given, as they are.
 Which is the default, and why, is measured by bench/bench_validity.py (README).
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Literal, Sequence, Tuple
+from typing import Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
 
-Debias = Literal["reverse", "rotations", "prior", "batch", "none"]
-DEBIAS_METHODS = ("reverse", "rotations", "prior", "batch", "none")
+Debias = Literal["reverse", "rotations", "prior", "batch", "contextual", "none"]
+DEBIAS_METHODS = ("reverse", "rotations", "prior", "batch", "contextual", "none")
+CONTENT_FREE = ("N/A", "[MASK]", "")  # Zhao et al.'s content-free inputs
 DEFAULT_DEBIAS = "reverse"
 Order = Tuple[str, ...]
 
@@ -91,16 +97,27 @@ def softmax(z: Sequence[float]) -> List[float]:
     return [v / total for v in w]
 
 
+def content_free_log_probs(probs: Sequence[Sequence[float]]) -> List[float]:
+    """The "contextual" correction: the log of each label's mean probability over the content-free texts."""
+    return [math.log(max(sum(p[k] for p in probs) / len(probs), 1e-300)) for k in range(len(probs[0]))]
+
+
 def order_free_scores(debias: str, scores: Dict[int, Dict[Order, List[float]]], labels: Sequence[str],
-                      base: Sequence[str]) -> Dict[int, List[float]]:
+                      base: Sequence[str], content_free: Optional[Mapping[int, Sequence[float]]] = None
+                      ) -> Dict[int, List[float]]:
     """Each text's order-free log-scores (up to a constant) from its labels' log-probabilities by listing order.
 
     ``scores[text][order][k]`` is the log-probability of ``labels[k]`` with the labels listed in ``order``;
-    ``base`` is the order every text was scored in (scoring_jobs)."""
+    ``base`` is the order every text was scored in (scoring_jobs); ``content_free[text]``, for "contextual",
+    the correction of the text's prompt layout (content_free_log_probs)."""
     labels, base = tuple(labels), tuple(base)
     k_range = range(len(labels))
     if debias == "none":
         return {i: list(s[base]) for i, s in scores.items()}
+    if debias == "contextual":
+        if content_free is None:
+            raise ValueError("debias='contextual' needs the content-free correction of every text")
+        return {i: [s[base][k] - content_free[i][k] for k in k_range] for i, s in scores.items()}
     if debias == "batch":
         mean = [math.log(sum(math.exp(s[base][k]) for s in scores.values()) / len(scores)) for k in k_range]
         return {i: [s[base][k] - mean[k] for k in k_range] for i, s in scores.items()}

@@ -77,6 +77,34 @@ def test_the_order_the_labels_are_given_in_changes_nothing(model):
     assert [a.raw_probs for a in as_given] != [a.raw_probs for a in runs[0]]
 
 
+def test_contextual_calibration_scores_each_text_once_against_content_free_texts(model):
+    """debias="contextual": each text once in the sorted order, each label's probability divided by its mean over
+    the content-free texts under the same prompt; a text's figures depend neither on the other texts nor on the
+    order the labels were given in."""
+    from newrllama.labels.codebook import check_codebook
+    from newrllama.labels.order_bias import CONTENT_FREE, sorted_labels
+    runnable = [t for t in TEXTS if t and t.strip()]
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        out = newrllama.annotate(TEXTS, LABELS, "Give the topic.", debias="contextual", context=ctx)
+        assert ctx.last_stats.n_prompts == len(runnable) + len(CONTENT_FREE)  # the texts share one layout
+        base = sorted_labels(LABELS)
+        book = check_codebook(list(base), "Give the topic.")
+        choices = newrllama.SamplingParams(choices=list(base))
+        blank = [c.choice_probs for c in ctx.generate_parallel([book.prompt(model, t, "system", True)
+                                                                for t in CONTENT_FREE], choices)]
+        mean = {label: sum(p[label] for p in blank) / len(blank) for label in base}
+        for text, a in zip(runnable, [a for a in out if a.error is None]):
+            raw = ctx.generate_parallel([book.prompt(model, text)], choices)[0].choice_probs
+            assert a.raw_probs == pytest.approx(raw, rel=1e-12) and a.order_flip is None  # re-normalised
+            ratio = {label: raw[label] / mean[label] for label in base}
+            assert a.probs == pytest.approx({label: v / sum(ratio.values()) for label, v in ratio.items()}, rel=1e-9)
+        alone = newrllama.annotate([TEXTS[3]], LABELS, "Give the topic.", debias="contextual", context=ctx)
+        assert alone[0].probs == out[3].probs and alone[0].label == out[3].label
+        # Listed in another order: the same scores, summed over the labels in that order.
+        reordered = newrllama.annotate([TEXTS[3]], LABELS[::-1], "Give the topic.", debias="contextual", context=ctx)
+        assert reordered[0].probs == pytest.approx(out[3].probs, rel=1e-12)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"texts": "one text", "labels": LABELS}, "list of str"), ({"texts": ["a"], "labels": ["x"]}, "2 to 1024"),
     ({"texts": ["a"], "labels": None}, "labels .*or codebook"), ({"texts": ["a"], "labels": ["x", "x"]}, "more than once"),

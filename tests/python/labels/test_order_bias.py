@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from newrllama.labels.order_bias import base_order, order_free_scores, place_prior, rotations, sample_of, scoring_jobs
+from newrllama.labels.order_bias import (base_order, content_free_log_probs, order_free_scores, place_prior, rotations,
+                                        sample_of, scoring_jobs)
 
 LABELS = ("a", "b", "c", "d")
 K = len(LABELS)
@@ -92,6 +93,20 @@ def test_batch_calibration_divides_by_the_mean_probability():
 
 def test_every_cure_but_none_starts_from_the_sorted_labels():
     given = ("crude oil", "earnings", "Acquisition")
-    for debias in ("reverse", "rotations", "prior", "batch"):
+    for debias in ("reverse", "rotations", "prior", "batch", "contextual"):
         assert base_order(debias, given) == base_order(debias, given[::-1]) == ("Acquisition", "crude oil", "earnings")
     assert base_order("none", given) == given
+
+
+def test_contextual_calibration_divides_by_the_content_free_probability_whatever_the_other_texts():
+    two = ("x", "y")
+    assert scoring_jobs("contextual", [0, 1], two) == [(0, two), (1, two)]
+    correction = content_free_log_probs([[0.8, 0.2], [0.6, 0.4]])  # mean probabilities 0.7 and 0.3
+    assert correction == pytest.approx([math.log(0.7), math.log(0.3)])
+    scores = {0: {two: [math.log(0.9), math.log(0.1)]}, 1: {two: [math.log(0.5), math.log(0.5)]}}
+    free = order_free_scores("contextual", scores, two, two, {0: correction, 1: correction})
+    assert free[0] == pytest.approx([math.log(0.9 / 0.7), math.log(0.1 / 0.3)])
+    alone = order_free_scores("contextual", {0: scores[0]}, two, two, {0: correction})
+    assert alone[0] == free[0]  # unlike "batch", a text's scores do not depend on the other texts
+    with pytest.raises(ValueError, match="content-free"):
+        order_free_scores("contextual", scores, two, two)
