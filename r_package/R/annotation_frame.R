@@ -14,7 +14,9 @@ companion_prefix <- function(label) {
 # why a text failed, and what made the labels (provenance, as JSON).
 put_annotation_columns <- function(.data, out, labels, label) {
   prefix <- companion_prefix(label)
-  named_rows <- function(rows) lapply(rows, function(r) if (is.null(r)) NULL else stats::setNames(as.numeric(unlist(r)), labels))
+  named_rows <- function(rows) {
+    lapply(rows, function(r) if (is.null(r)) NULL else stats::setNames(as.numeric(unlist(r)), labels))
+  }
   chosen <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1), USE.NAMES = FALSE)
   probs <- named_rows(out$probs)
   .data[[label]] <- chosen
