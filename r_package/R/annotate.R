@@ -48,7 +48,7 @@
 #'   the other texts' scores; at most 1.5 times the work), `"batch"` (each
 #'   label's probability divided by its mean over the texts; no extra work),
 #'   `"contextual"` (each label's probability divided by its mean for
-#'   content-free texts, "N/A", "[MASK]" and an empty text, under the same
+#'   content-free texts, `"N/A"`, `"[MASK]"` and an empty text, under the same
 #'   prompt: one scoring per text and three per call) or `"none"`. The README gives what each achieves on real coded text.
 #'   `"prior"` and `"batch"` estimate over the texts of one call: in a grouped
 #'   `dplyr::mutate()`, each group, and on a cluster or with `output`, each
