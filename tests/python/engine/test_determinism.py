@@ -75,6 +75,7 @@ def test_threads_of_callers_against_one_call(model, reference):
         assert call_from_threads(lambda p: answers(ctx.generate_parallel(p, GREEDY)), PROMPTS, 4) == reference["greedy"]
 
 
+@pytest.mark.slow
 def test_each_prompt_alone_against_the_batch(model, reference):
     with context(model, n_seq_max=2) as ctx:
         alone = [answers([ctx.generate(p, GREEDY)])[0] for p in PROMPTS[:6]]

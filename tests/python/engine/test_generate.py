@@ -54,6 +54,7 @@ def test_sampling_defaults_are_deterministic():
     assert newrllama.SamplingParams(stop="x").stop == ("x",)
 
 
+@pytest.mark.slow
 def test_huge_max_tokens_stops_at_context_end(model):
     with newrllama.Context(model, n_ctx=256, n_seq_max=4) as small:
         c = small.generate("1, 2, 3,", newrllama.SamplingParams(max_tokens=2**31 - 1))
@@ -73,6 +74,7 @@ def test_command_line_generates():
     assert bad.returncode == 1 and "cannot open" in bad.stderr
 
 
+@pytest.mark.slow
 def test_module_level_call_bounds_the_context_for_huge_max_tokens(model):
     [c] = newrllama.generate_parallel(["1, 2, 3,"], model, max_tokens=2**31 - 1, n_seq_max=256)
     assert c.finish_reason == "length" and c.n_prompt_tokens + c.n_gen_tokens <= 65536 // 256 + 1
