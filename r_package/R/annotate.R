@@ -106,15 +106,15 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
   }
   pred_name <- check_string(pred_name, "pred_name")
   x <- .data[[name]]
-  done <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
-                         resume = resume, definitions = definitions, examples = examples, debias = debias,
-                         calibration = calibration, codebook = codebook, examples_in = examples_in,
-                         retry_errors = retry_errors, call = sys.call())
+  out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
+                        resume = resume, definitions = definitions, examples = examples, debias = debias,
+                        calibration = calibration, codebook = codebook, examples_in = examples_in,
+                        retry_errors = retry_errors, call = sys.call())
   if (is.null(codebook)) {
-    return(put_annotation_columns(.data, done$out, label_names(labels), pred_name))
+    return(put_annotation_columns(.data, out, label_names(labels), pred_name))
   }
   for (q in names(codebook)) {
-    .data <- put_annotation_columns(.data, done$out[[q]], label_names(codebook[[q]]), paste0(q, ".label"))
+    .data <- put_annotation_columns(.data, out[[q]], label_names(codebook[[q]]), paste0(q, ".label"))
   }
   .data
 }
@@ -124,23 +124,19 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
 llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                              output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
                              calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
-  done <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
-                         resume = resume, definitions = definitions, examples = examples, debias = debias,
-                         calibration = calibration, codebook = codebook, examples_in = examples_in,
-                         retry_errors = retry_errors, call = sys.call())
-  chosen <- function(out) {
-    stats::setNames(vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1),
-                           USE.NAMES = FALSE), names(x))
-  }
+  out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
+                        resume = resume, definitions = definitions, examples = examples, debias = debias,
+                        calibration = calibration, codebook = codebook, examples_in = examples_in,
+                        retry_errors = retry_errors, call = sys.call())
   if (is.null(codebook)) {
-    return(chosen(done$out))
+    return(stats::setNames(chosen_labels(out), names(x)))
   }
-  tibble::as_tibble(lapply(done$out, function(out) unname(chosen(out))))
+  tibble::as_tibble(lapply(out, chosen_labels))
 }
 
 # Checks the arguments of llm_annotate() and llm_vec_annotate(), labels the texts, and warns about what went wrong:
 # labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts that failed (their
-# reasons in the warning's `errors`). `out`: Python's named columns (by question with a codebook).
+# reasons in the warning's `errors`). Returns Python's named columns (by question with a codebook).
 annotate_texts <- function(x, labels, instruction, context, ..., progress, output, resume, definitions, examples,
                            debias, calibration, codebook, examples_in, retry_errors, call) {
   if (is.factor(x)) {
@@ -165,7 +161,7 @@ annotate_texts <- function(x, labels, instruction, context, ..., progress, outpu
   }
   out <- label_texts(context, x, spec, instruction, progress, target, call, ...)
   warn_annotations(if (is.null(codebook)) list(out) else out)
-  list(out = out)
+  out
 }
 
 # The warnings of a labelling call, from each question's columns: labels that look wrong as a whole, and the texts
@@ -176,7 +172,7 @@ warn_annotations <- function(questions) {
   }
   errors <- vapply(questions[[1]]$error, function(e) if (is.null(e)) NA_character_ else as.character(e), character(1),
                    USE.NAMES = FALSE)
-  failed <- vapply(questions[[1]]$label, is.null, logical(1), USE.NAMES = FALSE)
+  failed <- is.na(chosen_labels(questions[[1]]))
   warn_failed(ifelse(failed & is.na(errors), "unknown error", errors), failed, "llm_annotate()", "texts")
 }
 

@@ -17,7 +17,7 @@ put_annotation_columns <- function(.data, out, labels, label) {
   named_rows <- function(rows) {
     lapply(rows, function(r) if (is.null(r)) NULL else stats::setNames(as.numeric(unlist(r)), labels))
   }
-  chosen <- vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1), USE.NAMES = FALSE)
+  chosen <- chosen_labels(out)
   probs <- named_rows(out$probs)
   .data[[label]] <- chosen
   .data[[paste0(prefix, ".prob")]] <- vapply(seq_along(chosen), function(i) {
@@ -34,6 +34,11 @@ put_annotation_columns <- function(.data, out, labels, label) {
   .data[[paste0(prefix, ".provenance")]] <- rep(if (is.null(out$provenance)) NA_character_ else out$provenance,
                                                 length(chosen))
   .data
+}
+
+# Each text's label from Python's columns, NA for a text that failed.
+chosen_labels <- function(out) {
+  vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1), USE.NAMES = FALSE)
 }
 
 # One question's labels in a data frame from llm_annotate(), taken apart for Python: labels, label names, each
