@@ -1,4 +1,5 @@
-"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu>.json, with the machine they came from."""
+"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu>[-<rerun>].json, never over an earlier file,
+with the commit, command, machine and time they came from (bench/report.py shows them beside every table)."""
 from __future__ import annotations
 
 import datetime
@@ -23,18 +24,20 @@ def cpu_name() -> str:
 def commit() -> str:
     """The checkout's commit, with "+changes" when files git tracks differ from it: the code behind a figure."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=RESULTS.parent, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True).stdout.strip()
     return git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def machine(model: Optional[str] = None) -> dict:
     """The CPU, the commit, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
-    from), the model (the embedded one unless the benchmark names another) and the command that ran the benchmark."""
+    from), the model (the embedded one unless the benchmark names another), the command that ran the benchmark
+    and when (UTC)."""
     import newrllama
     return {"cpu": cpu_name(), "commit": commit(), "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
             "model": model or Path(newrllama.default_model_path()).name,
-            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def write_results(name: str, report: dict) -> Path:
@@ -47,6 +50,7 @@ def write_results(name: str, report: dict) -> Path:
         out = RESULTS / f"{name}-{day}-{cpu}-{rerun}.json"
         rerun += 1
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(report.get("model")), **report}, indent=1))
+    with out.open("x") as f:  # "x": a file that appeared meanwhile is an error, not overwritten
+        f.write(json.dumps({"machine": machine(report.get("model")), **report}, indent=1))
     print(f"wrote {out}")
     return out

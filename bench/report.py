@@ -1,13 +1,20 @@
-"""Markdown tables from committed benchmark results (bench/results/<name>-<date>-<cpu>[-<rerun>].json), for the README.
+"""Markdown from committed benchmark results (bench/results/<name>-<date>-<cpu>[-<rerun>].json): the only
+source of the figures in the documentation.
 
     .venv/bin/python bench/report.py bench/results/validity-2026-11-24-AMD-EPYC.json [more files]
+    .venv/bin/python bench/report.py --page > docs/benchmarks.md      # every file, with its commit and command
+    .venv/bin/python bench/report.py --headline                        # the README's table of headline figures
+
+tests/python/docs/test_figures_match_results.py checks that docs/benchmarks.md and the README's table equal
+this script's output.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 
 def _f(x: float) -> str:
@@ -327,14 +334,196 @@ REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "short-texts": short_texts}
 
 
-def main(paths: List[str]) -> int:
-    for path in paths:
-        kind = next((k for k in REPORTS if Path(path).name.startswith(k + "-")), None)
-        if kind is None:
-            print(f"no report for {path} (known: {', '.join(REPORTS)})", file=sys.stderr)
+def choice_rounding(r: dict) -> List[str]:
+    shapes = [str(n) for n in r["shapes"]]
+    return table(f"Log-probability of a label's first token when the prompt's step held other rows, {r['machine']['cpu']} "
+                 f"(step sizes {', '.join(shapes)}); spread: largest minus smallest over the step sizes; engine gap: "
+                 "against llama-cpp-python alone:", ["case", "label", "chat"] + [f"n = {n}" for n in shapes]
+                 + ["spread", "engine gap"],
+                 [[str(row["case"]), row["label"], "yes" if row["chat"] else "no"]
+                  + [f"{row['log_prob'][n]:.6f}" for n in shapes] + [f"{row['spread']:.2e}", f"{row['engine_gap']:.2e}"]
+                  for row in r["rows"]])
+
+
+def invariance_cost(r: dict) -> List[str]:
+    sizes = list(r["sizes"].values())
+    variants = list(sizes[0]["tokens_per_s"])
+    return table(f"{r['prompt_tokens']}-token prompts, {r['max_tokens']} greedy tokens each, {r['n_threads']} threads, "
+                 f"embedded model, {r['machine']['cpu']}; generated tokens/s, medians of {r['repeats']} repeats in turn, "
+                 "each variant in a fresh process; in brackets: speed ratio to llama-batched-bench (median of the "
+                 "ratios within a repeat):", ["prompts"] + variants,
+                 [[n] + [f"{s['tokens_per_s'][v]:.1f} ({s['speed_vs_llama_batched_bench'][v]:.2f})" for v in variants]
+                  for n, s in r["sizes"].items()])
+
+
+def unified_kv(r: dict) -> List[str]:
+    return table(f"{r['docs']} prompts of about 450 tokens, {r['n_seq']} sequences, {r['threads']} threads, "
+                 f"`{r['model']}`, {r['machine']['cpu']}; seconds (median of {r['repeats']}) with one KV stream shared "
+                 "by every sequence (unified) and with a stream per sequence (split):", ["run", "seconds"],
+                 [[name, f"{t:.1f}"] for name, t in r["median_s"].items()]) + [""] + table(
+        "Unified over split (time):", ["answer", "ratio"],
+        [[name, f"{v:.3f}"] for name, v in r["unified_over_split"].items()])
+
+
+REPORTS: Dict[str, Callable[[dict], List[str]]] = {
+    "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server,
+    "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
+    "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
+    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
+    "short-texts": short_texts, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
+    "unified-kv": unified_kv}
+
+# The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
+# those come from the files).
+SECTIONS = {
+    "annotate": ("The annotation workload", "One long instruction and many documents, with the prefix cache on and "
+                 "off, beside llama-batched-bench given the same work (`bench/bench_annotate.py`)."),
+    "vs-llama-server": ("Against llama-server", "The same workloads sent over HTTP by concurrent clients to "
+                        "`newrllama serve` and to llama-server built from the same llama.cpp "
+                        "(`bench/bench_vs_llama_server.py`)."),
+    "parallel": ("Parallel generation", "`generate_parallel` and the C driver against llama-batched-bench "
+                 "(`bench/bench_parallel.py`)."),
+    "invariance-cost": ("The cost of batch invariance", "Generation with each rule of the batch-invariant mode lifted "
+                        "(`bench/bench_invariance_cost.py`)."),
+    "determinism": ("Same input, same output", "The share of identical answers and probabilities in each case of "
+                    "reuse, concurrency and batching (`bench/bench_determinism.py`)."),
+    "validity": ("Labels on real text", "Reuters stories coded by the instruct model against their human topics, "
+                 "with each order cure and calibration (`bench/bench_validity.py`)."),
+    "short-texts": ("Short texts", "Prompt layouts on one-line human-sorted texts and on Reuters stories "
+                    "(`bench/bench_short_texts.py`)."),
+    "question-layout": ("Where the definitions go", "Label definitions in the instruction or beside the labels "
+                        "(`bench/bench_question_layout.py`)."),
+    "questions": ("Several questions per text", "A codebook of several questions against one call per question "
+                  "(`bench/bench_questions.py`)."),
+    "findings": ("Shares with valid intervals", "Coverage of prediction-powered intervals from the model's labels and "
+                 "a coded sample (`bench/bench_findings.py`)."),
+    "long-prompts": ("Long prompts, nothing shared", "Prefill of distinct long prompts (`bench/bench_long_prompts.py`)."),
+    "server": ("The server", "Streamed answers to concurrent clients (`bench/bench_server.py`)."),
+    "stream-latency": ("Streaming beside a batch", "Gaps between streamed tokens while a batch runs "
+                       "(`bench/bench_stream_latency.py`)."),
+    "two-contexts": ("Two contexts in one process", "One context's speed while another works "
+                     "(`bench/bench_two_contexts.py`)."),
+    "cluster-vs-local": ("The cluster", "A Ray cluster of workers against one local call (`bench/bench_cluster.py`)."),
+    "cluster-shared-instruction": ("The cluster and a shared instruction", "How often a cluster decodes a shared "
+                                   "instruction (`bench/bench_cluster.py`)."),
+    "choice-rounding": ("Rounding of label probabilities", "A label's log-probability in steps of other sizes "
+                        "(`bench/choice_rounding.py`)."),
+    "unified-kv": ("One KV stream or one per sequence", "The unified stream against a stream per sequence "
+                   "(a benchmark script since removed)."),
+}
+assert set(SECTIONS) == set(REPORTS)
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def kind_of(path: Path) -> str:
+    # Longest first: "question-layout-" must not be read as "questions-" or the reverse.
+    kind = next((k for k in sorted(REPORTS, key=len, reverse=True) if path.name.startswith(k + "-")), None)
+    if kind is None:
+        raise ValueError(f"no report for {path} (known: {', '.join(REPORTS)})")
+    return kind
+
+
+def provenance(path: Path, r: dict) -> str:
+    """Which code, command and machine a file's figures come from."""
+    m = r["machine"]
+    code = (f"commit `{m['commit'][:12]}{'+changes' if m['commit'].endswith('+changes') else ''}`" if "commit" in m
+            else f"commit not recorded (the file was added in `{m['committed_with'][:12]}`)")
+    when = f", run {m['time']}" if "time" in m else ""
+    return f"File `bench/results/{path.name}`: {code}, command `{m['command']}`, {m['cpu']}{when}."
+
+
+def _date_and_rerun(path: Path) -> tuple:
+    """bench_results.write_results names a file <kind>-<date>-<cpu>.json and its reruns -2, -3, ..."""
+    m = re.search(r"(\d{4}-\d{2}-\d{2})-.*?(?:-(\d{1,2}))?\.json$", path.name)
+    return (m.group(1), int(m.group(2) or 1)) if m else ("", 0)
+
+
+def page(results: Path = RESULTS) -> List[str]:
+    """The benchmarks page: every results file, newest first within its section."""
+    out = ["# Benchmarks", "",
+           "<!-- Generated by `bench/report.py --page` from bench/results/: do not edit; "
+           "tests/python/docs/test_figures_match_results.py checks it. -->", "",
+           "Every figure in this documentation comes from a results file in `bench/results/`, written by the benchmark "
+           "script named in its section. Each file records the commit of the code it measured, the command, the "
+           "machine and (for later files) the time; a rerun writes a new file and never overwrites one. Timings "
+           "are ratios within one run, both sides given the same work and warm-up, taken in turn on a shared "
+           "machine.", ""]
+    files: Dict[str, List[Path]] = {k: [] for k in SECTIONS}
+    for path in sorted(results.glob("*.json")):
+        files[kind_of(path)].append(path)
+    for kind, (title, what) in SECTIONS.items():
+        if not files[kind]:
+            continue
+        out += [f"## {title}", "", what, ""]
+        for path in sorted(files[kind], key=lambda p: (_date_and_rerun(p), p.name), reverse=True):
+            r = json.loads(path.read_text())
+            out += [f"### {path.stem}", "", provenance(path, r), ""] + REPORTS[kind](r) + [""]
+    return out
+
+
+def _latest(kind: str, results: Path, name_has: str = "") -> Tuple[Path, dict]:
+    paths = [p for p in results.glob(f"{kind}-*.json") if kind_of(p) == kind and name_has in p.name]
+    path = max(paths, key=lambda p: (_date_and_rerun(p), p.name))
+    return path, json.loads(path.read_text())
+
+
+def _anchor(path: Path) -> str:
+    return "docs/benchmarks.md#" + re.sub(r"[^a-z0-9-]", "", path.stem.lower())
+
+
+def headline(results: Path = RESULTS) -> List[str]:
+    """The README's table: one figure per claim, from the newest file of its kind."""
+    rows = []
+    path, r = _latest("annotate", results)
+    s = max((d["summary"] for d in r["docs"]), key=lambda s: s["docs"])
+    rows.append([f"Annotation workload, {s['docs']} documents under one instruction: prefix cache on against off",
+                 f"{s['speedup_on_over_off']:.1f}x faster", path])
+    path, r = _latest("vs-llama-server", results, "annotation")
+    rows.append(["The same workload over HTTP, 16 clients: `newrllama serve` against llama-server",
+                 " / ".join(f"{w['ratios']['newrllama serve']:.1f}x" for w in r["workloads"].values()) + " faster",
+                 path])
+    path, r = _latest("parallel", results)
+    rows.append(["Parallel generation against llama-batched-bench (" + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
+                 " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
+                            for s in r["sizes"].values()) + " the speed", path])
+    path, r = _latest("determinism", results)
+    default = next(n for n in r["raw"][0]["runs"] if "default" in n and "previous" not in n)
+    pairs = [c for repeat in r["raw"] for case, c in repeat["runs"][default]["cases"].items() if not case.endswith("gap")]
+    rows.append(["Identical answers and probabilities, bit for bit, across reuse, threads and batches (default)",
+                 f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
+    path, r = _latest("short-texts", results)
+    reuters = r["sets"]["reuters"]["layouts"]
+    rows.append(["Reuters stories, instruct model: kappa of `annotate()` against the human topics (one order, "
+                 "no cure: reference layout)", f"{reuters['annotate()']['kappa']:.2f} ({reuters['reference']['kappa']:.2f})",
+                 path])
+    short = [(n, st["layouts"]["annotate()"]) for n, st in r["sets"].items() if n != "reuters"]
+    rows.append(["One-line texts: `annotate()` time against one order with the labels in the instruction; order "
+                 "agreement", "; ".join(f"{n} {m['ratio_to_reference']:.2f}x, {m['order_agreement']:.2f}" for n, m in short),
+                 path])
+    path, r = _latest("findings", results)
+    cover = [p["coverage"]["ppi, probabilities"] for p in r["prompts"].values()]
+    rows.append(["Coverage of 95% PPI++ intervals for a share, from the model's probabilities and a coded sample",
+                 " / ".join(f"{c:.3f}" for c in cover), path])
+    return ["<!-- Generated by `bench/report.py --headline`: do not edit. -->", "",
+            "| claim | figure | results |", "|---|---|---|"] + [
+        f"| {claim} | {figure} | [{path.stem}]({_anchor(path)}) |" for claim, figure, path in rows]
+
+
+def main(args: List[str]) -> int:
+    if args == ["--page"]:
+        print("\n".join(page()).rstrip("\n"))
+        return 0
+    if args == ["--headline"]:
+        print("\n".join(headline()))
+        return 0
+    for path in map(Path, args):
+        try:
+            kind = kind_of(path)
+        except ValueError as e:
+            print(e, file=sys.stderr)
             return 1
-        print(f"<!-- from {Path(path).as_posix()} by bench/report.py -->")
-        print("\n".join(REPORTS[kind](json.loads(Path(path).read_text()))))
+        print(f"<!-- from {path.as_posix()} by bench/report.py -->")
+        print("\n".join(REPORTS[kind](json.loads(path.read_text()))))
         print()
     return 0
 
