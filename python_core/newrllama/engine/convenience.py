@@ -11,7 +11,9 @@ from .params import SamplingParams
 from .parallel import Prompt
 from .results import Completion
 
-# Measured on a 2-core CPU: past 16 sequences a batch gains little (DESIGN.md).
+# The sequences of a context sized for one call, unless n_seq_max is given: more prompts per step make more
+# tokens per second, but each sequence holds KV cells for the longest prompt and its answer
+# (bench/bench_parallel.py measures throughput by number of prompts: docs/benchmarks.md, "Parallel generation").
 _DEFAULT_MAX_SEQ = 16
 # A huge max_tokens must not size a KV cache of gigabytes: answers then end at the sequence's share.
 _MAX_CELLS = 65536

@@ -62,8 +62,9 @@ from .policy import SchedulerConfig
 # cache sequence and a step of waiting for less than it saves. A run costs one
 # cache sequence and a copy that moves no cells, so a few tokens are worth it: the
 # wording of a codebook's question, shared by the orders its labels are listed in,
-# is ~10 tokens, and caching it made three questions on 32 Reuters stories 7% faster
-# (one question 5%) than a floor of 32 tokens (README, "Several questions per text").
+# is more than 8 tokens but fewer than 32, and caching it made questions about Reuters
+# stories faster than a floor of 32 tokens did (bench/bench_questions.py, its results in
+# bench/results/questions-*.json: docs/benchmarks.md, "Several questions per text").
 MIN_SHARED_TOKENS = 8
 # A token key holds llama_token (int32_t) values laid out as in C, so a sequence's C buffer is a key too.
 TOKEN_BYTES = 4
@@ -72,8 +73,8 @@ TOKEN_TYPECODE = "i" if array("i").itemsize == TOKEN_BYTES else "l"
 
 def token_key(tokens: Sequence[int]) -> bytes:
     """A run of tokens as the bytes of its int32s. The engine thread tests every cached run against each
-    admitted prompt: on bytes a test is one memcmp and a slice copies no objects (5x faster than on lists
-    for a 470-token start), and a run's key hashes once."""
+    admitted prompt: on bytes a test is one memcmp and a slice copies no objects (where on lists of ints
+    it compares and copies one object per token), and a run's key hashes once."""
     return array(TOKEN_TYPECODE, tokens).tobytes()
 
 

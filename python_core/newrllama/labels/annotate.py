@@ -50,11 +50,13 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
     definitions (put after the text, before the list of labels: on the Reuters stories the
-    instruct model gave kappa 0.59 with them there, 0.90 calibrated on 20 coded stories, and
-    kappa 0, every story one label, with them before the text: README, "Labels on real text");
+    instruct model told the topics apart with them there, and gave every story one label with
+    them before the text, in the system turn: bench/bench_validity.py, its results in
+    docs/benchmarks.md, "Labels on real text");
     ``examples`` is a list of (text, label) coded examples, shown to the model
     before each text (in the system turn, or with ``examples_in="turns"`` as earlier chat
-    turns: on the Reuters stories the system turn gave kappa 0.37-0.48 where turns gave 0).
+    turns: on the Reuters stories turns made the instruct model give every story one label,
+    the system turn did not; same benchmark).
     ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
     "reverse", the default, scores the list and its reverse, twice the work; "prior" at
     most 1.5 times; "rotations" K times; "batch" nothing extra; "contextual" one scoring per text and

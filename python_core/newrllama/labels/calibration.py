@@ -5,11 +5,13 @@ p(label | text) is proportional to exp(scale * log p_model(label | text) + offse
 with an L2 penalty pulling ``scale`` to 1 and the offsets to 0, so that a few dozen coded
 texts cannot overfit it: K + 1 numbers for K labels.
 
-Two choices, made by measurement on the Reuters stories (bench/bench_validity.py):
+Two choices, made by measurement on the Reuters stories (bench/bench_validity.py, its results in
+docs/benchmarks.md, "Labels on real text"):
 - The penalty's strength is chosen from ``PENALTIES`` by cross-validated log-loss on the
   coded sample itself, unless given: the right strength depends on how far off the model
-  is, which no constant fits (with 20 coded stories a fixed 1.0 left kappa at 0.10, the
-  chosen one reached 0.52).
+  is, which no constant fits (a fixed 1.0 agreed far less with the human codes than the
+  strength chosen, and in the benchmark's draws of coded stories the strength chosen differs
+  from one draw to the next: the ``penalties`` of bench/results/validity-*.json).
 - With ``balanced=True`` (the default) every label weighs the same in the fit whatever its
   share of the coded sample, so a rare label is not given up for the frequent one; the
   calibrated probabilities are then those of a corpus where the labels are equally

@@ -13,8 +13,9 @@ call: its text is then decoded once per order, which costs less than the list on
 after it, and on human-sorted one-liners labelled better (bench/bench_short_texts.py). The
 definitions are listed in the labels' sorted order, so that the order the labels were given
 in reaches only the list. They come after the text because that is where the instruct model
-uses them: on the Reuters stories, in the system turn they made it give every story one label
-(kappa 0.000), after the text they gave kappa 0.588 (README, "Labels on real text").
+uses them: on the Reuters stories, in the system turn they made it give every story one label,
+after the text it told the topics apart (bench/bench_validity.py, its results in docs/benchmarks.md,
+"Labels on real text").
 Without a template the prompt is plain text ending in "Label:".
 
 Several questions about each text (a codebook of questions) ask each question after the text, with

@@ -1,7 +1,7 @@
 """A model file's identity: its SHA-256, computed once per version of the file and kept in the cache.
 
-Hashing a model reads all of it (about a second for the 250 MB embedded model), so the digest is
-kept. A file newrllama keeps itself (a download, the embedded model) has it in its own record
+Hashing a model reads every byte of it (hundreds of megabytes even for the embedded model), so the
+digest is kept. A file newrllama keeps itself (a download, the embedded model) has it in its own record
 beside it (file_record.py). Any other file gets a record in the cache, ``<cache>/sha256/<digest of
 the path>.json``, with the file's absolute path, size and modification time, never beside the
 user's file: a file that changed (another size or mtime) is hashed again."""
