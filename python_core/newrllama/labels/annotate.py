@@ -1,8 +1,11 @@
 """annotate(): one label of a fixed set for every text, with its probabilities.
 
-The prompt puts the codebook first (instruction, labels with their definitions, coded
-examples: codebook.py), then the text: every prompt of a call starts with the same
-tokens, which the prefix cache decodes once. The labels are scored as choices (see
+The prompt (codebook.py) puts the instruction and the coded examples first, then the text, then
+the labels' definitions and last the list of labels: every prompt of a call starts with the same
+tokens, which the prefix cache decodes once, and a text with the definitions after it is decoded
+once for all the orders its labels are listed in. A short text without definitions has the list
+in the system turn instead, before the text; with several questions (a codebook of questions)
+the text comes before each question. The labels are scored as choices (see
 SamplingParams), so every answer is valid; their listing order is taken out of the
 scores (order_bias.py), and a Calibration fitted on coded texts may correct them."""
 from __future__ import annotations
