@@ -285,10 +285,9 @@ NEWRLLAMA_API newrllama_error_code newrllama_grammar_check(newrllama_model_handl
 
 /* Bounds on a grammar's text, checked before llama.cpp parses it (by newrllama_grammar_check and
  * newrllama_sampler_create_ex too), so that no grammar crashes the process or holds it for long:
- * llama.cpp's parser recurses once per nested group ( ) (about 450 bytes of stack each: 18,000
- * levels overflow 8 MB), writes out every repetition {m,n} in memory (a 10 KB literal repeated
- * 2,000 times is 20 million symbols), and takes time that grows faster than the length (a chain of
- * 3,300 rules, 64 KB, parses in 0.6 s; twice as long, in 2 s). Repeated symbols: what the
+ * llama.cpp's parser recurses once per nested group ( ) (deep enough nesting overflows a thread's
+ * stack), writes out every repetition {m,n} in memory (a 10 KB literal repeated 2,000 times is
+ * 20 million symbols), and takes time that grows faster than the length. Repeated symbols: what the
  * repetitions {m,n} write out over the whole grammar (k symbols repeated up to n times count k * n).
  * Grammars converted from JSON schemas nest one group per unit of maxLength or maxItems, which
  * llama.cpp itself refuses beyond about 1,000. */

@@ -81,8 +81,9 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     /* Unified: one stream for every sequence, so a step whose sequences carry different numbers
      * of tokens is one pass and a copied sequence shares cells, any range of them. But each
      * token's attention then scans the mask of every cell in use, every sequence's: prefill of
-     * many distinct long prompts runs ~25% slower than over a stream per sequence (llama-server's
-     * layout), where a step is one pass per distinct token count and a copy moves a whole stream. */
+     * many distinct long prompts runs slower than over a stream per sequence (llama-server's
+     * layout), where a step is one pass per distinct token count and a copy moves a whole stream
+     * (docs/benchmarks.md, "One KV stream or one per sequence"). */
     cp.kv_unified = kv_unified == 1;
     if (batch_invariant) {
         /* Flash attention's tiled and split paths take f16 (or f32) cells only (see the header). */

@@ -1,7 +1,7 @@
 /* Grammar-constrained sampling. llama.cpp's grammar sampler throws a C++ exception
  * (fatal through C) when it accepts a token it rejects, and aborts on an
  * end-of-generation token before the grammar is complete; applying it to gemma's
- * 262,144-token vocabulary costs tens of milliseconds. So the token is first picked
+ * 262,144-token vocabulary tests every token against the grammar. So the token is first picked
  * without the grammar and checked alone; only a rejected pick pays for the full
  * pass and is picked again, and only checked tokens are ever accepted. A grammar's text is
  * measured against NEWRLLAMA_GRAMMAR_MAX_* before llama.cpp parses it. */

@@ -2,12 +2,13 @@
  * decoding) and the normaliser of its log-softmax, log(sum(exp(row))).
  *
  * Each pass reads 262,144 floats for gemma 3, once per client and step. Written as scalar
- * loops they were a large share of a step: the argmax of 16 rows took ~7% of all CPU time
- * of a 16-prompt run, on one core while the other waited; the log-sum-exp with exp() in
- * double was about 3 ms per row, as much as a token's forward pass. Here they run on
- * GCC/Clang vector types (8 floats: two SSE2 registers, or one AVX2 register in the clone
- * picked at load time where the CPU has it). The exponential is a polynomial with about
- * 2.5e-7 relative error per term, summed in float per block and in double across blocks. */
+ * loops they were a large share of a step under a profiler: the argmax of a step's rows ran
+ * on one core while the other waited, and the log-sum-exp with exp() in double cost about
+ * what a token's forward pass costs. Here they run on GCC/Clang vector types (8 floats: two
+ * SSE2 registers, or one AVX2 register in the clone picked at load time where the CPU has
+ * it). The exponential is a polynomial within a few float roundings of exp() per term
+ * (tests/c/leak_check.c checks the sum against exp() in double), summed in float per block and in
+ * double across blocks. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
