@@ -35,9 +35,10 @@
 #'   line in `output` holds an error.
 #' @param definitions A named character vector or list: label = definition
 #'   (added to those given in `labels`), put after the text, before the list of
-#'   labels. On the Reuters stories the instruct model gave kappa 0.59 with them
-#'   there (0.90 calibrated on 20 coded stories) and kappa 0 (every story one
-#'   label) with them before the text (README, "Labels on real text").
+#'   labels. On the Reuters stories the instruct model told the topics apart
+#'   with them there and gave every story one label with them before the text,
+#'   in the system turn (`bench/bench_validity.py`; the benchmarks page,
+#'   "Labels on real text", gives its results).
 #' @param examples Coded examples shown to the model before each text: a data
 #'   frame with columns `text` and `label` (each label one of `labels`).
 #' @param debias How the labels' listing order is taken out of the scores
