@@ -70,7 +70,9 @@
 #'   beside it `.prob` (the chosen label's probability), `.probs` (a
 #'   list-column: each text's probabilities, named by label, order-free and
 #'   calibrated when `calibration` is given; `NULL` for a text that failed),
-#'   `.raw_probs` (the model's, before the order cure), `.order_free_probs`
+#'   `.raw_probs` (the model's, before the order cure: scored with the labels
+#'   listed in their sorted order, the order every cure starts from, or with
+#'   `debias = "none"` in the order given), `.order_free_probs`
 #'   (before any calibration), `.order_flip` (whether the label changed
 #'   between the listing orders scored; `NA` where one order was scored),
 #'   `.error` (why a text failed; `NA` where it did not) and `.provenance`
