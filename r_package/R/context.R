@@ -5,11 +5,16 @@
 #' together, and each prompt with its answer must fit in `n_ctx / n_seq_max`
 #' tokens.
 #'
-#' With `prefix_cache = TRUE`, a long beginning shared by several prompts of a
-#' call (an instruction followed by different documents) is decoded once and
-#' shared by all of them, and kept for later calls on the context (the least
-#' recently used prefixes are evicted first). [last_stats()]`$n_cached_tokens`
-#' after [generate_parallel()] says how many prompt tokens came from the cache.
+#' With `prefix_cache = TRUE` (the default), the context keeps runs of tokens
+#' it decoded, and a prompt starts from the longest one it begins with, across
+#' calls and callers: a beginning of 8 tokens or more shared by prompts waiting
+#' together (an instruction followed by different documents, from one call or
+#' from many callers) is decoded once for all of them, a prompt that starts
+#' while another with the same beginning runs copies what that one decoded,
+#' and what a finished prompt decoded (its prompt and answer: the next turn of
+#' a chat starts with it) stays for later ones. The least recently used runs
+#' are evicted first. [last_stats()]`$n_cached_tokens` after
+#' [generate_parallel()] says how many prompt tokens came from the cache.
 #'
 #' Answers and probabilities are the same bits whatever ran before on the
 #' context, whether a prompt's start came from the cache, and (with
