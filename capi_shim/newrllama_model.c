@@ -35,7 +35,7 @@ static void init_backend_once(void) {
      * vec_dot below, and the two round differently, so a token's numbers would depend on how many
      * tokens shared its step. Taking the tiled kernel for every row count makes each row's sums the
      * same in any batch (ggml reads this once, at the first matmul of the process; a value the
-     * user set is kept). See README, "Same input, same output". */
+     * user set is kept). See docs/design/determinism.md. */
     setenv("GGML_CPU_TILED_MM_FORCE", "1", 0);
     llama_backend_init();
 }

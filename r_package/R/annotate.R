@@ -50,7 +50,9 @@
 #'   label's probability divided by its mean over the texts; no extra work),
 #'   `"contextual"` (each label's probability divided by its mean for
 #'   content-free texts, `"N/A"`, `"[MASK]"` and an empty text, under the same
-#'   prompt: one scoring per text and three per call) or `"none"`. The README gives what each achieves on real coded text.
+#'   prompt: one scoring per text and three per call) or `"none"`. The
+#'   benchmarks page ("Labels on real text", "Short texts") gives what each
+#'   achieves on real coded text.
 #'   `"prior"` and `"batch"` estimate over the texts of one call: in a grouped
 #'   `dplyr::mutate()`, each group, and on a cluster or with `output`, each
 #'   chunk of texts, so a text's label depends on which texts share it (a
@@ -60,8 +62,8 @@
 #'   (with a `codebook`: a named list, question = calibration).
 #' @param examples_in Where the `examples` go (`NULL`: the library's default,
 #'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
-#'   each an earlier user turn answered by its label. The README gives what
-#'   each achieves on real coded text.
+#'   each an earlier user turn answered by its label. The benchmarks page
+#'   ("Labels on real text") gives what each achieves on real coded text.
 #' @param codebook Several questions about each text, instead of `labels`: a
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once

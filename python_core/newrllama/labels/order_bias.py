@@ -26,7 +26,7 @@ order does not favour its first label either:
   depends on the codebook alone, not on the other texts (like "reverse", unlike "batch"); it
   also removes a leaning towards a label that a text with no content shows.
 - "none": the scores with the labels in the order given, as they are.
-Which is the default, and why, is measured by bench/bench_validity.py (README).
+Which is the default, and why, is measured by bench/bench_validity.py (docs/benchmarks.md, "Labels on real text").
 """
 from __future__ import annotations
 
