@@ -1,0 +1,83 @@
+"""Figures in the documentation come from the committed results files, through bench/report.py, and nowhere else."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs"
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"newrllama_bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+report = _bench_module("report")
+bench_results = _bench_module("bench_results")
+
+
+def prose_pages():
+    """README and the hand-written pages (not the generated benchmarks page, not the R site pkgdown writes)."""
+    return [ROOT / "README.md"] + [p for p in sorted(DOCS.rglob("*.md"))
+                                   if p.name != "benchmarks.md" and "r" not in p.relative_to(DOCS).parts[:1]]
+
+
+def test_the_benchmarks_page_is_what_report_py_makes_of_the_committed_files():
+    expected = "\n".join(report.page()).rstrip("\n") + "\n"
+    assert (DOCS / "benchmarks.md").read_text() == expected, \
+        "docs/benchmarks.md is stale: run .venv/bin/python bench/report.py --page > docs/benchmarks.md"
+
+
+def test_every_results_file_has_a_section_that_names_its_file_and_code():
+    text = (DOCS / "benchmarks.md").read_text()
+    for path in sorted((ROOT / "bench" / "results").glob("*.json")):
+        assert f"### {path.stem}\n" in text
+        assert f"File `bench/results/{path.name}`: commit " in text
+
+
+def test_the_readme_table_of_figures_is_report_py_headline():
+    block = "\n".join(report.headline())
+    assert block in (ROOT / "README.md").read_text(), \
+        "README's table of figures is stale: paste the output of .venv/bin/python bench/report.py --headline"
+
+
+def test_no_table_of_figures_outside_the_generated_ones():
+    headline = set(report.headline())
+    decimal = re.compile(r"(?<![\d.])\d+\.\d+(?![\d.])")  # 0.94, 11.3; not a version such as 1.3.239
+    stray = [f"{page.relative_to(ROOT)}: {line}" for page in prose_pages() for line in page.read_text().splitlines()
+             if line.startswith("|") and decimal.search(line) and line not in headline]
+    assert not stray, "table rows with figures that bench/report.py did not make:\n" + "\n".join(stray)
+
+
+def test_the_headline_links_point_at_sections_of_the_benchmarks_page():
+    text = (DOCS / "benchmarks.md").read_text()
+    for anchor in re.findall(r"\(docs/benchmarks\.md#([a-z0-9-]+)\)", "\n".join(report.headline())):
+        assert any(re.sub(r"[^a-z0-9-]", "", line[4:].lower()) == anchor
+                   for line in text.splitlines() if line.startswith("### ")), anchor
+
+
+def test_a_rerun_writes_a_new_file_and_records_commit_command_machine_and_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench_results, "RESULTS", tmp_path)
+    first = bench_results.write_results("unit", {"figure": 1})
+    second = bench_results.write_results("unit", {"figure": 2})
+    assert first != second and second.name.endswith("-2.json")
+    assert json.loads(first.read_text())["figure"] == 1  # the earlier run is kept as it was
+    machine = json.loads(second.read_text())["machine"]
+    assert {"commit", "command", "cpu", "time"} <= set(machine)
+    assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", machine["commit"])
+
+
+def test_a_file_of_an_unknown_kind_is_refused(tmp_path):
+    stray = tmp_path / "mystery-2026-01-01-CPU.json"
+    stray.write_text(json.dumps({"machine": {}}))
+    with pytest.raises(ValueError, match="no report for"):
+        report.page(tmp_path)
