@@ -81,7 +81,7 @@ def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platfo
 
 
 def vulkan_problems(include_dirs: List[Path], which=shutil.which) -> List[str]:
-    """What the Vulkan build lacks here, found in a second rather than 10 minutes into the build."""
+    """What the Vulkan build lacks here, found before the build starts rather than when the compile reaches Vulkan."""
     problems = []
     header = next((d / "vulkan" / "vulkan_core.h" for d in include_dirs if (d / "vulkan" / "vulkan_core.h").exists()),
                   None)
