@@ -493,13 +493,14 @@ def headline(results: Path = RESULTS) -> List[str]:
                  f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
     path, r = _latest("short-texts", results)
     reuters = r["sets"]["reuters"]["layouts"]
-    rows.append(["Reuters stories, instruct model: kappa of `annotate()` against the human topics (one order, "
-                 "no cure: reference layout)", f"{reuters['annotate()']['kappa']:.2f} ({reuters['reference']['kappa']:.2f})",
-                 path])
+    rows.append(["Reuters stories, instruct model: Cohen's kappa of `annotate()` against the human topics (in "
+                 "brackets: one order, labels listed in the instruction)",
+                 f"{reuters['annotate()']['kappa']:.2f} ({reuters['reference']['kappa']:.2f})", path])
     short = [(n, st["layouts"]["annotate()"]) for n, st in r["sets"].items() if n != "reuters"]
-    rows.append(["One-line texts: `annotate()` time against one order with the labels in the instruction; order "
-                 "agreement", "; ".join(f"{n} {m['ratio_to_reference']:.2f}x, {m['order_agreement']:.2f}" for n, m in short),
-                 path])
+    rows.append(["One-line human-sorted texts (R fortunes by file, R packages by section): `annotate()` time against "
+                 "one order with the labels in the instruction, and the share of labels that stay the same when the "
+                 "labels are listed in another order",
+                 "; ".join(f"{n} {m['ratio_to_reference']:.2f}x, {m['order_agreement']:.2f}" for n, m in short), path])
     path, r = _latest("findings", results)
     cover = [p["coverage"]["ppi, probabilities"] for p in r["prompts"].values()]
     rows.append(["Coverage of 95% PPI++ intervals for a share, from the model's probabilities and a coded sample",
