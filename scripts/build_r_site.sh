@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds the R side of the documentation site with pkgdown (r_package/_pkgdown.yml) into docs/r/ at the
+# repository root (generated, not committed; scripts/build_docs.sh then builds the rest with MkDocs).
+# It fails (nonzero exit) when:
+#   - a topic of r_package/man/ or a vignette is missing from the index of _pkgdown.yml (check_pkgdown()),
+#   - a chunk of a vignette errors: the vignette is knitted on the real model, and every chunk must run
+#     (the Python side, tm, httr2, processx and ray are checked first, since the vignette skips its
+#     chunks without them),
+#   - an example of the reference errors (they run on the real model too; NEWRLLAMA_SITE_EXAMPLES=false
+#     skips them for a quicker build, R CMD check in scripts/test.sh runs them in any case),
+#   - a relative link in the built pages points to no file in docs/r/.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT="$ROOT/docs/r"
+EXAMPLES="${NEWRLLAMA_SITE_EXAMPLES:-true}"
+
+say() { printf '[build_r_site] %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+        say "need root to run: $*"; exit 1; fi
+}
+
+# The venv, the embedded model and the R package in .Rlib, up to date with the source (seconds when they are).
+bash "$ROOT/scripts/setup.sh"
+# pkgdown, and tm for the vignette's texts, from Debian when missing.
+if ! Rscript -e 'for (p in c("pkgdown", "tm")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
+    say "installing r-cran-pkgdown and r-cran-tm from Debian"
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends r-cran-pkgdown r-cran-tm >/dev/null \
+        || { as_root apt-get update -qq \
+             && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends r-cran-pkgdown r-cran-tm >/dev/null; }
+fi
+
+export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
+export R_LIBS="$ROOT/.Rlib"
+cd "$ROOT/r_package"
+
+# Every chunk of the vignette must run: its `eval` conditions must all hold here.
+Rscript -e '
+missing <- c(
+  "the newrllama Python package (newrllama_available())" = !newrllama::newrllama_available(),
+  "the R package tm" = !requireNamespace("tm", quietly = TRUE),
+  "the R package httr2" = !requireNamespace("httr2", quietly = TRUE),
+  "the R package processx" = !requireNamespace("processx", quietly = TRUE),
+  "the Python module ray" = !reticulate::py_module_available("ray"))
+if (any(missing)) {
+  message("the vignette would skip chunks without: ", paste(names(missing)[missing], collapse = ", "))
+  quit(status = 1)
+}'
+
+rm -rf "$OUT"
+say "building the pkgdown site into $OUT (examples: $EXAMPLES)"
+EXAMPLES="$EXAMPLES" Rscript -e '
+options(pkgdown.internet = FALSE)  # no look-up of the package on CRAN: the build works offline
+pkgdown::check_pkgdown(".")        # every topic and vignette in the index, or an error
+pkgdown::build_site(".", examples = identical(Sys.getenv("EXAMPLES"), "true"),
+                    new_process = FALSE, install = FALSE, preview = FALSE)
+'
+
+if [ "$EXAMPLES" = true ]; then
+    # pkgdown shows an example that errors as output; an error must fail the build instead.
+    if grep -lE "class=[\"']r-err" "$OUT"/reference/*.html; then
+        say "the examples of the reference pages above raised an error"
+        exit 1
+    fi
+fi
+
+# Every relative link and resource of the built pages must point to a file of the site; a link that leaves
+# docs/r/ (the main site) is checked by MkDocs' side, which builds docs/ around it.
+"$ROOT/.venv/bin/python" - "$OUT" <<'EOF'
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+site = Path(sys.argv[1]).resolve()
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        self.links += [value for name, value in attrs if name in ("href", "src") and value]
+
+
+broken = []
+for page in sorted(site.rglob("*.html")):
+    parser = Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    for link in parser.links:
+        parts = urlsplit(link)
+        if parts.scheme or parts.netloc or not parts.path:
+            continue  # external, mailto:, data:, or an anchor on the same page
+        target = (page.parent / unquote(parts.path)).resolve()
+        if site not in target.parents and target != site:
+            continue
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.exists():
+            broken.append(f"{page.relative_to(site)}: {link}")
+if broken:
+    sys.exit("broken links in the R site:\n" + "\n".join(broken))
+EOF
+say "done: $OUT/index.html"
