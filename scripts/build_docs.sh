@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds the documentation site into site/: the R reference and vignette with pkgdown (into docs/r/, which
-# MkDocs then copies), then the guides, the Python API (from the docstrings) and the benchmarks page with
-# MkDocs in strict mode, so that a broken link or anchor fails the build. The vignette's code runs on the
-# real model as pkgdown knits it; the pages' Python and R blocks run in tests/python/docs/test_docs_code_runs.py.
+# Builds the documentation site into site/, and fails on a page whose code does not run or a broken link:
+# first every Python and R block of the README and the docs pages runs on the real model
+# (tests/python/docs/test_docs_code_runs.py), then pkgdown builds the R reference and vignette into docs/r/
+# (knitting the vignette, so its code runs too), then MkDocs builds the guides, the Python API (from the
+# docstrings) and the benchmarks page in strict mode, where a broken link or anchor is an error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+bash "$ROOT/scripts/setup.sh"
+R_LIBS="$ROOT/.Rlib" "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/docs/test_docs_code_runs.py"
 bash "$ROOT/scripts/build_r_site.sh"
 "$ROOT/.venv/bin/python" -m mkdocs build --strict --clean --site-dir "$ROOT/site"
 echo "site built in $ROOT/site (open site/index.html)"
