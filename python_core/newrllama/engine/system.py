@@ -18,6 +18,7 @@ _GPU_BACKEND_LIBRARIES = {"cuda": "libggml-cuda", "vulkan": "libggml-vulkan", "m
 
 @dataclass(frozen=True)
 class Device:
+    """A device llama.cpp can compute on (ggml's backend device registry), as `system_info()` lists it."""
     name: str
     description: str
     backend: str
@@ -39,6 +40,8 @@ class SystemInfo:
 
 
 def system_info() -> SystemInfo:
+    """What this installation can run on: the llama-cpp-python build and its library folder, the GPU backends
+    built into it, whether llama.cpp can offload layers here, the devices, and the CPU features it uses."""
     library_dir = os.path.dirname(ffi.string(lib.newrllama_llama_library_path()).decode())
     present = " ".join(os.listdir(library_dir)) if os.path.isdir(library_dir) else ""
     return SystemInfo(

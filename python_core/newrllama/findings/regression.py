@@ -28,6 +28,8 @@ class Coefficient:
 
 @dataclass(frozen=True)
 class Regression:
+    """The coefficients of `regression()`, each with its PPI++ interval and the coded texts' own
+    (classical) estimate, and the weight given to the model's predictions."""
     coefficients: List[Coefficient]
     lam: float  # the weight given to the predictions (0: the coded texts alone)
     family: str

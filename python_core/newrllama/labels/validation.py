@@ -18,6 +18,7 @@ _Z95 = 1.959963984540054
 
 @dataclass(frozen=True)
 class LabelScores:
+    """One label's precision, recall and F1 against the human codes (`Validation.per_label`)."""
     precision: float
     recall: float
     f1: float
