@@ -11,4 +11,13 @@ bash "$ROOT/scripts/setup.sh"
 R_LIBS="$ROOT/.Rlib" "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/docs/test_docs_code_runs.py"
 bash "$ROOT/scripts/build_r_site.sh"
 "$ROOT/.venv/bin/python" -m mkdocs build --strict --clean --site-dir "$ROOT/site"
+# The API page must document every name that `import newrllama` exports.
+"$ROOT/.venv/bin/python" - "$ROOT/site/api/index.html" <<'PY'
+import re, sys
+import newrllama
+documented = set(re.findall(r'id="newrllama(?:\.[\w.]+)?\.(\w+)"', open(sys.argv[1]).read()))
+missing = sorted(set(newrllama.__all__) - documented)
+if missing:
+    sys.exit(f"the Python API page lacks {', '.join(missing)}")
+PY
 echo "site built in $ROOT/site (open site/index.html)"
