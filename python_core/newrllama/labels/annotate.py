@@ -110,7 +110,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         questions_of = [q for q, _, _ in jobs] + [q for q, _ in probes for _ in CONTENT_FREE]
         completions = (_run(use, context, prompts, [params[q] for q in questions_of], progress, context_kwargs)
                        if prompts else [])
-        content_free = _content_free(probes, completions[len(jobs):], params)
+        content_free = _content_free(probes, completions[len(jobs):], {q: book.labels for q, book in books.items()})
         per_question = {}
         identity = use.identity()  # once per call: the questions share the model and the context
         determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
@@ -250,9 +250,9 @@ def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) 
 
 
 def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Sequence[Completion],
-                  params: Mapping[Optional[str], SamplingParams]) -> Dict[Tuple[Optional[str], bool], Any]:
-    """Each (question, layout)'s "contextual" correction (labels in its base order) from the completions of its
-    content-free texts, or the reason they failed (its texts then fail with it)."""
+                  labels: Mapping[Optional[str], Sequence[str]]) -> Dict[Tuple[Optional[str], bool], Any]:
+    """Each (question, layout)'s "contextual" correction (in the order of the question's labels) from the
+    completions of its content-free texts, or the reason they failed (its texts then fail with it)."""
     out: Dict[Tuple[Optional[str], bool], Any] = {}
     for k, (q, first) in enumerate(probes):
         done = completions[k * len(CONTENT_FREE):(k + 1) * len(CONTENT_FREE)]
@@ -260,8 +260,7 @@ def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Seq
         if failed is not None:
             out[q, first] = f"the content-free texts of debias='contextual' failed: {failed.error or failed.finish_reason}"
         else:
-            order = params[q].choices
-            out[q, first] = content_free_log_probs([[c.choice_probs[label] for label in order] for c in done])
+            out[q, first] = content_free_log_probs([[c.choice_probs[label] for label in labels[q]] for c in done])
     return out
 
 
@@ -270,7 +269,7 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
                 content_free: Optional[Mapping[int, Any]] = None) -> List[Annotation]:
     """One Annotation per text from the completions of its (text, listing order) jobs, scored from the
     ``base`` order (see order_bias.py); ``content_free[text]``: its "contextual" correction, in the order of
-    ``labels``' base order, or why it could not be had."""
+    ``labels``, or why it could not be had."""
     labels, base = tuple(labels), tuple(base)
     results = [Annotation(None, error=MISSING)] * n_texts
     scores: Dict[int, Dict[Order, List[float]]] = {}
@@ -284,8 +283,6 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
     scores = {i: s for i, s in scores.items() if results[i].error == MISSING}
     if not scores:
         return results
-    if content_free is not None:  # from the base order to the order of labels
-        content_free = {i: [content_free[i][base.index(label)] for label in labels] for i in scores}
     for i, logp in order_free_scores(debias, scores, labels, base, content_free).items():
         probs = dict(zip(labels, softmax(logp)))
         raw = dict(zip(labels, softmax(scores[i][base])))
