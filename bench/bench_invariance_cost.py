@@ -18,14 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Dict
 
-from bench_parallel import MAX_TOKENS, N_THREADS, PROMPT_TOKENS, TEXTS, WARM_TOKENS, batched_bench_engine, n_ctx_for
+from bench_parallel import (MAX_TOKENS, N_THREADS, PROMPT_TOKENS, TEXTS, WARM_TOKENS, batched_bench_engine, n_ctx_for,
+                            rate)
 from bench_results import write_results
-from in_turn import Run, median_of, run_in_turn, speed_ratio
+from in_turn import Run, run_in_turn, speed_ratio
 from llama_tools import llama_tool_binary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +78,7 @@ def main() -> None:
         runs = {name: child_engine(n, invariant, tiles) for name, (invariant, tiles) in VARIANTS.items()}
         runs["llama-batched-bench"] = batched_bench_engine(binary, n, unified=False)
         raw = run_in_turn(runs, args.repeats, f"{n} prompts, ")
-        tokens_per_s = {name: statistics_rate(raw, name) for name in runs}
+        tokens_per_s = {name: statistics.median(rate(r["runs"][name]) for r in raw) for name in runs}
         sizes[str(n)] = {"tokens_per_s": tokens_per_s,
                          "speed_vs_default": {name: speed_ratio(raw, name, "default") for name in runs},
                          "speed_vs_llama_batched_bench": {name: speed_ratio(raw, name, "llama-batched-bench")
@@ -90,10 +92,6 @@ def main() -> None:
                   f"x{s['speed_vs_default'][name]:.2f} default  x{s['speed_vs_llama_batched_bench'][name]:.2f} "
                   "llama-batched-bench")
     print(f"wrote {path}")
-
-
-def statistics_rate(raw, name: str) -> float:
-    return median_of(raw, name, "tokens") / median_of(raw, name)
 
 
 if __name__ == "__main__":
