@@ -462,9 +462,11 @@ def page(results: Path = RESULTS) -> List[str]:
 
 
 def _latest(kind: str, results: Path, name_has: str = "") -> Tuple[Path, dict]:
-    paths = [p for p in results.glob(f"{kind}-*.json") if kind_of(p) == kind and name_has in p.name]
-    path = max(paths, key=lambda p: (_date_and_rerun(p), p.name))
-    return path, json.loads(path.read_text())
+    """The newest file of a kind among those that record the commit of the code they measured: a headline
+    figure must be tied to its code."""
+    files = [(p, json.loads(p.read_text())) for p in results.glob(f"{kind}-*.json")
+             if kind_of(p) == kind and name_has in p.name]
+    return max(((p, r) for p, r in files if "commit" in r["machine"]), key=lambda f: (_date_and_rerun(f[0]), f[0].name))
 
 
 def _anchor(path: Path) -> str:

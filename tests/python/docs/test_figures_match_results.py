@@ -65,6 +65,19 @@ def test_the_headline_links_point_at_sections_of_the_benchmarks_page():
                    for line in text.splitlines() if line.startswith("### ")), anchor
 
 
+def test_headline_figures_come_only_from_files_that_record_their_commit(tmp_path):
+    results = ROOT / "bench" / "results"
+    for path in results.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    newest = max(tmp_path.glob("parallel-*.json"), key=lambda p: report._date_and_rerun(p))
+    later = tmp_path / "parallel-2099-01-01-CPU.json"  # newer, but its commit was not recorded
+    record = json.loads(newest.read_text())
+    record["machine"].pop("commit")
+    record["machine"]["committed_with"] = "0" * 40
+    later.write_text(json.dumps(record))
+    assert newest.stem in "\n".join(report.headline(tmp_path)) and later.stem not in "\n".join(report.headline(tmp_path))
+
+
 def test_a_rerun_writes_a_new_file_and_records_commit_command_machine_and_time(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_results, "RESULTS", tmp_path)
     first = bench_results.write_results("unit", {"figure": 1})
