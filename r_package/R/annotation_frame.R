@@ -14,9 +14,7 @@ companion_prefix <- function(label) {
 # why a text failed, and what made the labels (provenance, as JSON).
 put_annotation_columns <- function(.data, out, labels, label) {
   prefix <- companion_prefix(label)
-  named_rows <- function(rows) {
-    lapply(rows, function(r) if (is.null(r)) NULL else stats::setNames(as.numeric(unlist(r)), labels))
-  }
+  named_rows <- function(rows) named_number_rows(rows, labels)
   chosen <- chosen_labels(out)
   probs <- named_rows(out$probs)
   .data[[label]] <- chosen

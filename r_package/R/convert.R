@@ -37,3 +37,9 @@ r_to_python <- function(x, name, call = sys.call(-1)) {
   }
   x
 }
+
+# Python's per-text rows of numbers as a list-column: each row a numeric vector named by `names`, NULL for a
+# text that has none (it failed).
+named_number_rows <- function(rows, names) {
+  lapply(rows, function(r) if (is.null(r)) NULL else stats::setNames(as.numeric(unlist(r)), names))
+}

@@ -133,9 +133,7 @@ llm_generate <- function(.data, col, context, ..., pred_name = ".text") {
   .data$.error <- ifelse(done$failed, done$errors, NA_character_)
   if (!is.null(frame$choices)) {
     choices <- as.character(frame$choices)
-    .data$.probs <- lapply(done$probs, function(p) {
-      if (is.null(p)) NULL else stats::setNames(as.numeric(unlist(p)), choices)
-    })
+    .data$.probs <- named_number_rows(done$probs, choices)
   }
   .data
 }
