@@ -11,13 +11,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from helpers.doc_pages import ROOT, doc_pages
+
 FENCE = re.compile(r"^```(python|r)\n(.*?)^```$", re.S | re.M)
-
-
-def pages():
-    return [ROOT / "README.md"] + sorted(p for p in (ROOT / "docs").rglob("*.md")
-                                         if "r" not in p.relative_to(ROOT / "docs").parts[:1])
 
 
 def blocks(page: Path, language: str) -> str:
@@ -25,7 +21,7 @@ def blocks(page: Path, language: str) -> str:
 
 
 def runs(language: str):
-    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in pages() if blocks(p, language)]
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in doc_pages() if blocks(p, language)]
 
 
 def _run(command, page: Path, cwd: Path, env: dict) -> None:

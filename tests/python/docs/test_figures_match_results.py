@@ -5,12 +5,11 @@ import importlib.util
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-DOCS = ROOT / "docs"
+from helpers.doc_pages import DOCS, ROOT, doc_pages
+
 
 
 def _bench_module(name: str):
@@ -26,9 +25,8 @@ bench_results = _bench_module("bench_results")
 
 
 def prose_pages():
-    """README and the hand-written pages (not the generated benchmarks page, not the R site pkgdown writes)."""
-    return [ROOT / "README.md"] + [p for p in sorted(DOCS.rglob("*.md"))
-                                   if p.name != "benchmarks.md" and "r" not in p.relative_to(DOCS).parts[:1]]
+    """README and the hand-written pages (not the generated benchmarks page)."""
+    return [p for p in doc_pages() if p.name != "benchmarks.md"]
 
 
 def test_the_benchmarks_page_is_what_report_py_makes_of_the_committed_files():
