@@ -30,7 +30,7 @@ from .annotation_job import AnnotationJob
 from ..engine.model import Model
 from ..runs.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, check_debias, content_free_log_probs,
-                         order_free_scores, scoring_jobs, softmax)
+                         cure_of, order_free_scores, scoring_jobs, softmax)
 from ..engine.params import SamplingParams
 from .provenance import Provenance, codebook_digest
 from ..engine.results import Completion
@@ -61,9 +61,10 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     turns: on the Reuters stories turns made the instruct model give every story one label,
     the system turn did not; same benchmark).
     ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
-    "reverse", the default, scores the list and its reverse, twice the work; "prior" at
+    "auto", the default, is "contextual" for a text short enough to follow the list of labels and
+    "reverse" for the others; "reverse" scores the list and its reverse, twice the work; "prior" at
     most 1.5 times; "rotations" K times; "batch" nothing extra; "contextual" one scoring per text and
-    three content-free texts per call; "none").
+    three content-free texts per call and layout; "none").
     ``calibration`` (from ``calibrate()``) corrects the scores.
 
     Several questions about each text: ``codebook={"topic": [...], "tone": {...}}`` instead
@@ -92,18 +93,20 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     texts, books, debias, calibrations = check_annotate_call(texts, labels, instruction, **options)
     with _model_of(context, model) as use:
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-        # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
-        jobs = sorted(((q, i, order) for q, book in books.items()
-                       for i, order in scoring_jobs(debias, runnable, base_order(debias, book.labels))),
-                      key=lambda job: job[1])
         # The layout rule reads each text's and list's length: measured once per call, not per prompt.
         list_lengths = {q: book.list_length(use) for q, book in books.items() if not book.definitions}
         text_lengths = {i: len(use.tokenize(texts[i])) for i in runnable} if list_lengths else {}
         layout = {(q, i): q in list_lengths and books[q].lists_first(text_lengths[i], list_lengths[q])
                   for q in books for i in runnable}
+        cures = {qi: cure_of(debias, first) for qi, first in layout.items()}
+        groups = _cure_groups(books, runnable, cures)
+        # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
+        jobs = sorted(((q, i, order) for (q, cure), members in groups.items()
+                       for i, order in scoring_jobs(cure, members, base_order(debias, books[q].labels))),
+                      key=lambda job: job[1])
         prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in, layout[q, i]) for q, i, order in jobs]
-        # "contextual": the content-free texts of each question and layout the call uses, after the texts.
-        probes = sorted({(q, first) for (q, _), first in layout.items()}) if debias == "contextual" else []
+        # "contextual": the content-free texts of each question and layout its texts use, after the texts.
+        probes = sorted({(q, layout[q, i]) for (q, i), cure in cures.items() if cure == "contextual"})
         prompts += [books[q].in_order(base_order(debias, books[q].labels)).prompt(use, blank, examples_in, first)
                     for q, first in probes for blank in CONTENT_FREE]
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
@@ -115,10 +118,16 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         identity = use.identity()  # once per call: the questions share the model and the context
         determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
         for q, book in books.items():
-            mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q]
-            results = annotations(len(texts), book.labels, debias, [job for _, job in mine],
-                                  [completions[k] for k, _ in mine], base_order(debias, book.labels),
-                                  {i: content_free[q, layout[q, i]] for i in runnable} if probes else None)
+            results = [Annotation(None, error=MISSING)] * len(texts)
+            for cure in {cure for (gq, cure) in groups if gq == q}:
+                members = groups[q, cure]
+                mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q and cures[q, i] == cure]
+                scored = annotations(len(texts), book.labels, cure, [job for _, job in mine],
+                                     [completions[k] for k, _ in mine], base_order(debias, book.labels),
+                                     {i: content_free[q, layout[q, i]] for i in members}
+                                     if cure == "contextual" else None)
+                for i in members:
+                    results[i] = scored[i]
             source = _provenance(identity, determinism, book, debias, examples_in)
             results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
@@ -247,6 +256,17 @@ def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) 
             raise InvalidArgumentError(f"the calibration was fitted on the labels {list(cal.labels)}, "
                                        f"not {list(books[q].labels)}")
     return given
+
+
+def _cure_groups(books: Mapping[Optional[str], Codebook], runnable: Sequence[int],
+                 cures: Mapping[Tuple[Optional[str], int], str]) -> Dict[Tuple[Optional[str], str], List[int]]:
+    """The texts of each question scored with each cure ("auto" gives a call two), in input order: a cure that
+    estimates over texts ("prior", "batch") estimates over all of a question's texts, as one group."""
+    groups: Dict[Tuple[Optional[str], str], List[int]] = {}
+    for q in books:
+        for i in runnable:
+            groups.setdefault((q, cures[q, i]), []).append(i)
+    return groups
 
 
 def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Sequence[Completion],

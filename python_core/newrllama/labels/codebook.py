@@ -79,8 +79,9 @@ class Codebook:
         """Whether a text's prompts carry the list of labels in the system turn, before the text: for a text without
         definitions shorter than two lists, where decoding the text once per listing order costs less than the
         list once per order after it, and labels better (bench/bench_short_texts.py). Judged on the list in sorted
-        order (list_length), so that every listing order of a text takes the same layout."""
-        return not self.definitions and n_text_tokens < 2 * n_list_tokens
+        order (list_length), so that every listing order of a text takes the same layout. A codebook's question
+        always comes after the text, which its questions share."""
+        return self.question is None and not self.definitions and n_text_tokens < 2 * n_list_tokens
 
     def prompt(self, model, text: str, examples_in: ExamplesIn = "system", lists_first: Optional[bool] = None) -> str:
         """The chat prompt for text. lists_first: the layout (see lists_first), judged here when not given; a
@@ -89,7 +90,7 @@ class Codebook:
             return self._question_prompt(model, text)
         system = self.system_text(examples_in)
         if lists_first is None:
-            lists_first = not self.definitions and self.lists_first(len(model.tokenize(text)), self.list_length(model))
+            lists_first = self.lists_first(len(model.tokenize(text)), self.list_length(model))
         if lists_first:
             system = f"{system}\n{self.label_list()}"
         messages = [{"role": "system", "content": system}]

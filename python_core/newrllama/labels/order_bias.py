@@ -25,8 +25,15 @@ order does not favour its first label either:
   with the same prompt, once per call and layout. Each text is scored once, and its correction
   depends on the codebook alone, not on the other texts (like "reverse", unlike "batch"); it
   also removes a leaning towards a label that a text with no content shows.
+- "auto", the default: "contextual" for a text whose prompt lists the labels before it (a short text, see
+  Codebook.lists_first), "reverse" for the others. On one-line texts the list costs more than the text, so
+  a second order nearly doubles the work, and the model's leaning shows most where a text carries little
+  evidence; on long texts the content-free texts stand poorly for the real ones, and "contextual" labelled
+  worse than "reverse" (bench/bench_short_texts.py). A text's cure depends on its length and the codebook
+  alone, so it still does not depend on the other texts.
 - "none": the scores with the labels in the order given, as they are.
-Which is the default, and why, is measured by bench/bench_validity.py (docs/benchmarks.md, "Labels on real text").
+Which is the default, and why, is measured by bench/bench_short_texts.py and bench/bench_validity.py
+(docs/benchmarks.md, "Short texts" and "Labels on real text").
 """
 from __future__ import annotations
 
@@ -35,10 +42,10 @@ from typing import Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError
 
-Debias = Literal["reverse", "rotations", "prior", "batch", "contextual", "none"]
-DEBIAS_METHODS = ("reverse", "rotations", "prior", "batch", "contextual", "none")
+Debias = Literal["auto", "reverse", "rotations", "prior", "batch", "contextual", "none"]
+DEBIAS_METHODS = ("auto", "reverse", "rotations", "prior", "batch", "contextual", "none")
 CONTENT_FREE = ("N/A", "[MASK]", "")  # Zhao et al.'s content-free inputs
-DEFAULT_DEBIAS = "reverse"
+DEFAULT_DEBIAS = "auto"
 Order = Tuple[str, ...]
 
 
@@ -46,6 +53,13 @@ def check_debias(debias: object) -> str:
     if debias not in DEBIAS_METHODS:
         raise InvalidArgumentError(f"debias must be one of {', '.join(map(repr, DEBIAS_METHODS))}, got {debias!r}")
     return debias  # type: ignore[return-value]
+
+
+def cure_of(debias: str, lists_first: bool) -> str:
+    """The cure a text is scored with: "auto" resolved by the text's prompt layout, any other as it is."""
+    if debias != "auto":
+        return debias
+    return "contextual" if lists_first else "reverse"
 
 
 def base_order(debias: str, labels: Sequence[str]) -> Order:

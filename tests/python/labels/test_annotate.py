@@ -105,6 +105,30 @@ def test_contextual_calibration_scores_each_text_once_against_content_free_texts
         assert reordered[0].probs == pytest.approx(out[3].probs, rel=1e-12)
 
 
+def test_the_default_cure_is_contextual_for_a_text_after_the_list_and_reverse_for_a_longer_one(model):
+    """debias="auto" (the default): a text short enough for the list-first layout is scored once with contextual
+    calibration, a longer one in the list's two orders; each gets the very figures of that cure, whichever texts
+    share its call."""
+    from newrllama.labels.order_bias import CONTENT_FREE
+    short, long = TEXTS[0], " ".join([TEXTS[1]] * 6)
+    with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
+        mixed = newrllama.annotate([short, long, None], LABELS, "Give the topic.", context=ctx)
+        assert ctx.last_stats.n_prompts == 1 + 2 + len(CONTENT_FREE)
+        contextual = newrllama.annotate([short], LABELS, "Give the topic.", debias="contextual", context=ctx)
+        reverse = newrllama.annotate([long], LABELS, "Give the topic.", debias="reverse", context=ctx)
+        alone = [newrllama.annotate([t], LABELS, "Give the topic.", context=ctx)[0] for t in (short, long)]
+        newrllama.annotate([short], {label: f"news about {label}" for label in LABELS}, "Give the topic.", context=ctx)
+        assert ctx.last_stats.n_prompts == 2, "definitions put the list after the text: two orders"
+        asked = newrllama.annotate([short], codebook={"topic": LABELS, "tone": ["calm", "excited"]}, context=ctx)
+        assert ctx.last_stats.n_prompts == 4, "a codebook's questions come after the text: two orders each"
+        assert all(a.order_flip is not None for a in asked[0].values())
+    assert mixed[0].order_flip is None and mixed[1].order_flip is not None and mixed[2].error
+    assert (mixed[0].probs, mixed[0].raw_probs) == (contextual[0].probs, contextual[0].raw_probs)
+    assert (mixed[1].probs, mixed[1].raw_probs) == (reverse[0].probs, reverse[0].raw_probs)
+    assert [a.probs for a in alone] == [mixed[0].probs, mixed[1].probs]
+    assert {a.provenance.debias for a in mixed[:2]} == {"auto"}
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"texts": "one text", "labels": LABELS}, "list of str"), ({"texts": ["a"], "labels": ["x"]}, "2 to 1024"),
     ({"texts": ["a"], "labels": None}, "labels .*or codebook"), ({"texts": ["a"], "labels": ["x", "x"]}, "more than once"),
@@ -124,7 +148,8 @@ def test_order_flip_says_whether_the_label_changed_between_the_orders_scored(mod
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4, n_threads=2) as ctx:
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always", newrllama.AnnotationWarning)
-            both = newrllama.annotate(texts, LABELS, "Give the topic of the news text.", context=ctx)
+            both = newrllama.annotate(texts, LABELS, "Give the topic of the news text.", debias="reverse",
+                                      context=ctx)
         each = [newrllama.annotate(texts, order, "Give the topic of the news text.", debias="none", context=ctx)
                 for order in (sorted(LABELS), sorted(LABELS)[::-1])]
         one = newrllama.annotate(texts, LABELS, "Give the topic of the news text.", debias="none", context=ctx)

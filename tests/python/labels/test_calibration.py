@@ -128,7 +128,7 @@ def test_annotations_say_what_made_them_and_a_calibration_keeps_it(model, tmp_pa
     assert all(a.provenance == source for a in done)
     assert source.model_sha256 == model.identity().sha256 and source.model_file == "gemma-3-270m-q4_k_m.gguf"
     assert (source.labels, source.instruction, source.debias, source.newrllama) == (tuple(TOPICS), "Give the topic.",
-                                                                                     "reverse", newrllama.__version__)
+                                                                                     "auto", newrllama.__version__)
     assert source.determinism["batch_invariant"] is True and source.determinism["n_threads"] == 2
     assert worded[0].provenance.codebook_digest != source.codebook_digest
     cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
@@ -138,7 +138,7 @@ def test_annotations_say_what_made_them_and_a_calibration_keeps_it(model, tmp_pa
     again = newrllama.Calibration.load(path)
     assert again == cal and [a.probs for a in again.apply(done)] == [a.probs for a in cal.apply(done)]
     assert cal.apply(done)[0].provenance == source
-    with pytest.raises(newrllama.InvalidArgumentError, match="debias 'reverse' here, 'none' there"):
+    with pytest.raises(newrllama.InvalidArgumentError, match="debias 'auto' here, 'none' there"):
         cal.apply(plain)
     with pytest.raises(newrllama.InvalidArgumentError, match="codebook digest"):
         cal.apply(worded)
@@ -166,7 +166,12 @@ def test_a_file_that_is_not_a_calibration_is_a_clear_error(tmp_path, content, me
 
 def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimate(model):
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
-        done = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx)
+        done = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx, debias="reverse")
+        by_default = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx)
+    # The default ("auto") scores these short stories once each, with contextual calibration: no order to flip.
+    auto_text = newrllama.methods_text(by_default)
+    assert "for texts shorter than two lists of labels" in auto_text and "contextual calibration" in auto_text
+    assert all(a.order_flip is None for a in by_default) and "changed with the listing order" not in auto_text
     cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
     codes = [t if i % 2 == 0 else None for i, t in enumerate(STORY_TRUTH)]
     text = newrllama.methods_text(cal.apply(done), codes, calibration=cal)
