@@ -1,10 +1,11 @@
 """Labels for short texts: what each prompt layout costs and how well it labels, on human-sorted one-liners.
 
-Two short-text sets sorted by people, in different domains, both from Debian packages (`apt install fortunes`;
-the package lists apt already has): one-line quotations
-of the `fortunes` package by the file they were sorted into (8 files), and the one-line descriptions of
-Debian packages by their archive section (8 sections); 8 labels, 64 texts each (8 per label, drawn with
---seed). And the 70 Reuters stories of r-cran-tm (2 labels, cut at 1500 characters) for long texts.
+Three short-text sets sorted by people, in different domains, all from Debian packages (`apt install fortunes
+wordnet-base`; the package lists apt already has): one-line quotations of the `fortunes` package by the file they
+were sorted into (8 files), the one-line descriptions of Debian packages by their archive section (8 sections),
+and WordNet's noun definitions by the lexicographer file they were sorted into (8 files); 8 labels, 64 texts each
+(8 per label, drawn with --seed). The default cure was chosen on the first two; WordNet was added afterwards as a
+held-back check. And the 70 Reuters stories of r-cran-tm (2 labels, cut at 1500 characters) for long texts.
 Layouts, each run on a fresh context after the same warm-up, in turn within each repeat:
   - "reference": the previous release's layout, kept as the yardstick: the list of labels in the
     instruction (system turn), the text alone in the user turn, one listing order (as given), no cure;
@@ -12,16 +13,17 @@ Layouts, each run on a fresh context after the same warm-up, in turn within each
     order's instruction decoded once per call, the label log-probabilities averaged (order-free);
   - "text, then list, reverse": the text in the user turn followed by the list, both orders sharing the
     text (annotate()'s layout for every text before the choice by length);
-  - "annotate()": the default, which takes the list-first layout for a text shorter than two lists and
-    the text-first one otherwise.
+  - "annotate()": the default (debias="auto"): a text shorter than two lists takes the list-first layout and
+    is scored once with contextual calibration, a longer one the text-first layout in both orders;
+  - "annotate(debias='reverse')": the previous default: the same layouts, every text in both orders;
   - "annotate(debias='contextual')": each text scored once, in the sorted order, each label's probability
-    divided by its mean for content-free texts under the same prompt (contextual calibration).
+    divided by its mean for content-free texts under the same prompt (contextual calibration), long texts too.
 On the Reuters stories (long texts: both layouts are text-first there) the list-first one is left out.
 Reported per layout: seconds (median over repeats), ratio to the reference, accuracy and Cohen's kappa
 against the human sorting, and order agreement: the share of texts whose label is the same when the user
 lists the labels in another (shuffled) order.
 
-    .venv/bin/python bench/bench_short_texts.py [--repeats 2] [--reuters-repeats 1] [--seed 47]
+    .venv/bin/python bench/bench_short_texts.py [--repeats 2] [--reuters-repeats 1] [--seed 47] [--sets ...]
 Writes bench/results/short-texts-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -46,10 +48,15 @@ from reuters import reuters_stories  # noqa: E402
 
 FORTUNE_FILES = ("computers", "food", "law", "love", "medicine", "politics", "science", "sports")
 SECTIONS = ("database", "editors", "games", "graphics", "mail", "math", "science", "sound")
+# WordNet's lexicographer files: every noun sense sorted by lexicographers into one of them.
+LEXICOGRAPHER_FILES = {"05": "animal", "06": "artifact", "08": "body", "12": "feeling", "13": "food",
+                       "15": "location", "18": "person", "20": "plant"}
 INSTRUCTIONS = {
     "fortunes": "You sort short quotations into the topic they joke about. Decide the topic of the quotation.",
     "packages": "You sort software packages by what they do. Decide the category of the package from its "
                 "one-line description.",
+    "wordnet": "You sort dictionary definitions by the kind of thing they define. Decide the category of the word "
+               "from its definition.",
     "reuters": "You are coding Reuters news stories for a content analysis. Decide the topic of the story.",
 }
 PER_LABEL = 8
@@ -75,6 +82,18 @@ def packages(rng: random.Random) -> List[Tuple[str, str]]:
         elif line.startswith("Description: ") and section in by_section:
             by_section[section].add(line.split(": ", 1)[1].strip())
     return [(d, s) for s in SECTIONS for d in rng.sample(sorted(by_section[s]), PER_LABEL)]
+
+
+def wordnet(rng: random.Random) -> List[Tuple[str, str]]:
+    """Noun definitions (the gloss without its quoted examples) by lexicographer file."""
+    by_file: Dict[str, set] = {f: set() for f in LEXICOGRAPHER_FILES}
+    for line in Path("/usr/share/wordnet/data.noun").read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split(" ", 2)
+        if len(fields) == 3 and fields[1] in by_file and " | " in line:
+            gloss = line.split(" | ", 1)[1].split(";")[0].strip()
+            if 25 <= len(gloss) <= 140:
+                by_file[fields[1]].add(gloss)
+    return [(g, LEXICOGRAPHER_FILES[f]) for f in LEXICOGRAPHER_FILES for g in rng.sample(sorted(by_file[f]), PER_LABEL)]
 
 
 def reuters() -> List[Tuple[str, str]]:
@@ -121,6 +140,8 @@ def layouts(labels: Sequence[str], long_texts: bool) -> Dict[str, Callable]:
         "text, then list, reverse": lambda ctx, texts, given, ins: scored(ctx, texts, labels, both, text_first(ins)),
         "annotate()": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
             texts, list(given), ins, context=ctx)],
+        "annotate(debias='reverse')": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
+            texts, list(given), ins, context=ctx, debias="reverse")],
         "annotate(debias='contextual')": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
             texts, list(given), ins, context=ctx, debias="contextual")],
     }
@@ -172,10 +193,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--reuters-repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=47)
-    ap.add_argument("--sets", nargs="+", default=["fortunes", "packages", "reuters"])
+    ap.add_argument("--sets", nargs="+", default=["fortunes", "packages", "wordnet", "reuters"])
     args = ap.parse_args()
     rng = random.Random(args.seed)
-    sets = {"fortunes": lambda: fortunes(rng), "packages": lambda: packages(rng), "reuters": reuters}
+    sets = {"fortunes": lambda: fortunes(rng), "packages": lambda: packages(rng), "wordnet": lambda: wordnet(rng),
+            "reuters": reuters}
     report = {"model": Path(instruct_model_path()).name, "repeats": args.repeats, "reuters_repeats": args.reuters_repeats,
               "seed": args.seed, "sets": {}}
     with newrllama.Model(instruct_model_path()) as model:

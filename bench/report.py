@@ -312,6 +312,10 @@ def findings(r: dict) -> List[str]:
     return out
 
 
+SHORT_SETS = {"fortunes": "quotations by fortune file", "packages": "Debian packages by section",
+              "wordnet": "WordNet definitions by lexicographer file"}
+
+
 def short_texts(r: dict) -> List[str]:
     rows = []
     for name, st in r["sets"].items():
@@ -498,11 +502,14 @@ def headline(results: Path = RESULTS) -> List[str]:
     rows.append(["Reuters stories, instruct model: Cohen's kappa of `annotate()` against the human topics (in "
                  "brackets: one order, labels listed in the instruction)",
                  f"{reuters['annotate()']['kappa']:.2f} ({reuters['reference']['kappa']:.2f})", path])
-    short = [(n, st["layouts"]["annotate()"]) for n, st in r["sets"].items() if n != "reuters"]
-    rows.append(["One-line human-sorted texts (R fortunes by file, R packages by section): `annotate()` time against "
-                 "one order with the labels in the instruction, and the share of labels that stay the same when the "
-                 "labels are listed in another order",
-                 "; ".join(f"{n} {m['ratio_to_reference']:.2f}x, {m['order_agreement']:.2f}" for n, m in short), path])
+    short = [(n, st["layouts"]["annotate()"], st["layouts"]["reference"]) for n, st in r["sets"].items()
+             if n != "reuters"]
+    rows.append(["One-line human-sorted texts (" + ", ".join(SHORT_SETS.get(n, n) for n, _, _ in short) + "): "
+                 "`annotate()` time against one order with the labels in the instruction, its accuracy (in brackets: "
+                 "that layout's), and the share of labels that stay the same when the labels are listed in another "
+                 "order",
+                 "; ".join(f"{n} {m['ratio_to_reference']:.2f}x, {m['accuracy']:.2f} ({ref['accuracy']:.2f}), "
+                           f"{m['order_agreement']:.2f}" for n, m, ref in short), path])
     path, r = _latest("findings", results)
     cover = [p["coverage"]["ppi, probabilities"] for p in r["prompts"].values()]
     rows.append(["Coverage of 95% PPI++ intervals for a share, from the model's probabilities and a coded sample",

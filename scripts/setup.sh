@@ -21,15 +21,17 @@ as_root() {
 
 ensure_r() {
     # The package's Suggests (tidyverse, vignette, HTTP client, .xlsx sheets) come too: its tests and vignette use them.
-    if command -v Rscript >/dev/null && Rscript -e 'for (p in c("reticulate", "testthat", "roxygen2", "processx", "dplyr", "tibble", "knitr", "markdown", "httr2", "openxlsx", "ggplot2", "shiny", "generics", "rms", "pkgdown", "tm")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1; then
+    if command -v Rscript >/dev/null && Rscript -e 'for (p in c("reticulate", "testthat", "roxygen2", "processx", "dplyr", "tibble", "knitr", "markdown", "httr2", "openxlsx", "ggplot2", "shiny", "generics", "rms", "pkgdown", "tm")) if (!requireNamespace(p, quietly = TRUE)) quit(status = 1)' >/dev/null 2>&1 \
+        && [ -d /usr/share/games/fortunes ] && [ -f /usr/share/wordnet/data.noun ]; then
         return
     fi
-    say "installing R, reticulate, testthat, roxygen2, processx, dplyr, tibble, knitr, markdown, httr2, openxlsx, pkgdown (the R site), tm (the Reuters stories) and (for the test that nothing is masked) ggplot2, shiny, generics and rms from Debian"
+    say "installing R, reticulate, testthat, roxygen2, processx, dplyr, tibble, knitr, markdown, httr2, openxlsx, pkgdown (the R site), tm (the Reuters stories), (for the test that nothing is masked) ggplot2, shiny, generics and rms, and (for bench/bench_short_texts.py) fortunes and wordnet-base from Debian"
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
         r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-processx r-cran-dplyr r-cran-tibble \
         r-cran-knitr r-cran-markdown r-cran-httr2 r-cran-openxlsx \
-        r-cran-ggplot2 r-cran-shiny r-cran-generics r-cran-rms r-cran-pkgdown r-cran-tm >/dev/null
+        r-cran-ggplot2 r-cran-shiny r-cran-generics r-cran-rms r-cran-pkgdown r-cran-tm \
+        fortunes wordnet-base >/dev/null
 }
 
 ensure_venv() {
