@@ -42,7 +42,9 @@
 #' @param examples Coded examples shown to the model before each text: a data
 #'   frame with columns `text` and `label` (each label one of `labels`).
 #' @param debias How the labels' listing order is taken out of the scores
-#'   (`NULL`: the library's default, `"reverse"`): `"reverse"` (the list and
+#'   (`NULL`: the library's default, `"auto"`, which is `"contextual"` for a
+#'   text short enough to follow the list of labels and `"reverse"` for the
+#'   others): `"reverse"` (the list and
 #'   its reverse, averaged: twice the work of one order), `"rotations"` (every
 #'   cyclic rotation of the list, averaged), `"prior"` (a sample of the texts
 #'   under every rotation estimates what each place adds, which is taken off
