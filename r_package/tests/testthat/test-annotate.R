@@ -124,7 +124,7 @@ test_that("a codebook asks several questions about each text", {
 })
 
 test_that("llm_vec_annotate() says which labels changed with the listing order, and validate_labels() reports the share", {
-  x <- llm_annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, progress = FALSE)
+  x <- llm_annotate(stories[c(1, 2, 4), ], text, labels, context = ctx, debias = "reverse", progress = FALSE)
   flips <- x$.order_flip
   expect_type(flips, "logical")
   expect_length(flips, 3)
@@ -134,6 +134,10 @@ test_that("llm_vec_annotate() says which labels changed with the listing order, 
   expect_true(is.na(validate_labels(x$.label, c("sports", "business", "weather"))$order_flip_share))
   none <- llm_annotate(stories[c(1, 2), ], text, labels, context = ctx, debias = "none", progress = FALSE)
   expect_true(all(is.na(none$.order_flip)))
+  # The default scores a text this short once (contextual calibration): no second order to flip from.
+  auto <- llm_annotate(stories[c(1, 2), ], text, labels, context = ctx, progress = FALSE)
+  expect_true(all(is.na(auto$.order_flip)))
+  expect_match(auto$.provenance[1], "\"debias\": \"auto\"")
   expect_error(validate_labels(x$.label, c("sports", "business", "weather"), order_flip = 1:3), "order_flip",
                class = "newrllama_invalid_argument")
 })
