@@ -119,8 +119,9 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
         determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
         for q, book in books.items():
             results = [Annotation(None, error=MISSING)] * len(texts)
-            for cure in {cure for (gq, cure) in groups if gq == q}:
-                members = groups[q, cure]
+            for (gq, cure), members in groups.items():
+                if gq != q:
+                    continue
                 mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q and cures[q, i] == cure]
                 scored = annotations(len(texts), book.labels, cure, [job for _, job in mine],
                                      [completions[k] for k, _ in mine], base_order(debias, book.labels),
