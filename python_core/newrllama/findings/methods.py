@@ -15,12 +15,10 @@ ORDER_CURES = {
     "contextual": ("by dividing each label's probability by its mean probability for content-free texts "
                    "(\"N/A\", \"[MASK]\" and an empty text) given the same prompt (contextual calibration; Zhao et al. "
                    "2021)"),
-    "auto": ("for texts shorter than two lists of labels (which then followed the list) by dividing each label's "
-             "probability by its mean probability for content-free texts (\"N/A\", \"[MASK]\" and an empty text) "
-             "given the same prompt (contextual calibration; Zhao et al. 2021), and for longer texts by averaging the "
-             "scores of the list and of its reverse"),
     "none": "not at all (one listing order)",
 }
+ORDER_CURES["auto"] = (f"for texts shorter than two lists of labels (which then followed the list) "
+                       f"{ORDER_CURES['contextual']}, and for longer texts {ORDER_CURES['reverse']}")
 
 
 def _source_sentences(source: Any) -> List[str]:
