@@ -123,6 +123,12 @@ def scored(ctx, texts, labels: Sequence[str], orders: List[Sequence[str]], turns
     return out
 
 
+def annotated(**options) -> Callable:
+    """A layout that is annotate() itself, with ``options``: the labels a call gives for the texts."""
+    return lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(texts, list(given), ins, context=ctx,
+                                                                               **options)]
+
+
 def layouts(labels: Sequence[str], long_texts: bool) -> Dict[str, Callable]:
     ordered = sorted(labels, key=lambda label: (label.casefold(), label))
     both = [ordered, ordered[::-1]]
@@ -138,12 +144,9 @@ def layouts(labels: Sequence[str], long_texts: bool) -> Dict[str, Callable]:
         "list in instruction, reverse": lambda ctx, texts, given, ins: scored(ctx, texts, labels, both,
                                                                             list_first(ins)),
         "text, then list, reverse": lambda ctx, texts, given, ins: scored(ctx, texts, labels, both, text_first(ins)),
-        "annotate()": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
-            texts, list(given), ins, context=ctx)],
-        "annotate(debias='reverse')": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
-            texts, list(given), ins, context=ctx, debias="reverse")],
-        "annotate(debias='contextual')": lambda ctx, texts, given, ins: [a.label for a in newrllama.annotate(
-            texts, list(given), ins, context=ctx, debias="contextual")],
+        "annotate()": annotated(),
+        "annotate(debias='reverse')": annotated(debias="reverse"),
+        "annotate(debias='contextual')": annotated(debias="contextual"),
     }
     if long_texts:
         del out["list in instruction, reverse"]
