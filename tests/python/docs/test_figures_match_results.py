@@ -11,7 +11,6 @@ import pytest
 from helpers.doc_pages import DOCS, ROOT, doc_pages
 
 
-
 def _bench_module(name: str):
     spec = importlib.util.spec_from_file_location(f"newrllama_bench_{name}", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
