@@ -3,10 +3,12 @@
 pip's wheel cache keys a built wheel on name and version only, not on CMAKE_ARGS, so a
 later build of another flavour would silently get the first one. Here every flavour is
 built (with pip's cache off) into a wheel directory of its own, named by the flavour and
-a digest of its build arguments and of the CPU it is built for, and installed only from
-there. llama.cpp compiles its CPU kernels for the building machine (-march=native), so a
-wheel built on an AVX-512 CPU dies with SIGILL on one without; a cache or a virtual
-environment on a disk that several machines share must not hand it to another CPU.
+a digest of its build arguments, of newrllama's patch and of the CPU it is built for, and
+installed only from there. The wheel is built from llama-cpp-python's source archive with
+newrllama's patch of the llama.cpp it vendors applied (capi_shim/llama_cpp_patch: attention
+over bf16 cells in blocks). llama.cpp compiles its CPU kernels for the building machine
+(-march=native), so a wheel built on an AVX-512 CPU dies with SIGILL on one without; a cache
+or a virtual environment on a disk that several machines share must not hand it to another CPU.
 The install is then checked: the flavour's backend library must be present and no other
 GPU backend's, and the build recorded in the environment must be the one this CPU needs.
 
@@ -30,6 +32,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -46,17 +50,18 @@ BACKEND_LIBRARY = {"cuda": "ggml-cuda", "vulkan": "ggml-vulkan", "metal": "ggml-
 BUILD_RECORD = "newrllama-llama-cpp-build.json"
 
 
-def _load_platform_libs():
-    # The shim's build knows which platforms newrllama builds on; a ten-minute llama.cpp build for one
-    # the shim cannot be built on would be wasted.
-    spec = importlib.util.spec_from_file_location(
-        "newrllama_platform_libs", Path(__file__).resolve().parents[1] / "capi_shim" / "platform_libs.py")
+def _load_capi_shim_module(name: str, relative: str):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "capi_shim" / relative)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-platform_libs = _load_platform_libs()
+# The shim's build knows which platforms newrllama builds on; a ten-minute llama.cpp build for one
+# the shim cannot be built on would be wasted.
+platform_libs = _load_capi_shim_module("newrllama_platform_libs", "platform_libs.py")
+# newrllama's patch of the vendored llama.cpp (its attention over bf16 cells), applied before the build.
+llama_cpp_patch = _load_capi_shim_module("newrllama_llama_cpp_patch", "llama_cpp_patch/apply.py")
 
 
 def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platform.system(),
@@ -148,7 +153,8 @@ def native_target(env: Dict[str, str] = os.environ, run=subprocess.run) -> List[
 
 def wheel_dir(cache: Path, gpu: str, args: List[str], target: List[str]) -> Path:
     """The wheel directory of a flavour built with these arguments for this native target."""
-    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON, *args, "--", *target]).encode()).hexdigest()[:12]
+    digest = hashlib.sha256("\n".join([LLAMA_CPP_PYTHON, f"patch {llama_cpp_patch.digest()}", *args, "--",
+                                         *target]).encode()).hexdigest()[:12]
     return cache / "wheels" / f"{'cpu' if gpu == 'none' else gpu}-{digest}"
 
 
@@ -234,14 +240,32 @@ def record_build(installed: dict, target: Path) -> None:
     (Path(installed["prefix"]) / BUILD_RECORD).write_text(json.dumps(record) + "\n")
 
 
+def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
+    """llama-cpp-python's source archive, extracted under `into`, with newrllama's patch applied to the llama.cpp
+    it vendors; returns the source's root."""
+    _pip(python, "download", "-q", "--no-deps", "--no-cache-dir", "--no-binary", ":all:", "-d", str(into),
+         LLAMA_CPP_PYTHON, env=env)
+    archive = next(into.glob("llama_cpp_python-*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter="data")
+        else:  # Python before 3.12 (and 3.11.4): the archive is PyPI's own
+            tar.extractall(into)
+    root = into / archive.name[:-len(".tar.gz")]
+    llama_cpp_patch.apply(root / "vendor" / "llama.cpp")
+    return root
+
+
 def build_and_install(python: str, gpu: str, args: List[str], target: Path) -> None:
     env = _clean_env()
     if not any(target.glob("llama_cpp_python-*.whl")):
         target.mkdir(parents=True, exist_ok=True)
-        print(f"[build] building {LLAMA_CPP_PYTHON} ({gpu}) into {target}; CMAKE_ARGS={cmake_args_text(args)}",
-              file=sys.stderr, flush=True)
-        _pip(python, "wheel", "-q", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python",
-             "-w", str(target), LLAMA_CPP_PYTHON, env={**env, "CMAKE_ARGS": cmake_args_text(args)})
+        print(f"[build] building {LLAMA_CPP_PYTHON} ({gpu}, llama.cpp patch {llama_cpp_patch.NAME}) into {target}; "
+              f"CMAKE_ARGS={cmake_args_text(args)}", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="newrllama-llama-cpp-") as tmp:
+            source = patched_source(python, Path(tmp), env)
+            _pip(python, "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(target), str(source),
+                 env={**env, "CMAKE_ARGS": cmake_args_text(args)})
     _pip(python, "uninstall", "-q", "-y", "llama-cpp-python", env=env)
     _pip(python, "install", "-q", "--no-cache-dir", "--only-binary", "llama-cpp-python", "--find-links", str(target),
          LLAMA_CPP_PYTHON, env=env)
