@@ -4,8 +4,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.metadata
+import importlib.util
 import platform
+import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
 
 from .._lib import ffi, lib
 from .system import _features
@@ -22,14 +26,44 @@ def _process_env(name: str) -> str:
     return value.decode() if value else ""
 
 
+# Built into llama.cpp's CPU library by newrllama's patch (capi_shim/llama_cpp_patch), followed by its name.
+PATCH_MARKER = re.compile(rb"newrllama-llama-cpp-patch: ([A-Za-z0-9_-]+)")
+
+
+def _cpu_library() -> Optional[Path]:
+    """The file of llama.cpp's CPU library: the one this process mapped (Linux), else llama-cpp-python's."""
+    maps = Path("/proc/self/maps")
+    if maps.exists():
+        for line in maps.read_text().splitlines():
+            fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
+            if len(fields) == 6 and "ggml-cpu" in Path(fields[5]).name:
+                return Path(fields[5])
+    spec = importlib.util.find_spec("llama_cpp")
+    lib_dir = Path(spec.origin).parent / "lib" if spec is not None and spec.origin else None
+    found = sorted(lib_dir.glob("*ggml-cpu*")) if lib_dir is not None and lib_dir.is_dir() else []
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=1)
+def llama_cpp_patches() -> str:
+    """The patches of newrllama that llama.cpp's CPU library was built with: its attention over bf16 cells, and
+    so the bits of batch_invariant=True, differ with and without them. "none" for llama.cpp as vendored."""
+    library = _cpu_library()
+    if library is None:
+        return "unknown (no llama.cpp CPU library found)"
+    names = {m.group(1).decode() for m in PATCH_MARKER.finditer(library.read_bytes())}
+    return ", ".join(sorted(names)) or "none"
+
+
 @functools.lru_cache(maxsize=1)
 def build_fingerprint() -> str:
-    """llama-cpp-python's version, the CPU's architecture and the SIMD features llama.cpp uses here, and the
-    matmul setting: what two machines must share to give the same bits."""
+    """llama-cpp-python's version, the CPU's architecture and the SIMD features llama.cpp uses here, the matmul
+    setting and newrllama's patches of llama.cpp: what two machines must share to give the same bits."""
     line = ffi.string(lib.newrllama_system_info()).decode("utf-8", "replace")
     used = sorted(name for name, value in _features(line).items() if value == "1")
     return (f"llama-cpp-python {importlib.metadata.version('llama-cpp-python')}; {platform.machine()} "
-            f"{' '.join(used)}; {TILED_MATMUL_SETTING}={_process_env(TILED_MATMUL_SETTING)}")
+            f"{' '.join(used)}; {TILED_MATMUL_SETTING}={_process_env(TILED_MATMUL_SETTING)}; "
+            f"llama.cpp patch: {llama_cpp_patches()}")
 
 
 @dataclass(frozen=True)

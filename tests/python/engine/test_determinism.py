@@ -138,6 +138,13 @@ def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
     assert run(2) == run(2) == run(1)
 
 
+def test_the_build_carries_the_attention_patch_and_says_so(model):
+    """Without the patch, batch_invariant=True attends bf16 cells one by one: the same rules, other bits (and
+    slower); the fingerprint must tell a reader which they have."""
+    with context(model) as ctx:
+        assert ctx.engine_stats().determinism.build.endswith("; llama.cpp patch: flash-attn-bf16-blocked")
+
+
 def test_batch_invariant_keeps_bf16_cells_and_false_is_reported(model):
     from newrllama._lib import lib
     with context(model) as ctx:
