@@ -360,6 +360,23 @@ def invariance_cost(r: dict) -> List[str]:
                   for n, s in r["sizes"].items()])
 
 
+def attention(r: dict) -> List[str]:
+    workloads = r["workloads"]
+    variants = list(next(iter(workloads.values()))["seconds"])
+
+    def repeats(w: dict, v: str) -> str:
+        return "the same in every run" if len(w["answers"][v]) == 1 else f"{len(w['answers'][v])} different"
+    return table(f"Seconds (median of {r['repeats']} repeats in turn, each run a fresh process), {r['n_threads']} "
+                 f"threads, embedded model, {r['machine']['cpu']}; in brackets: speed ratio to llama.cpp's unpatched "
+                 "bf16 attention (median of the ratios within a repeat):", ["workload"] + variants,
+                 [[name] + [f"{w['seconds'][v]:.2f} ({w['speed_vs_unpatched'][v]:.2f})" for v in variants]
+                  for name, w in workloads.items()]) + [""] + table(
+        "Answers (token ids) of each variant over the repeats, and the llama.cpp patch its processes loaded:",
+        ["workload"] + variants,
+        [[name] + [f"{repeats(w, v)}; patch: {', '.join(w['llama_cpp_patch'][v])}" for v in variants]
+         for name, w in workloads.items()])
+
+
 def unified_kv(r: dict) -> List[str]:
     return table(f"{r['docs']} prompts of about 450 tokens, {r['n_seq']} sequences, {r['threads']} threads, "
                  f"`{r['model']}`, {r['machine']['cpu']}; seconds (median of {r['repeats']}) with one KV stream shared "
@@ -375,7 +392,7 @@ REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
-    "unified-kv": unified_kv}
+    "attention": attention, "unified-kv": unified_kv}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -389,6 +406,8 @@ SECTIONS = {
                  "(`bench/bench_parallel.py`)."),
     "invariance-cost": ("The cost of batch invariance", "Generation with each rule of the batch-invariant mode lifted "
                         "(`bench/bench_invariance_cost.py`)."),
+    "attention": ("Attention over bf16 cells", "The batch-invariant mode's attention with newrllama's patch of "
+                  "llama.cpp, without it, and llama.cpp's own f16 attention (`bench/bench_attention.py`)."),
     "determinism": ("Same input, same output", "The share of identical answers and probabilities in each case of "
                     "reuse, concurrency and batching (`bench/bench_determinism.py`)."),
     "validity": ("Labels on real text", "Reuters stories coded by the instruct model against their human topics, "
