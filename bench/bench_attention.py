@@ -44,7 +44,7 @@ CHILD = """
 import hashlib, json, random, sys, time
 import newrllama
 from newrllama.engine.reproducibility import llama_cpp_patches
-spec = json.loads(sys.argv[1])
+spec = json.loads(sys.stdin.read())
 with newrllama.Model(None) as model:
     prompts = spec["prompts"]
     if spec["truncate"]:
@@ -89,7 +89,7 @@ def child_engine(spec: dict, invariant: bool, library_dir: str = "") -> Run:
     arg = json.dumps({**spec, "invariant": invariant, "warm": TEXTS[:spec["n_seq"]]})
 
     def run(_repeat: int) -> Dict:
-        out = subprocess.run([sys.executable, "-c", CHILD, arg], capture_output=True, text=True, env=env)
+        out = subprocess.run([sys.executable, "-c", CHILD], input=arg, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise RuntimeError(out.stderr[-2000:])
         return json.loads(out.stdout.strip().splitlines()[-1])
