@@ -249,7 +249,7 @@ def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
     with tarfile.open(archive) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(into, filter="data")
-        else:  # Python before 3.12 (and 3.11.4): the archive is PyPI's own
+        else:  # a Python without extraction filters (before 3.11.4): the archive is PyPI's own
             tar.extractall(into)
     root = into / archive.name[:-len(".tar.gz")]
     llama_cpp_patch.apply(root / "vendor" / "llama.cpp")
