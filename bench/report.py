@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
@@ -516,6 +517,13 @@ def headline(results: Path = RESULTS) -> List[str]:
     pairs = [c for repeat in r["raw"] for case, c in repeat["runs"][default]["cases"].items() if not case.endswith("gap")]
     rows.append(["Identical answers and probabilities, bit for bit, across reuse, threads and batches (default)",
                  f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
+    path, r = _latest("attention", results)
+    mode = {name: statistics.median(rep["runs"]["batch_invariant=False"]["seconds"] /
+                                    rep["runs"]["batch_invariant=True"]["seconds"] for rep in w["raw"])
+            for name, w in r["workloads"].items() if name != "generation"}
+    rows.append(["The batch-invariant mode (default) against `batch_invariant=False` (llama.cpp's f16 attention): "
+                 "documents after a long instruction, long distinct prompts",
+                 " / ".join(f"{v:.2f}x" for v in mode.values()) + " the speed", path])
     path, r = _latest("short-texts", results)
     reuters = r["sets"]["reuters"]["layouts"]
     rows.append(["Reuters stories, instruct model: Cohen's kappa of `annotate()` against the human topics (in "
