@@ -1,8 +1,9 @@
 // newrllama's patch of llama.cpp's CPU attention over bf16 K and V (capi_shim/llama_cpp_patch/apply.py puts it in
 // ggml/src/ggml-cpu/ops.cpp). newrllama keeps K and V in bf16 because llama.cpp then attends a row cell by cell
 // whatever the number of rows, so that a row's numbers do not depend on the rows beside it; but cell by cell,
-// with a function call, a widening and a pass over the row's sums per cell, attention took about a third of the
-// time of documents after a long instruction. This does the same kind of arithmetic in blocks: a row takes its
+// with a function call, a widening and a pass over the row's sums per cell, attention was the largest cost after
+// the matmuls in documents after a long instruction (docs/benchmarks.md, "Attention over bf16 cells"). This does
+// the same kind of arithmetic in blocks: a row takes its
 // visible cells in blocks of FA_BLOCK cells fixed by cell index, with one online-softmax rescale per block and
 // the block's values added in cell order, and the rows of a chunk that share a KV head take each block together,
 // so that a cell is read and widened once for them and a row's sums stay in registers across the block. A row's
