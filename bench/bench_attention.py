@@ -41,7 +41,7 @@ from llama_tools import llama_tool_binary
 LONG_PROMPTS = 4
 LONG_WORDS = 1400
 CHILD = """
-import hashlib, json, random, sys, time
+import hashlib, json, sys, time
 import newrllama
 from newrllama.engine.reproducibility import llama_cpp_patches
 spec = json.loads(sys.stdin.read())
