@@ -4,7 +4,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.metadata
-import importlib.util
 import platform
 import re
 from dataclasses import asdict, dataclass
@@ -31,16 +30,15 @@ PATCH_MARKER = re.compile(rb"newrllama-llama-cpp-patch: ([A-Za-z0-9_-]+)")
 
 
 def _cpu_library() -> Optional[Path]:
-    """The file of llama.cpp's CPU library: the one this process mapped (Linux), else llama-cpp-python's."""
+    """The file of llama.cpp's CPU library: the one this process mapped (Linux), else the one beside the libllama
+    the shim was built against."""
     maps = Path("/proc/self/maps")
     if maps.exists():
         for line in maps.read_text().splitlines():
             fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
             if len(fields) == 6 and "ggml-cpu" in Path(fields[5]).name:
                 return Path(fields[5])
-    spec = importlib.util.find_spec("llama_cpp")
-    lib_dir = Path(spec.origin).parent / "lib" if spec is not None and spec.origin else None
-    found = sorted(lib_dir.glob("*ggml-cpu*")) if lib_dir is not None and lib_dir.is_dir() else []
+    found = sorted(Path(ffi.string(lib.newrllama_built_library_dir()).decode()).glob("*ggml-cpu*"))
     return found[0] if found else None
 
 
