@@ -13,11 +13,15 @@ import pytest
 import newrllama
 
 ROOT = Path(__file__).resolve().parents[3]
+# The stories are cut at 700 characters (the headline and the first paragraphs, about 145 tokens), which
+# keeps the two annotations below to about a minute and a half each on two cores; bench/bench_validity.py
+# measures the same prompts on stories of 1,500 characters.
+CUT = 700
 # The calibration test's draw of 20 coded stories, and a floor under the kappa its calibration reaches on
-# the other 50: measured 0.457 (0.000 uncalibrated) on an AMD EPYC; one story changed moves kappa by ~0.05.
-# bench/bench_validity.py gives the median over 20 draws.
+# the other 50: measured 0.543 (0.000 uncalibrated) on an Intel Xeon, 0.47 to 0.66 over draws 1 to 10 but
+# one; one story changed moves kappa by about 0.05.
 CALIBRATION_DRAW = 1
-CALIBRATED_KAPPA = 0.35
+CALIBRATED_KAPPA = 0.45
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
@@ -39,11 +43,11 @@ INSTRUCTION = ("You are coding Reuters news stories for a content analysis. Deci
 
 @pytest.fixture(scope="module")
 def reuters():
-    """The 70 Reuters stories of r-cran-tm cut at 1,500 characters, and their human labels."""
+    """The 70 Reuters stories of r-cran-tm cut at CUT characters, and their human labels."""
     sys.path.insert(0, str(ROOT / "bench"))
     from reuters import reuters_stories
     stories = reuters_stories()
-    return [t[:1500] for t, _ in stories], [label for _, label in stories]
+    return [t[:CUT] for t, _ in stories], [label for _, label in stories]
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +77,14 @@ def test_reuters_labels_do_not_depend_on_the_listing_order(with_definitions, reu
     _, truth = reuters
     done = with_definitions
     assert all(a.error is None and a.label in ("acquisition", "crude oil") for a in done)
-    # The two listing orders alone disagree on many stories (the test sees an order effect) ...
+    # The two listing orders alone disagree on many stories (21 of 70 measured: the test sees an order effect) ...
     flipped = sum(bool(a.order_flip) for a in done)
-    assert flipped >= 5, flipped
+    assert flipped >= 10, flipped
     # ... the cure's scores combine the two orders (test_annotate: whatever order the labels were given in), and
     # come from a labeller that is not constant.
     assert any(a.raw_probs != a.order_free_probs for a in done)
-    assert newrllama.validate([a.label for a in done], truth).kappa >= 0.3
+    # ... and agree with the human codes (kappa 0.636 measured).
+    assert newrllama.validate([a.label for a in done], truth).kappa >= 0.5
 
 
 def test_reuters_calibration_on_20_coded_stories_lifts_kappa_on_the_other_50(definitions_in_instruction, reuters):
