@@ -55,8 +55,10 @@ def definitions_in_instruction(instruct, reuters):
     """annotate() by default under the instruction that carries the definitions."""
     texts, _ = reuters
     with newrllama.Context(instruct, n_ctx=16 * 3072, n_seq_max=16, n_threads=2) as ctx:
-        # With the definitions before the text the model labels every story "acquisition", and says so.
-        with pytest.warns(newrllama.AnnotationWarning, match="70 of 70 texts got the label 'acquisition'"):
+        # With the definitions before the text the model labels every story "acquisition", and says so; the
+        # listing order still tips a few stories between the two orders scored (7 of 70 measured).
+        with pytest.warns(newrllama.AnnotationWarning, match="70 of 70 texts got the label 'acquisition'"), \
+                pytest.warns(newrllama.AnnotationWarning, match="changed with the listing order"):
             return newrllama.annotate(texts, ["acquisition", "crude oil"], INSTRUCTION, context=ctx)
 
 
