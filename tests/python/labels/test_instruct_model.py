@@ -14,7 +14,7 @@ import newrllama
 
 ROOT = Path(__file__).resolve().parents[3]
 # The stories are cut at 700 characters (the headline and the first paragraphs, about 145 tokens), which
-# keeps the two annotations below to about a minute and a half each on two cores; bench/bench_validity.py
+# keeps the two annotations below to two or three minutes each on two cores; bench/bench_validity.py
 # measures the same prompts on stories of 1,500 characters.
 CUT = 700
 # The calibration test's draw of 20 coded stories, and a floor under the kappa its calibration reaches on
