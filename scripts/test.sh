@@ -12,14 +12,16 @@ export NEWRLLAMA_TEST_INSTRUCT=true
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
 export R_LIBS="$ROOT/.Rlib"
 cd "$ROOT"
+# Each part says when it starts (seconds since the command began, setup included), to keep the budget in view.
+part() { echo "== $1 (at ${SECONDS} s)"; }
 
-echo "== testthat (r_package)"
+part "testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
 # AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
 # Its pip may lack TLS here and fall back to the local indexes: no point retrying PyPI then.
 PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
 
-echo "== R CMD build and check (r_package; its tests ran just above, so --no-tests)"
+part "R CMD build and check (r_package; its tests ran just above, so --no-tests)"
 # The build runs the vignette on the real model, so the check does not run its code a second time.
 check_dir=$(mktemp -d)
 trap 'rm -rf "$check_dir"' EXIT
@@ -33,12 +35,12 @@ if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
     exit 1
 fi
 
-echo "== documentation site (pkgdown into docs/r/, then MkDocs into site/)"
+part "documentation site (pkgdown into docs/r/, then MkDocs into site/)"
 # Fails on a page's code or the vignette that errors, a topic missing from the R reference index, or a broken
 # link or anchor; R CMD check has just run the examples, so the R site leaves them out.
 NEWRLLAMA_SITE_EXAMPLES=false bash "$ROOT/scripts/build_docs.sh"
 
-echo "== pytest"
+part "pytest"
 # The slowest tests are listed so that the whole command can be kept under its 30-minute budget.
 # The docs' code ran in the site's build above.
 "$ROOT/.venv/bin/python" -m pytest -q --durations=30 tests/python tests/cross_language \
