@@ -3,10 +3,10 @@
 pip's wheel cache keys a built wheel on name and version only, not on CMAKE_ARGS, so a
 later build of another flavour would silently get the first one. Here every flavour is
 built (with pip's cache off) into a wheel directory of its own, named by the flavour and
-a digest of its build arguments, of newrllama's patch and of the CPU it is built for, and
+a digest of its build arguments, of newrllama's patches and of the CPU it is built for, and
 installed only from there. The wheel is built from llama-cpp-python's source archive with
-newrllama's patch of the llama.cpp it vendors applied (capi_shim/llama_cpp_patch: attention
-over bf16 cells in blocks). llama.cpp compiles its CPU kernels for the building machine
+newrllama's patches of the llama.cpp it vendors applied (capi_shim/llama_cpp_patch: attention
+over bf16 cells in blocks, the matmul of Q5_0 and Q8_0 weights with AVX512-VNNI). llama.cpp compiles its CPU kernels for the building machine
 (-march=native), so a wheel built on an AVX-512 CPU dies with SIGILL on one without; a cache
 or a virtual environment on a disk that several machines share must not hand it to another CPU.
 The install is then checked: the flavour's backend library must be present and no other
@@ -60,7 +60,7 @@ def _load_capi_shim_module(name: str, relative: str):
 # The shim's build knows which platforms newrllama builds on; a ten-minute llama.cpp build for one
 # the shim cannot be built on would be wasted.
 platform_libs = _load_capi_shim_module("newrllama_platform_libs", "platform_libs.py")
-# newrllama's patch of the vendored llama.cpp (its attention over bf16 cells), applied before the build.
+# newrllama's patches of the vendored llama.cpp (capi_shim/llama_cpp_patch/apply.py), applied before the build.
 llama_cpp_patch = _load_capi_shim_module("newrllama_llama_cpp_patch", "llama_cpp_patch/apply.py")
 
 
@@ -241,7 +241,7 @@ def record_build(installed: dict, target: Path) -> None:
 
 
 def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
-    """llama-cpp-python's source archive, extracted under `into`, with newrllama's patch applied to the llama.cpp
+    """llama-cpp-python's source archive, extracted under `into`, with newrllama's patches applied to the llama.cpp
     it vendors; returns the source's root."""
     _pip(python, "download", "-q", "--no-deps", "--no-cache-dir", "--no-binary", ":all:", "-d", str(into),
          LLAMA_CPP_PYTHON, env=env)

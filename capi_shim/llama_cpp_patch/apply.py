@@ -1,11 +1,14 @@
-"""newrllama's patch of the llama.cpp that llama-cpp-python vendors, applied by scripts/build_llama_cpp.py to
+"""newrllama's patches of the llama.cpp that llama-cpp-python vendors, applied by scripts/build_llama_cpp.py to
 the extracted source archive before the wheel is built.
 
-One change, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
-(flash_attn_bf16_blocked.cpp, which says why) takes the rows that llama.cpp would attend cell by cell. Its
-text is inserted before the function that dispatches attention, and the dispatch calls it where the
-one-by-one path was taken for bf16 cells. Each edit names the text it expects, so that a llama.cpp whose
-source moved fails the build here, with the edit named, rather than building without the patch.
+Two changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
+dispatches its op, and a call where the dispatch would take llama.cpp's own path:
+- flash-attn-bf16-blocked, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
+  (flash_attn_bf16_blocked.cpp) takes the rows that llama.cpp would attend cell by cell;
+- q0-gemm-vnni, in ggml/src/ggml-cpu/ggml-cpu.c: the matmul of Q5_0 and Q8_0 weights with AVX512-VNNI
+  (q0_gemm_vnni.c) where llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it.
+Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
+named, rather than building without the patch.
 
 stdlib only: it runs before anything is installed.
 """
@@ -13,58 +16,102 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import NamedTuple, Tuple
 
 HERE = Path(__file__).resolve().parent
-NAME = "flash-attn-bf16-blocked"
-KERNEL = HERE / "flash_attn_bf16_blocked.cpp"
-OPS = Path("ggml") / "src" / "ggml-cpu" / "ops.cpp"
-
-INCLUDE_ANCHOR = "#include <algorithm>\n"
-KERNEL_ANCHOR = "static void ggml_compute_forward_flash_attn_ext_f16(\n"
-DISPATCH = """            if (use_tiled) {
-                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
-            } else {"""
-PATCHED_DISPATCH = """            if (use_tiled) {
-                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
-#ifdef GGML_FA_BF16_BLOCKED
-            } else if (!use_ref && ggml_fa_bf16_blocked_supports(q, k, v)) {
-                ggml_compute_forward_flash_attn_ext_bf16_blocked(params, dst, ir0, ir1);
-#endif
-            } else {"""
+MARKER = "newrllama-llama-cpp-patch: "  # followed by the patch's name, in the built library
 
 
 class PatchError(RuntimeError):
     """The llama.cpp source is not the one the patch was written for."""
 
 
+class Patch(NamedTuple):
+    name: str
+    source: Path                        # the file of llama.cpp it edits, from llama.cpp's root
+    kernel: Path                        # the text it inserts before kernel_anchor
+    kernel_anchor: str
+    dispatch: str                       # llama.cpp's text where the kernel is to be called...
+    patched_dispatch: str               # ...and what replaces it
+    includes: Tuple[str, str] = ("", "")  # an include line of the source, and what goes after it
+
+    def patched(self, text: str) -> str:
+        """The source's text with this patch applied."""
+        if MARKER + self.name in text:
+            raise PatchError(f"llama.cpp patch {self.name}: {self.source} is patched already")
+        anchor, added = self.includes
+        if anchor:
+            text = self._replace_once(text, anchor, anchor + added, f"{anchor.strip()} include")
+        text = self._replace_once(text, self.kernel_anchor, self.kernel.read_text() + self.kernel_anchor,
+                                  "dispatch function")
+        return self._replace_once(text, self.dispatch, self.patched_dispatch, "call to replace")
+
+    def _replace_once(self, text: str, old: str, new: str, what: str) -> str:
+        n = text.count(old)
+        if n != 1:
+            raise PatchError(f"llama.cpp patch {self.name}: {self.source} has {n} copies of the {what} "
+                             "(expected 1): this llama.cpp is not the one the patch was written for")
+        return text.replace(old, new)
+
+
+FLASH_ATTN_BF16_BLOCKED = Patch(
+    name="flash-attn-bf16-blocked",
+    source=Path("ggml") / "src" / "ggml-cpu" / "ops.cpp",
+    kernel=HERE / "flash_attn_bf16_blocked.cpp",
+    kernel_anchor="static void ggml_compute_forward_flash_attn_ext_f16(\n",
+    dispatch="""            if (use_tiled) {
+                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
+            } else {""",
+    patched_dispatch="""            if (use_tiled) {
+                ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
+#ifdef GGML_FA_BF16_BLOCKED
+            } else if (!use_ref && ggml_fa_bf16_blocked_supports(q, k, v)) {
+                ggml_compute_forward_flash_attn_ext_bf16_blocked(params, dst, ir0, ir1);
+#endif
+            } else {""",
+    includes=("#include <algorithm>\n", "#include <vector>\n"),
+)
+
+# The call goes after the barrier that ends the activations' conversion to Q8_0, where tinyBLAS would take them.
+Q0_GEMM_VNNI = Patch(
+    name="q0-gemm-vnni",
+    source=Path("ggml") / "src" / "ggml-cpu" / "ggml-cpu.c",
+    kernel=HERE / "q0_gemm_vnni.c",
+    kernel_anchor="void ggml_compute_forward_mul_mat(\n",
+    dispatch="""    ggml_barrier(params->threadpool);
+
+#if GGML_USE_LLAMAFILE
+    if (src1->type != vec_dot_type) {
+""",
+    patched_dispatch="""    ggml_barrier(params->threadpool);
+
+#ifdef GGML_Q0_GEMM_VNNI
+    if (!params->use_ref && ggml_q0_gemm_vnni_supports(dst)) {
+        ggml_q0_gemm_vnni(params, dst);
+        return;
+    }
+#endif
+#if GGML_USE_LLAMAFILE
+    if (src1->type != vec_dot_type) {
+""",
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI)
+NAME = ", ".join(p.name for p in PATCHES)
+
+
 def digest() -> str:
-    """What the patch is, for the name of the wheel built with it."""
+    """What the patches are, for the name of the wheel built with them."""
     h = hashlib.sha256()
-    for part in (Path(__file__), KERNEL):
+    for part in (Path(__file__), *(p.kernel for p in PATCHES)):
         h.update(part.read_bytes())
     return h.hexdigest()[:12]
 
 
-def _replace_once(text: str, old: str, new: str, what: str) -> str:
-    n = text.count(old)
-    if n != 1:
-        raise PatchError(f"llama.cpp patch {NAME}: {OPS} has {n} copies of the {what} (expected 1): "
-                         "this llama.cpp is not the one the patch was written for")
-    return text.replace(old, new)
-
-
-def patched_ops(text: str) -> str:
-    """ops.cpp's text with the patch applied."""
-    if "newrllama_llama_cpp_patch" in text:
-        raise PatchError(f"llama.cpp patch {NAME}: {OPS} is patched already")
-    text = _replace_once(text, INCLUDE_ANCHOR, INCLUDE_ANCHOR + "#include <vector>\n", "<algorithm> include")
-    text = _replace_once(text, KERNEL_ANCHOR, KERNEL.read_text() + KERNEL_ANCHOR, "attention dispatch function")
-    return _replace_once(text, DISPATCH, PATCHED_DISPATCH, "one-by-one attention call")
-
-
 def apply(llama_cpp_root: Path) -> None:
     """Patches the llama.cpp source tree at llama_cpp_root in place."""
-    ops = Path(llama_cpp_root) / OPS
-    if not ops.is_file():
-        raise PatchError(f"llama.cpp patch {NAME}: no {OPS} under {llama_cpp_root}")
-    ops.write_text(patched_ops(ops.read_text()))
+    for p in PATCHES:
+        source = Path(llama_cpp_root) / p.source
+        if not source.is_file():
+            raise PatchError(f"llama.cpp patch {p.name}: no {p.source} under {llama_cpp_root}")
+        source.write_text(p.patched(source.read_text()))

@@ -44,8 +44,8 @@ def _cpu_library() -> Optional[Path]:
 
 @functools.lru_cache(maxsize=1)
 def llama_cpp_patches() -> str:
-    """The patches of newrllama that llama.cpp's CPU library was built with: its attention over bf16 cells, and
-    so the bits of batch_invariant=True, differ with and without them. "none" for llama.cpp as vendored."""
+    """The patches of newrllama that llama.cpp's CPU library was built with (attention over bf16 cells, the
+    matmul of Q5_0 and Q8_0 weights): the bits differ with and without them. "none" for llama.cpp as vendored."""
     library = _cpu_library()
     if library is None:
         return "unknown (no llama.cpp CPU library found)"

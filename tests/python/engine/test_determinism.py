@@ -138,11 +138,17 @@ def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
     assert run(2) == run(2) == run(1)
 
 
-def test_the_build_carries_the_attention_patch_and_says_so(model):
-    """Without the patch, batch_invariant=True attends bf16 cells one by one: the same rules, other bits (and
-    slower); the fingerprint must tell a reader which they have."""
+def test_the_build_carries_the_patches_and_says_so(model):
+    """Without the attention patch, batch_invariant=True attends bf16 cells one by one; without the matmul patch
+    (compiled in only where the CPU has AVX512-VNNI), tinyBLAS takes the Q5_0 and Q8_0 weights: the same rules,
+    other bits (and slower); the fingerprint must tell a reader which they have."""
+    from newrllama._lib import ffi, lib
+    from newrllama.engine.system import _features
+    cpu = _features(ffi.string(lib.newrllama_system_info()).decode())
+    vnni = cpu.get("AVX512") == "1" and cpu.get("AVX512_VNNI") == "1"
+    expected = "flash-attn-bf16-blocked" + (", q0-gemm-vnni" if vnni else "")
     with context(model) as ctx:
-        assert ctx.engine_stats().determinism.build.endswith("; llama.cpp patch: flash-attn-bf16-blocked")
+        assert ctx.engine_stats().determinism.build.endswith(f"; llama.cpp patch: {expected}")
 
 
 def test_batch_invariant_keeps_bf16_cells_and_false_is_reported(model):

@@ -1,5 +1,5 @@
-"""capi_shim/llama_cpp_patch: newrllama's patch of the vendored llama.cpp goes in where its anchors are, refuses a
-source it was not written for or one patched already, and names the patch its wheel is built with."""
+"""capi_shim/llama_cpp_patch: newrllama's patches of the vendored llama.cpp go in where their anchors are, refuse a
+source they were not written for or one patched already, and name the patches their wheel is built with."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,31 +12,51 @@ spec = importlib.util.spec_from_file_location("llama_cpp_patch", ROOT / "capi_sh
 patch = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(patch)
 
-# The three places of llama.cpp's ops.cpp the patch edits, as in the llama.cpp that llama-cpp-python 0.3.36 vendors.
+# The places of ggml's CPU sources the patches edit, as in the llama.cpp that llama-cpp-python 0.3.36 vendors.
 OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic void other(void) {}\n\n"
-       + patch.KERNEL_ANCHOR + "        const ggml_compute_params * params,\n        ggml_tensor * dst) {\n"
-       + patch.DISPATCH + "\n                one_by_one(params, dst, ir0, ir1, 0, nek1, nullptr, 0);\n            }\n}\n")
+       + patch.FLASH_ATTN_BF16_BLOCKED.kernel_anchor
+       + "        const ggml_compute_params * params,\n        ggml_tensor * dst) {\n"
+       + patch.FLASH_ATTN_BF16_BLOCKED.dispatch
+       + "\n                one_by_one(params, dst, ir0, ir1, 0, nek1, nullptr, 0);\n            }\n}\n")
+CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.Q0_GEMM_VNNI.kernel_anchor
+       + "        const struct ggml_compute_params * params,\n              struct ggml_tensor * dst) {\n"
+       + patch.Q0_GEMM_VNNI.dispatch + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
+SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU}
 
 
-def test_the_kernel_goes_before_the_dispatch_and_takes_the_bf16_rows(tmp_path):
-    ops = tmp_path / patch.OPS
-    ops.parent.mkdir(parents=True)
-    ops.write_text(OPS)
-    patch.apply(tmp_path)
-    text = ops.read_text()
-    assert text.index("#include <vector>") < text.index("static void other")
-    assert text.index("ggml_compute_forward_flash_attn_ext_bf16_blocked(\n") < text.index(patch.KERNEL_ANCHOR)
-    assert patch.PATCHED_DISPATCH in text and patch.DISPATCH not in text
-    assert "newrllama-llama-cpp-patch: " + patch.NAME in text  # what the build fingerprint finds
+def llama_cpp_tree(root: Path) -> Path:
+    for relative, text in SOURCES.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
 
 
-def test_a_source_without_an_anchor_or_patched_already_is_refused(tmp_path):
-    with pytest.raises(patch.PatchError, match="one-by-one attention call"):
-        patch.patched_ops(OPS.replace(patch.DISPATCH, "            ggml_other_dispatch();"))
-    with pytest.raises(patch.PatchError, match="2 copies of the attention dispatch function"):
-        patch.patched_ops(OPS + patch.KERNEL_ANCHOR)
+def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
+    patch.apply(llama_cpp_tree(tmp_path))
+    ops = (tmp_path / patch.FLASH_ATTN_BF16_BLOCKED.source).read_text()
+    assert ops.index("#include <vector>") < ops.index("static void other")
+    assert ops.index("ggml_compute_forward_flash_attn_ext_bf16_blocked(\n") < ops.index(
+        patch.FLASH_ATTN_BF16_BLOCKED.kernel_anchor)
+    cpu = (tmp_path / patch.Q0_GEMM_VNNI.source).read_text()
+    assert "static void other" in cpu.split("static void ggml_q0_gemm_vnni(")[0]
+    assert cpu.index("ggml_q0_gemm_vnni(const struct") < cpu.index(patch.Q0_GEMM_VNNI.kernel_anchor)
+    # the matmul kernel is called after the barrier that ends the activations' conversion, before tinyBLAS
+    assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index("llamafile_sgemm")
+    for p, text in ((patch.FLASH_ATTN_BF16_BLOCKED, ops), (patch.Q0_GEMM_VNNI, cpu)):
+        assert p.patched_dispatch in text and p.dispatch not in text
+        assert patch.MARKER + p.name in text  # what the build fingerprint finds
+    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni"
+
+
+@pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
+def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
+    text = SOURCES[p.source]
+    with pytest.raises(patch.PatchError, match=f"{p.name}: .* 0 copies of the call to replace"):
+        p.patched(text.replace(p.dispatch, "    ggml_other_dispatch();\n"))
+    with pytest.raises(patch.PatchError, match="2 copies of the dispatch function"):
+        p.patched(text + p.kernel_anchor)
     with pytest.raises(patch.PatchError, match="patched already"):
-        patch.patched_ops(patch.patched_ops(OPS))
+        p.patched(p.patched(text))
     with pytest.raises(patch.PatchError, match="no ggml"):
         patch.apply(tmp_path)
 

@@ -1,0 +1,173 @@
+// newrllama's patch of ggml's CPU matmul for weights in Q5_0 and Q8_0 (capi_shim/llama_cpp_patch/apply.py puts it
+// in ggml/src/ggml-cpu/ggml-cpu.c, before the function that dispatches a matmul). ggml multiplies these weights
+// with llamafile's tinyBLAS, whose arithmetic per output does not depend on the batch, but which unpacks a
+// weight block again for every four activation rows and sums 32 products in eight float lanes: in prefill it
+// was the largest cost of the embedded model (most of its weights are Q5_0, its output matrix Q8_0), several
+// times slower per product than ggml's tiled kernel takes the K-quant weights. This takes them with VNNI
+// instead: a tile of 16 weight rows is unpacked once, to unsigned bytes (the value plus an offset), for all
+// activation rows, and one int32 lane per weight row adds a block's 32 products exactly, so one output's
+// arithmetic is fixed: for each block in order, acc = fma(float(exact dot), d_weight * d_activation, acc).
+// It depends on nothing but the output's weight row and activation row, never on the number of rows, the
+// tiles or the threads: batch-invariant like the kernels it replaces, with other bits.
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define GGML_Q0_GEMM_VNNI 1
+
+// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
+// only where the kernel is compiled in: without AVX512-VNNI tinyBLAS stays, with other bits.
+const char newrllama_llama_cpp_patch_q0_gemm[] = "newrllama-llama-cpp-patch: q0-gemm-vnni";
+
+enum {
+    Q0G_ROWS = 16,                   // weight rows per tile: one int32 lane each of a 512-bit register
+    Q0G_GROUPS = QK8_0 / 4,          // vpdpbusd takes 4 bytes per lane: 8 steps per block
+    Q0G_BLOCK_BYTES = Q0G_GROUPS * 64, // a block of a tile: for each step, 4 values of each of 16 rows
+    Q0G_COLS = 4,                    // activation rows that take a block of a tile together
+};
+
+// One weight row's block as 32 unsigned bytes (value + offset), scattered to the tile's lane r.
+static inline void q0g_put(uint8_t * wq, int r, __m256i v) {
+    uint32_t g[Q0G_GROUPS];
+    _mm256_storeu_si256((__m256i *) g, v);
+    for (int k = 0; k < Q0G_GROUPS; k++) {
+        memcpy(wq + k * 64 + r * 4, &g[k], 4);
+    }
+}
+
+// Q5_0: value = (4 low bits | fifth bit << 4) - 16, so the unsigned byte is the 5 bits themselves (offset 16).
+static void q0g_unpack_q5_0(const block_q5_0 * row, int nb, int r, uint8_t * wq, float * wd) {
+    for (int l = 0; l < nb; l++) {
+        const block_q5_0 * b = row + l;
+        uint32_t qh;
+        memcpy(&qh, b->qh, sizeof(qh));
+        const __m128i qs = _mm_loadu_si128((const __m128i *) b->qs);
+        const __m128i lo = _mm_and_si128(qs, _mm_set1_epi8(15));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(15));
+        const __m256i v = _mm256_or_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1),
+                                          _mm256_maskz_set1_epi8((__mmask32) qh, 16));
+        q0g_put(wq + (size_t) l * Q0G_BLOCK_BYTES, r, v);
+        wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+    }
+}
+
+// Q8_0: value + 128 as an unsigned byte (offset 128).
+static void q0g_unpack_q8_0(const block_q8_0 * row, int nb, int r, uint8_t * wq, float * wd) {
+    for (int l = 0; l < nb; l++) {
+        const block_q8_0 * b = row + l;
+        const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) b->qs), _mm256_set1_epi8((char) 0x80));
+        q0g_put(wq + (size_t) l * Q0G_BLOCK_BYTES, r, v);
+        wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+    }
+}
+
+// nc activation rows (columns of the output) against one unpacked tile. bsum and bd hold each activation
+// block's sum of values and scale, so that the offset comes off the exact integer dot.
+static inline __attribute__((always_inline)) void q0g_cols(
+        const uint8_t * wq, const float * wd, int nb, int32_t offset,
+        const block_q8_0 * b, size_t ldb, const int32_t * bsum, const float * bd,
+        float * c, size_t ldc, __mmask16 keep, const int nc) {
+    __m512 acc[Q0G_COLS];
+    for (int j = 0; j < nc; j++) {
+        acc[j] = _mm512_setzero_ps();
+    }
+    for (int l = 0; l < nb; l++) {
+        const __m512i * w = (const __m512i *) (wq + (size_t) l * Q0G_BLOCK_BYTES);
+        const __m512 dw = _mm512_loadu_ps(wd + l * Q0G_ROWS);
+        for (int j = 0; j < nc; j++) {
+            const int8_t * q = b[j * ldb + l].qs;
+            __m512i dot = _mm512_setzero_si512();
+            for (int k = 0; k < Q0G_GROUPS; k++) {
+                int32_t x;
+                memcpy(&x, q + 4 * k, sizeof(x));
+                dot = _mm512_dpbusd_epi32(dot, _mm512_load_si512(w + k), _mm512_set1_epi32(x));
+            }
+            dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(offset * bsum[j * nb + l]));
+            const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(bd[j * nb + l]));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[j]);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        _mm512_mask_storeu_ps(c + j * ldc, keep, acc[j]);
+    }
+}
+
+static bool ggml_q0_gemm_vnni_supports(const struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    return (src0->type == GGML_TYPE_Q5_0 || src0->type == GGML_TYPE_Q8_0) && src0->extra == NULL &&
+           src1->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src0->ne[0] % QK8_0 == 0;
+}
+
+// dst = src0 x src1 for the weight rows of this thread, src1 already in Q8_0 in wdata (as ggml leaves it for
+// tinyBLAS). The threads split the tiles of weight rows; each reads every activation row.
+static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    GGML_TENSOR_BINARY_OP_LOCALS
+
+    const int nb = (int) (ne00 / QK8_0);
+    const size_t row_size = ggml_row_size(GGML_TYPE_Q8_0, ne10);
+    const size_t ldb = row_size / sizeof(block_q8_0);
+    const size_t ldc = nb1 / sizeof(float);
+    const int32_t offset = src0->type == GGML_TYPE_Q5_0 ? 16 : 128;
+    const int64_t r2 = ne12 / ne02;
+    const int64_t r3 = ne13 / ne03;
+    const int64_t tiles = (ne01 + Q0G_ROWS - 1) / Q0G_ROWS;
+    const int64_t t0 = tiles * params->ith / params->nth;
+    const int64_t t1 = tiles * (params->ith + 1) / params->nth;
+
+    const size_t wq_size = (size_t) nb * Q0G_BLOCK_BYTES;
+    uint8_t * wq = (uint8_t *) ggml_aligned_malloc(wq_size);
+    float * wd = (float *) malloc((size_t) nb * Q0G_ROWS * sizeof(float));
+    int32_t * bsum = (int32_t *) malloc((size_t) ne11 * nb * sizeof(int32_t));
+    float * bd = (float *) malloc((size_t) ne11 * nb * sizeof(float));
+    GGML_ASSERT(wq && wd && bsum && bd);
+
+    for (int64_t i13 = 0; i13 < ne13; i13++) {
+        for (int64_t i12 = 0; i12 < ne12; i12++) {
+            const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
+            const block_q8_0 * b = (const block_q8_0 *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
+            float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+
+            for (int64_t j = 0; j < ne11; j++) {
+                for (int l = 0; l < nb; l++) {
+                    const block_q8_0 * x = b + j * ldb + l;
+                    const __m256i q = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs));
+                    const __m256i p = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs + 1));
+                    bsum[j * nb + l] = _mm512_reduce_add_epi32(_mm512_cvtepi16_epi32(_mm256_add_epi16(q, p)));
+                    bd[j * nb + l] = GGML_CPU_FP16_TO_FP32(x->d);
+                }
+            }
+
+            for (int64_t t = t0; t < t1; t++) {
+                const int64_t i0 = t * Q0G_ROWS;
+                const int rows = (int) MIN(Q0G_ROWS, ne01 - i0);
+                if (rows < Q0G_ROWS) {
+                    memset(wq, 0, wq_size);
+                    memset(wd, 0, (size_t) nb * Q0G_ROWS * sizeof(float));
+                }
+                for (int r = 0; r < rows; r++) {
+                    const char * row = a + (i0 + r) * nb01;
+                    if (src0->type == GGML_TYPE_Q5_0) {
+                        q0g_unpack_q5_0((const block_q5_0 *) row, nb, r, wq, wd);
+                    } else {
+                        q0g_unpack_q8_0((const block_q8_0 *) row, nb, r, wq, wd);
+                    }
+                }
+                const __mmask16 keep = (__mmask16) ((1u << rows) - 1);
+                int64_t j = 0;
+                for (; j + Q0G_COLS <= ne11; j += Q0G_COLS) {
+                    q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, Q0G_COLS);
+                }
+                for (; j < ne11; j++) {
+                    q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, 1);
+                }
+            }
+        }
+    }
+
+    ggml_aligned_free(wq, wq_size);
+    free(wd);
+    free(bsum);
+    free(bd);
+}
+#endif
