@@ -24,38 +24,70 @@ enum {
     Q0G_COLS = 4,                    // activation rows that take a block of a tile together
 };
 
-// One weight row's block as 32 unsigned bytes (value + offset), scattered to the tile's lane r.
-static inline void q0g_put(uint8_t * wq, int r, __m256i v) {
-    uint32_t g[Q0G_GROUPS];
-    _mm256_storeu_si256((__m256i *) g, v);
-    for (int k = 0; k < Q0G_GROUPS; k++) {
-        memcpy(wq + k * 64 + r * 4, &g[k], 4);
+// A block of a Q5_0 row as 32 unsigned bytes: value = (4 low bits | fifth bit << 4) - 16, so the byte is the
+// 5 bits themselves (offset 16).
+static inline __m256i q0g_q5_0_bytes(const block_q5_0 * b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof(qh));
+    const __m128i qs = _mm_loadu_si128((const __m128i *) b->qs);
+    const __m128i lo = _mm_and_si128(qs, _mm_set1_epi8(15));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(15));
+    return _mm256_or_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1),
+                           _mm256_maskz_set1_epi8((__mmask32) qh, 16));
+}
+
+// A block of a Q8_0 row as 32 unsigned bytes: value + 128 (offset 128).
+static inline __m256i q0g_q8_0_bytes(const block_q8_0 * b) {
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) b->qs), _mm256_set1_epi8((char) 0x80));
+}
+
+// 16 rows' bytes of a block (8 groups of 4 each) to the tile's layout, one register per group with the 16 rows'
+// 4 bytes in lane order: an 8x8 transpose of 32-bit groups in each 256-bit half (rows 0-7 and 8-15).
+static inline void q0g_store_block(const __m256i v[Q0G_ROWS], uint8_t * out) {
+    __m512i z[8], t[8], s[8];
+    for (int p = 0; p < 8; p++) {
+        z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(v[p]), v[p + 8], 1);
+    }
+    for (int p = 0; p < 8; p += 2) {
+        t[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]);
+        t[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]);
+    }
+    for (int p = 0; p < 8; p += 4) {
+        s[p] = _mm512_unpacklo_epi64(t[p], t[p + 2]);     // groups 0 and 4 of 4 rows
+        s[p + 1] = _mm512_unpackhi_epi64(t[p], t[p + 2]); // groups 1 and 5
+        s[p + 2] = _mm512_unpacklo_epi64(t[p + 1], t[p + 3]);
+        s[p + 3] = _mm512_unpackhi_epi64(t[p + 1], t[p + 3]);
+    }
+    const __m512i low = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+    const __m512i high = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    for (int k = 0; k < 4; k++) {
+        _mm512_store_si512((__m512i *) (out + k * 64), _mm512_permutex2var_epi64(s[k], low, s[k + 4]));
+        _mm512_store_si512((__m512i *) (out + (k + 4) * 64), _mm512_permutex2var_epi64(s[k], high, s[k + 4]));
     }
 }
 
-// Q5_0: value = (4 low bits | fifth bit << 4) - 16, so the unsigned byte is the 5 bits themselves (offset 16).
-static void q0g_unpack_q5_0(const block_q5_0 * row, int nb, int r, uint8_t * wq, float * wd) {
+// The weight rows of a tile (rows of them, from a, nb01 bytes apart; the other lanes zero) unpacked: for each
+// block, the bytes in q0g_store_block's layout and the rows' scales.
+static void q0g_unpack(const char * a, size_t nb01, int rows, int nb, enum ggml_type type, uint8_t * wq, float * wd) {
     for (int l = 0; l < nb; l++) {
-        const block_q5_0 * b = row + l;
-        uint32_t qh;
-        memcpy(&qh, b->qh, sizeof(qh));
-        const __m128i qs = _mm_loadu_si128((const __m128i *) b->qs);
-        const __m128i lo = _mm_and_si128(qs, _mm_set1_epi8(15));
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(15));
-        const __m256i v = _mm256_or_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1),
-                                          _mm256_maskz_set1_epi8((__mmask32) qh, 16));
-        q0g_put(wq + (size_t) l * Q0G_BLOCK_BYTES, r, v);
-        wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
-    }
-}
-
-// Q8_0: value + 128 as an unsigned byte (offset 128).
-static void q0g_unpack_q8_0(const block_q8_0 * row, int nb, int r, uint8_t * wq, float * wd) {
-    for (int l = 0; l < nb; l++) {
-        const block_q8_0 * b = row + l;
-        const __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *) b->qs), _mm256_set1_epi8((char) 0x80));
-        q0g_put(wq + (size_t) l * Q0G_BLOCK_BYTES, r, v);
-        wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+        __m256i v[Q0G_ROWS];
+        for (int r = 0; r < Q0G_ROWS; r++) {
+            v[r] = _mm256_setzero_si256();
+            wd[l * Q0G_ROWS + r] = 0.0f;
+            if (r >= rows) {
+                continue;
+            }
+            if (type == GGML_TYPE_Q5_0) {
+                const block_q5_0 * b = (const block_q5_0 *) (a + r * nb01) + l;
+                v[r] = q0g_q5_0_bytes(b);
+                wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+            } else {
+                const block_q8_0 * b = (const block_q8_0 *) (a + r * nb01) + l;
+                v[r] = q0g_q8_0_bytes(b);
+                wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+            }
+        }
+        q0g_store_block(v, wq + (size_t) l * Q0G_BLOCK_BYTES);
     }
 }
 
@@ -141,18 +173,7 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
             for (int64_t t = t0; t < t1; t++) {
                 const int64_t i0 = t * Q0G_ROWS;
                 const int rows = (int) MIN(Q0G_ROWS, ne01 - i0);
-                if (rows < Q0G_ROWS) {
-                    memset(wq, 0, wq_size);
-                    memset(wd, 0, (size_t) nb * Q0G_ROWS * sizeof(float));
-                }
-                for (int r = 0; r < rows; r++) {
-                    const char * row = a + (i0 + r) * nb01;
-                    if (src0->type == GGML_TYPE_Q5_0) {
-                        q0g_unpack_q5_0((const block_q5_0 *) row, nb, r, wq, wd);
-                    } else {
-                        q0g_unpack_q8_0((const block_q8_0 *) row, nb, r, wq, wd);
-                    }
-                }
+                q0g_unpack(a + i0 * nb01, nb01, rows, nb, src0->type, wq, wd);
                 const __mmask16 keep = (__mmask16) ((1u << rows) - 1);
                 int64_t j = 0;
                 for (; j + Q0G_COLS <= ne11; j += Q0G_COLS) {
