@@ -11,7 +11,8 @@ warms its context at full width on prompts sharing nothing with the timed ones:
 and three variants:
   - "batch_invariant=True": the default, on the patched build;
   - "batch_invariant=True, llama.cpp unpatched": the same, with llama.cpp's CPU library as vendored (built
-    by bench/build_llama_tools.sh, AMX off, the same source and flags) put first on LD_LIBRARY_PATH;
+    by bench/build_llama_tools.sh, AMX off, the same source and flags) put first on LD_LIBRARY_PATH: without
+    either of newrllama's patches, so its Q5_0 and Q8_0 weights also go through tinyBLAS;
   - "batch_invariant=False": f16 cells, llama.cpp's own attention (tiled for pieces of 64 rows or more).
 Each run also reports a digest of its answers (token ids) and the llama.cpp patch its process loaded, so
 that the file shows which variant gave which bits, and that they repeat. Each repeat runs the variants in
