@@ -368,8 +368,8 @@ def attention(r: dict) -> List[str]:
     def repeats(w: dict, v: str) -> str:
         return "the same in every run" if len(w["answers"][v]) == 1 else f"{len(w['answers'][v])} different"
     return table(f"Seconds (median of {r['repeats']} repeats in turn, each run a fresh process), {r['n_threads']} "
-                 f"threads, embedded model, {r['machine']['cpu']}; in brackets: speed ratio to llama.cpp's unpatched "
-                 "bf16 attention (median of the ratios within a repeat):", ["workload"] + variants,
+                 f"threads, embedded model, {r['machine']['cpu']}; in brackets: speed ratio to llama.cpp unpatched "
+                 "(median of the ratios within a repeat); the patches each process loaded are in the second table:", ["workload"] + variants,
                  [[name] + [f"{w['seconds'][v]:.2f} ({w['speed_vs_unpatched'][v]:.2f})" for v in variants]
                   for name, w in workloads.items()]) + [""] + table(
         "Answers (token ids) of each variant over the repeats, and the llama.cpp patch its processes loaded:",
@@ -407,8 +407,9 @@ SECTIONS = {
                  "(`bench/bench_parallel.py`)."),
     "invariance-cost": ("The cost of batch invariance", "Generation with each rule of the batch-invariant mode lifted "
                         "(`bench/bench_invariance_cost.py`)."),
-    "attention": ("Attention over bf16 cells", "The batch-invariant mode's attention with newrllama's patch of "
-                  "llama.cpp, without it, and llama.cpp's own f16 attention (`bench/bench_attention.py`)."),
+    "attention": ("Attention over bf16 cells", "The batch-invariant mode's attention with newrllama's patches of "
+                  "llama.cpp, without them, and llama.cpp's own f16 attention (`bench/bench_attention.py`); from "
+                  "commit c2ed979 on, the patches include the matmul of Q5_0 and Q8_0 weights."),
     "determinism": ("Same input, same output", "The share of identical answers and probabilities in each case of "
                     "reuse, concurrency and batching (`bench/bench_determinism.py`)."),
     "validity": ("Labels on real text", "Reuters stories coded by the instruct model against their human topics, "
