@@ -13,16 +13,19 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[3]
 CHECK = Path(__file__).resolve().parent / "c" / "quantized_matmul_check.c"
+spec = importlib.util.spec_from_file_location("newrllama_shim_build", ROOT / "capi_shim" / "build.py")
+shim_build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(shim_build)
 
 
 @pytest.fixture(scope="module")
 def check(tmp_path_factory) -> Path:
-    package = Path(importlib.util.find_spec("llama_cpp").origin).resolve().parent
-    lib = package / "lib"
+    include, lib = shim_build.llama_cpp_location()  # where the shim itself finds llama.cpp's headers and libraries
     binary = tmp_path_factory.mktemp("matmul") / "quantized_matmul_check"
     subprocess.run([*shlex.split(sysconfig.get_config_var("CC")), "-std=c11", "-O2", str(CHECK),
-                    f"-I{package.parent / 'include'}", f"-L{lib}", "-lggml", "-lggml-base", "-lggml-cpu",
+                    f"-I{include}", f"-L{lib}", "-lggml", "-lggml-base", "-lggml-cpu",
                     f"-Wl,-rpath,{lib}", "-lm", "-o", str(binary)], check=True, capture_output=True, text=True)
     return binary
 
