@@ -31,11 +31,13 @@ void newrllama_set_log_level(int level) {
 
 static void init_backend_once(void) {
     newrllama_set_log_level(1);
-    /* Batch invariance: ggml's CPU matmul takes its tiled K-quant kernel for 8 rows or more and
-     * vec_dot below, and the two round differently, so a token's numbers would depend on how many
-     * tokens shared its step. Taking the tiled kernel for every row count makes each row's sums the
-     * same in any batch (ggml reads this once, at the first matmul of the process; a value the
-     * user set is kept). See docs/design/determinism.md. */
+    /* Batch invariance for the quantized types that newrllama's matmul kernels do not take (Q2_K,
+     * Q3_K and the IQ types, and the K-quants where the CPU lacks AVX2): ggml's CPU matmul takes its
+     * tiled kernel for 8 rows or more and vec_dot below, and the two round differently, so a token's
+     * numbers would depend on how many tokens shared its step. Taking the tiled kernel for every row
+     * count makes each row's sums the same in any batch, slowly (one row is padded to sixteen). The
+     * types newrllama's kernels take never reach the tiled kernel. ggml reads this once, at the first
+     * matmul of the process; a value the user set is kept. See docs/design/determinism.md. */
     setenv("GGML_CPU_TILED_MM_FORCE", "1", 0);
     llama_backend_init();
 }
@@ -98,7 +100,8 @@ newrllama_error_code newrllama_model_load(const char *model_path, int n_gpu_laye
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = n_gpu_layers;
     /* Repacked weights (CPU_REPACK) multiply rows in groups of four and the rest one by one, with
-     * other rounding: a row's result would depend on its place in the batch. */
+     * other rounding (a row's result would depend on its place in the batch), and they never reach
+     * newrllama's matmul kernels, which take the weights as the file holds them. */
     mp.use_extra_bufts = false;
     mp.load_mode = use_mmap ? (use_mlock ? LLAMA_LOAD_MODE_MMAP_MLOCK : LLAMA_LOAD_MODE_MMAP)
                             : (use_mlock ? LLAMA_LOAD_MODE_MLOCK : LLAMA_LOAD_MODE_NONE);

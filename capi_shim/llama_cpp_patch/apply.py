@@ -1,12 +1,15 @@
 """newrllama's patches of the llama.cpp that llama-cpp-python vendors, applied by scripts/build_llama_cpp.py to
 the extracted source archive before the wheel is built.
 
-Two changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
-dispatches its op, and a call where the dispatch would take llama.cpp's own path:
+Three changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
+dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - flash-attn-bf16-blocked, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
   (flash_attn_bf16_blocked.cpp) takes the rows that llama.cpp would attend cell by cell;
 - q0-gemm-vnni, in ggml/src/ggml-cpu/ggml-cpu.c: the matmul of Q5_0 and Q8_0 weights with AVX512-VNNI
-  (q0_gemm_vnni.c) where llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it.
+  (q0_gemm_vnni.c) where llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it;
+- quant-gemm-avx2, in the same file: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2 (quant_gemm_avx2.c)
+  for every number of rows, where llama.cpp would take its tiled kernel or vec_dot. It goes after q0-gemm-vnni,
+  whose call it leaves first.
 Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
 named, rather than building without the patch.
 
@@ -26,25 +29,27 @@ class PatchError(RuntimeError):
     """The llama.cpp source is not the one the patch was written for."""
 
 
+class Edit(NamedTuple):
+    what: str                           # how an error names it
+    old: str                            # llama.cpp's text, found exactly once...
+    new: str                            # ...and what replaces it
+
+
 class Patch(NamedTuple):
     name: str
     source: Path                        # the file of llama.cpp it edits, from llama.cpp's root
     kernel: Path                        # the text it inserts before kernel_anchor
     kernel_anchor: str
-    dispatch: str                       # llama.cpp's text where the kernel is to be called...
-    patched_dispatch: str               # ...and what replaces it
-    includes: Tuple[str, str] = ("", "")  # an include line of the source, and what goes after it
+    edits: Tuple[Edit, ...]             # the calls of the kernel (and anything else it needs), in order
 
     def patched(self, text: str) -> str:
         """The source's text with this patch applied."""
         if MARKER + self.name in text:
             raise PatchError(f"llama.cpp patch {self.name}: {self.source} is patched already")
-        anchor, added = self.includes
-        if anchor:
-            text = self._replace_once(text, anchor, anchor + added, f"{anchor.strip()} include")
-        text = self._replace_once(text, self.kernel_anchor, self.kernel.read_text() + self.kernel_anchor,
+        for edit in self.edits:
+            text = self._replace_once(text, edit.old, edit.new, edit.what)
+        return self._replace_once(text, self.kernel_anchor, self.kernel.read_text() + self.kernel_anchor,
                                   "dispatch function")
-        return self._replace_once(text, self.dispatch, self.patched_dispatch, "call to replace")
 
     def _replace_once(self, text: str, old: str, new: str, what: str) -> str:
         n = text.count(old)
@@ -59,17 +64,18 @@ FLASH_ATTN_BF16_BLOCKED = Patch(
     source=Path("ggml") / "src" / "ggml-cpu" / "ops.cpp",
     kernel=HERE / "flash_attn_bf16_blocked.cpp",
     kernel_anchor="static void ggml_compute_forward_flash_attn_ext_f16(\n",
-    dispatch="""            if (use_tiled) {
+    edits=(
+        Edit("#include <algorithm> include", "#include <algorithm>\n", "#include <algorithm>\n#include <vector>\n"),
+        Edit("call to replace", """            if (use_tiled) {
                 ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
-            } else {""",
-    patched_dispatch="""            if (use_tiled) {
+            } else {""", """            if (use_tiled) {
                 ggml_compute_forward_flash_attn_ext_tiled(params, dst, ir0, ir1);
 #ifdef GGML_FA_BF16_BLOCKED
             } else if (!use_ref && ggml_fa_bf16_blocked_supports(q, k, v)) {
                 ggml_compute_forward_flash_attn_ext_bf16_blocked(params, dst, ir0, ir1);
 #endif
-            } else {""",
-    includes=("#include <algorithm>\n", "#include <vector>\n"),
+            } else {"""),
+    ),
 )
 
 # The call goes after the barrier that ends the activations' conversion to Q8_0, where tinyBLAS would take them.
@@ -78,12 +84,11 @@ Q0_GEMM_VNNI = Patch(
     source=Path("ggml") / "src" / "ggml-cpu" / "ggml-cpu.c",
     kernel=HERE / "q0_gemm_vnni.c",
     kernel_anchor="void ggml_compute_forward_mul_mat(\n",
-    dispatch="""    ggml_barrier(params->threadpool);
+    edits=(Edit("call to replace", """    ggml_barrier(params->threadpool);
 
 #if GGML_USE_LLAMAFILE
     if (src1->type != vec_dot_type) {
-""",
-    patched_dispatch="""    ggml_barrier(params->threadpool);
+""", """    ggml_barrier(params->threadpool);
 
 #ifdef GGML_Q0_GEMM_VNNI
     if (!params->use_ref && ggml_q0_gemm_vnni_supports(dst)) {
@@ -93,10 +98,40 @@ Q0_GEMM_VNNI = Patch(
 #endif
 #if GGML_USE_LLAMAFILE
     if (src1->type != vec_dot_type) {
-""",
+"""),),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI)
+# The K-quants: ggml's tiled kernel is passed by, then the call goes after the barrier that ends the activations'
+# conversion to Q8_K, after q0-gemm-vnni's (so this patch goes after that one).
+QUANT_GEMM_AVX2 = Patch(
+    name="quant-gemm-avx2",
+    source=Q0_GEMM_VNNI.source,
+    kernel=HERE / "quant_gemm_avx2.c",
+    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    edits=(
+        Edit("tiled kernel's call", """    if (ggml_compute_forward_mul_mat_tiled(params, dst)) {
+""", """#ifdef GGML_QUANT_GEMM_AVX2
+    const bool quant_gemm_avx2 = !params->use_ref && ggml_quant_gemm_avx2_supports(dst);
+#else
+    const bool quant_gemm_avx2 = false;
+#endif
+    if (!quant_gemm_avx2 && ggml_compute_forward_mul_mat_tiled(params, dst)) {
+"""),
+        Edit("call to replace", """#if GGML_USE_LLAMAFILE
+    if (src1->type != vec_dot_type) {
+        const void* wdata""", """#ifdef GGML_QUANT_GEMM_AVX2
+    if (quant_gemm_avx2) {
+        ggml_quant_gemm_avx2(params, dst);
+        return;
+    }
+#endif
+#if GGML_USE_LLAMAFILE
+    if (src1->type != vec_dot_type) {
+        const void* wdata"""),
+    ),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

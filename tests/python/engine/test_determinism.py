@@ -139,14 +139,17 @@ def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
 
 
 def test_the_build_carries_the_patches_and_says_so(model):
-    """Without the attention patch, batch_invariant=True attends bf16 cells one by one; without the matmul patch
-    (compiled in only where the CPU has AVX512-VNNI), tinyBLAS takes the Q5_0 and Q8_0 weights: the same rules,
-    other bits (and slower); the fingerprint must tell a reader which they have."""
+    """Without the attention patch, batch_invariant=True attends bf16 cells one by one; without the matmul patches
+    (each compiled in only where the CPU has its unit), tinyBLAS takes the Q5_0 and Q8_0 weights and ggml's forced
+    tiled kernel the K-quants: the same rules, other bits (and slower); the fingerprint must tell a reader which
+    they have."""
     from newrllama._lib import ffi, lib
     from newrllama.engine.system import _features
     cpu = _features(ffi.string(lib.newrllama_system_info()).decode())
     vnni = cpu.get("AVX512") == "1" and cpu.get("AVX512_VNNI") == "1"
-    expected = "flash-attn-bf16-blocked" + (", q0-gemm-vnni" if vnni else "")
+    avx2 = cpu.get("AVX2") == "1" and cpu.get("FMA") == "1"
+    expected = ("flash-attn-bf16-blocked" + (", q0-gemm-vnni" if vnni else "")
+                + (", quant-gemm-avx2" if avx2 else ""))
     with context(model) as ctx:
         assert ctx.engine_stats().determinism.build.endswith(f"; llama.cpp patch: {expected}")
 

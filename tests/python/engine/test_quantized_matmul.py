@@ -1,15 +1,21 @@
-"""The matmul of the weight types whose kernel newrllama patches into llama.cpp (capi_shim/llama_cpp_patch,
-q0-gemm-vnni, where the CPU has AVX512-VNNI; tinyBLAS elsewhere), run by the installed ggml on random matrices
-of shapes that leave ragged tiles: its results are the exact product of what it multiplies, up to float
-rounding, and each output is the same bits alone, in a batch and with any number of threads."""
+"""The matmul of the weight types whose kernels newrllama patches into llama.cpp (capi_shim/llama_cpp_patch:
+q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, tinyBLAS elsewhere; quant-gemm-avx2 for Q4_K, Q5_K
+and Q6_K where it has AVX2), run by the installed ggml on random matrices of shapes that leave ragged tiles: its
+results are the exact product of what it multiplies, up to float rounding; each output is the same bits alone, in
+a batch and with any number of threads; and where newrllama's kernel is compiled in, each output is the same bits
+as the arithmetic the kernels define, computed one output at a time in plain C (so any unit that implements it,
+AVX2, AVX512-VNNI or AMX, gives these bits)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
+import re
 import shlex
 import subprocess
 import sysconfig
 from pathlib import Path
+from typing import Dict, Tuple
 
 import pytest
 
@@ -19,23 +25,51 @@ spec = importlib.util.spec_from_file_location("newrllama_shim_build", ROOT / "ca
 shim_build = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(shim_build)
 
+KERNEL_OF = {"q5_0": "q0-gemm-vnni", "q8_0": "q0-gemm-vnni",
+             "q4_K": "quant-gemm-avx2", "q5_K": "quant-gemm-avx2", "q6_K": "quant-gemm-avx2"}
+SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512)]  # M weight rows, N, K
+
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory) -> Path:
+def check(tmp_path_factory) -> Tuple[Path, frozenset]:
+    """The check compiled against the installed ggml, and the names of newrllama's kernels in its CPU library."""
     include, lib = shim_build.llama_cpp_location()  # where the shim itself finds llama.cpp's headers and libraries
     binary = tmp_path_factory.mktemp("matmul") / "quantized_matmul_check"
     subprocess.run([*shlex.split(sysconfig.get_config_var("CC")), "-std=c11", "-O2", str(CHECK),
                     f"-I{include}", f"-L{lib}", "-lggml", "-lggml-base", "-lggml-cpu",
                     f"-Wl,-rpath,{lib}", "-lm", "-o", str(binary)], check=True, capture_output=True, text=True)
-    return binary
+    names = set()
+    for library in Path(lib).glob("libggml-cpu*"):
+        names |= {m.decode() for m in re.findall(rb"newrllama-llama-cpp-patch: ([A-Za-z0-9_-]+)", library.read_bytes())}
+    return binary, frozenset(names)
 
 
-# Q5_0 and Q8_0 multiply activations rounded to Q8_0, which the check's reference rounds alike.
-@pytest.mark.parametrize("type_name", ["q5_0", "q8_0"])
-@pytest.mark.parametrize("m, n, k", [(37, 7, 640), (16, 1, 256), (300, 33, 640), (5, 4, 2048)])
+@functools.lru_cache(maxsize=None)
+def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int) -> Dict:
+    binary, kernels = check
+    # Where newrllama's kernel takes the type, nothing is forced; elsewhere the shim forces ggml's tiled kernel
+    # for K-quants (newrllama_model.c), and so does this.
+    env = {} if KERNEL_OF[type_name] in kernels else {"GGML_CPU_TILED_MM_FORCE": "1"}
+    done = subprocess.run([str(binary), type_name, str(m), str(n), str(k)], capture_output=True, text=True,
+                          check=True, timeout=120, env=env)
+    return json.loads(done.stdout)
+
+
+# Q5_0 and Q8_0 multiply activations rounded to Q8_0, the K-quants activations rounded to Q8_K; the check's
+# reference rounds them alike.
+@pytest.mark.parametrize("type_name", sorted(KERNEL_OF))
+@pytest.mark.parametrize("m, n, k", SHAPES)
 def test_products_are_exact_and_the_same_bits_in_any_batch(check, type_name, m, n, k):
-    done = subprocess.run([str(check), type_name, str(m), str(n), str(k)], capture_output=True, text=True,
-                          check=True, timeout=120, env={"GGML_CPU_TILED_MM_FORCE": "1"})
-    result = json.loads(done.stdout)
+    result = run(check, type_name, m, n, k)
     assert result["max_error"] <= 1e-6 * result["max_result"] * k ** 0.5, result
     assert result["same_alone"] and result["same_threads"], result
+
+
+@pytest.mark.parametrize("type_name", sorted(KERNEL_OF))
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_newrllamas_kernels_give_the_bits_of_the_defined_arithmetic(check, type_name, m, n, k):
+    kernel = KERNEL_OF[type_name]
+    if kernel not in check[1]:
+        pytest.skip(f"{kernel} is not compiled into this llama.cpp (this CPU lacks its unit): {type_name} takes "
+                    "llama.cpp's own kernel, batch-invariant with other bits")
+    assert run(check, type_name, m, n, k)["same_as_defined"], (type_name, m, n, k)

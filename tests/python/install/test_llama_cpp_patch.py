@@ -16,12 +16,15 @@ spec.loader.exec_module(patch)
 OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic void other(void) {}\n\n"
        + patch.FLASH_ATTN_BF16_BLOCKED.kernel_anchor
        + "        const ggml_compute_params * params,\n        ggml_tensor * dst) {\n"
-       + patch.FLASH_ATTN_BF16_BLOCKED.dispatch
+       + patch.FLASH_ATTN_BF16_BLOCKED.edits[1].old
        + "\n                one_by_one(params, dst, ir0, ir1, 0, nek1, nullptr, 0);\n            }\n}\n")
 CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.Q0_GEMM_VNNI.kernel_anchor
        + "        const struct ggml_compute_params * params,\n              struct ggml_tensor * dst) {\n"
-       + patch.Q0_GEMM_VNNI.dispatch + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
+       + patch.QUANT_GEMM_AVX2.edits[0].old + "        return;\n    }\n    convert(params);\n"
+       + patch.Q0_GEMM_VNNI.edits[0].old + "        const void* wdata = params->wdata;\n"
+       + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
 SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU}
+assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
 def llama_cpp_tree(root: Path) -> Path:
@@ -40,19 +43,25 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     cpu = (tmp_path / patch.Q0_GEMM_VNNI.source).read_text()
     assert "static void other" in cpu.split("static void ggml_q0_gemm_vnni(")[0]
     assert cpu.index("ggml_q0_gemm_vnni(const struct") < cpu.index(patch.Q0_GEMM_VNNI.kernel_anchor)
-    # the matmul kernel is called after the barrier that ends the activations' conversion, before tinyBLAS
-    assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index("llamafile_sgemm")
-    for p, text in ((patch.FLASH_ATTN_BF16_BLOCKED, ops), (patch.Q0_GEMM_VNNI, cpu)):
-        assert p.patched_dispatch in text and p.dispatch not in text
+    # the matmul kernels are called after the barrier that ends the activations' conversion, before tinyBLAS: VNNI's
+    # first; the K-quant kernel is decided before ggml's tiled kernel, which it passes by
+    assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index(
+        "ggml_quant_gemm_avx2(params, dst)") < cpu.index("llamafile_sgemm")
+    assert cpu.index("quant_gemm_avx2 = !params->use_ref") < cpu.index(
+        "!quant_gemm_avx2 && ggml_compute_forward_mul_mat_tiled") < cpu.index("convert(params)")
+    assert cpu.index("ggml_quant_gemm_avx2(const struct") < cpu.index(patch.Q0_GEMM_VNNI.kernel_anchor)
+    for p, text in ((patch.FLASH_ATTN_BF16_BLOCKED, ops), (patch.Q0_GEMM_VNNI, cpu), (patch.QUANT_GEMM_AVX2, cpu)):
+        assert all(edit.new in p.patched(SOURCES[p.source]) for edit in p.edits)
         assert patch.MARKER + p.name in text  # what the build fingerprint finds
-    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni"
+    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2"
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
 def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
     text = SOURCES[p.source]
-    with pytest.raises(patch.PatchError, match=f"{p.name}: .* 0 copies of the call to replace"):
-        p.patched(text.replace(p.dispatch, "    ggml_other_dispatch();\n"))
+    for edit in p.edits:
+        with pytest.raises(patch.PatchError, match=f"{p.name}: .* 0 copies of the {edit.what}"):
+            p.patched(text.replace(edit.old, "    ggml_other_dispatch();\n"))
     with pytest.raises(patch.PatchError, match="2 copies of the dispatch function"):
         p.patched(text + p.kernel_anchor)
     with pytest.raises(patch.PatchError, match="patched already"):

@@ -1,14 +1,16 @@
 /* Multiplies random weights in one of ggml's quantized types by random activations with the installed ggml's CPU
  * backend and prints, as one JSON object: the largest error against a double-precision product of the
- * dequantized weights and the activations as ggml rounds them (Q8_0, the vec_dot type of Q5_0 and Q8_0), the
- * largest result, and whether every output is the same bits when its activation row is multiplied alone, in the
- * whole batch, and with 1, 2 or 3 threads.
- * Arguments: type name (q5_0, q8_0), weight rows M, activation rows N, row length K. */
+ * dequantized weights and the activations as ggml rounds them (to the type's vec_dot type: Q8_0 or Q8_K), the
+ * largest result, whether every output is the same bits when its activation row is multiplied alone, in the
+ * whole batch, and with 1, 2 or 3 threads, and whether every output is the same bits as the arithmetic that
+ * newrllama's matmul kernels define (capi_shim/llama_cpp_patch), computed here one output at a time in plain C.
+ * Arguments: type name (q5_0, q8_0, q4_K, q5_K, q6_K), weight rows M, activation rows N, row length K. */
 #include "ggml.h"
 #include "ggml-cpu.h"
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,101 @@ static float *product(struct ggml_context *ctx, struct ggml_tensor *w, const flo
         exit(1);
     }
     return (float *) c->data;
+}
+
+static float half(const uint8_t *p) {
+    ggml_fp16_t h;
+    memcpy(&h, p, sizeof h);
+    return ggml_fp16_to_fp32(h);
+}
+
+/* The 6-bit scale and min of sub-block j of a Q4_K or Q5_K block, as ggml's reference dequantization reads them. */
+static void scale_min(const uint8_t *q, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* One output of the defined arithmetic: for each block in order, its exact integer sums, then its floats
+ * (acc = fma(S, d * d_a, acc), and for the types with mins acc = fma(-M, dmin * d_a, acc)). Weight blocks are read
+ * at ggml's byte offsets; the activations are the vec_dot type's blocks. */
+static float defined_dot(enum ggml_type type, const uint8_t *w, const uint8_t *x, int k) {
+    float acc = 0.0f;
+    if (type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q8_0) {
+        const size_t wsize = type == GGML_TYPE_Q5_0 ? 22 : 34;
+        for (int l = 0; l < k / 32; l++, w += wsize, x += 34) {
+            const int8_t *a = (const int8_t *) (x + 2);
+            int64_t s = 0;
+            for (int i = 0; i < 32; i++) {
+                int q;
+                if (type == GGML_TYPE_Q8_0) {
+                    q = ((const int8_t *) (w + 2))[i];
+                } else {
+                    uint32_t qh;
+                    memcpy(&qh, w + 2, 4);
+                    const uint8_t b = w[6 + i % 16];
+                    q = ((i < 16 ? b & 0xF : b >> 4) | (((qh >> i) & 1) << 4)) - 16;
+                }
+                s += (int64_t) q * a[i];
+            }
+            acc = fmaf((float) s, half(w) * half(x), acc);
+        }
+        return acc;
+    }
+    for (int l = 0; l < k / 256; l++, x += 292) {
+        float da;
+        memcpy(&da, x, sizeof da);
+        const int8_t *a = (const int8_t *) (x + 4);
+        int q[256], sub = 32, scale[16], mins[16] = {0};
+        float d, dmin = 0.0f;
+        if (type == GGML_TYPE_Q6_K) {
+            const uint8_t *ql = w, *qh = w + 128;
+            for (int h = 0; h < 2; h++) {
+                for (int i = 0; i < 32; i++) {
+                    const uint8_t *lo = ql + 64 * h, *hi = qh + 32 * h;
+                    q[128 * h + i] = (lo[i] & 0xF) | (((hi[i] >> 0) & 3) << 4);
+                    q[128 * h + i + 32] = (lo[i + 32] & 0xF) | (((hi[i] >> 2) & 3) << 4);
+                    q[128 * h + i + 64] = (lo[i] >> 4) | (((hi[i] >> 4) & 3) << 4);
+                    q[128 * h + i + 96] = (lo[i + 32] >> 4) | (((hi[i] >> 6) & 3) << 4);
+                }
+            }
+            for (int i = 0; i < 256; i++) q[i] -= 32;
+            for (int j = 0; j < 16; j++) scale[j] = ((const int8_t *) (w + 192))[j];
+            d = half(w + 208);
+            sub = 16;
+            w += 210;
+        } else {
+            const bool q5 = type == GGML_TYPE_Q5_K;
+            const uint8_t *qh = w + 16, *qs = w + (q5 ? 48 : 16);
+            for (int j = 0; j < 8; j++) {
+                scale_min(w + 4, j, &scale[j], &mins[j]);
+                for (int i = 0; i < 32; i++) {
+                    const uint8_t b = qs[32 * (j / 2) + i];
+                    q[32 * j + i] = (j % 2 ? b >> 4 : b & 0xF) | (q5 ? ((qh[i] >> j) & 1) << 4 : 0);
+                }
+            }
+            d = half(w);
+            dmin = half(w + 2);
+            w += q5 ? 176 : 144;
+        }
+        int64_t s = 0, m = 0;
+        for (int j = 0; j < 256 / sub; j++) {
+            int64_t dot = 0, sum = 0;
+            for (int i = sub * j; i < sub * (j + 1); i++) {
+                dot += (int64_t) q[i] * a[i];
+                sum += a[i];
+            }
+            s += scale[j] * dot;
+            m += mins[j] * sum;
+        }
+        acc = fmaf((float) s, d * da, acc);
+        if (type != GGML_TYPE_Q6_K) acc = fmaf(-(float) m, dmin * da, acc);
+    }
+    return acc;
 }
 
 int main(int argc, char **argv) {
@@ -43,6 +140,7 @@ int main(int argc, char **argv) {
     }
     struct ggml_init_params params = {(size_t) 64 * 1024 * 1024 + (size_t) 16 * m * (n + 2) * sizeof(float) * 8, NULL, false};
     struct ggml_context *ctx = ggml_init(params);
+    ggml_cpu_init();
 
     srand(12345);
     float *wf = malloc(sizeof(float) * (size_t) m * k), *x = malloc(sizeof(float) * (size_t) n * k);
@@ -51,22 +149,36 @@ int main(int argc, char **argv) {
     struct ggml_tensor *w = ggml_new_tensor_2d(ctx, type, k, m);
     ggml_quantize_chunk(type, wf, w->data, 0, m, k, NULL);
 
-    /* the reference: what the kernels multiply, exactly, summed in double */
-    const struct ggml_type_traits *wt = ggml_get_type_traits(type), *q8 = ggml_get_type_traits(GGML_TYPE_Q8_0);
+    /* the reference: what the kernels multiply, exactly, summed in double; the activations as ggml rounds them */
+    const enum ggml_type xtype = ggml_get_type_traits_cpu(type)->vec_dot_type;
+    const size_t xrow = ggml_row_size(xtype, k);
+    const struct ggml_type_traits *wt = ggml_get_type_traits(type), *xt = ggml_get_type_traits(xtype);
     float *wd = malloc(sizeof(float) * (size_t) m * k), *xd = malloc(sizeof(float) * (size_t) n * k);
-    void *xq = malloc(ggml_row_size(GGML_TYPE_Q8_0, k) * n);
+    uint8_t *xq = malloc(xrow * n);
     wt->to_float(w->data, wd, (int64_t) m * k);
-    ggml_quantize_chunk(GGML_TYPE_Q8_0, x, xq, 0, n, k, NULL);
-    q8->to_float(xq, xd, (int64_t) n * k);
+    for (int j = 0; j < n; j++) ggml_get_type_traits_cpu(xtype)->from_float(x + (size_t) j * k, xq + j * xrow, k);
+    for (int j = 0; j < n && xtype == GGML_TYPE_Q8_K; j++) {  /* ggml has no to_float for Q8_K: d times the codes */
+        for (int l = 0; l < k; l++) {
+            const uint8_t *b = xq + j * xrow + (size_t) (l / 256) * 292;
+            float d;
+            memcpy(&d, b, sizeof d);
+            xd[(size_t) j * k + l] = d * ((const int8_t *) (b + 4))[l % 256];
+        }
+    }
+    if (xtype != GGML_TYPE_Q8_K) xt->to_float(xq, xd, (int64_t) n * k);
 
     const float *batch = product(ctx, w, x, n, k, 2);
     double max_error = 0, max_result = 0;
+    bool same_as_defined = true;
     for (int j = 0; j < n; j++) {
         for (int i = 0; i < m; i++) {
             double s = 0;
             for (int l = 0; l < k; l++) s += (double) wd[(size_t) i * k + l] * xd[(size_t) j * k + l];
-            max_error = fmax(max_error, fabs(s - batch[(size_t) j * m + i]));
+            const float got = batch[(size_t) j * m + i];
+            max_error = fmax(max_error, fabs(s - got));
             max_result = fmax(max_result, fabs(s));
+            const float defined = defined_dot(type, (const uint8_t *) w->data + i * w->nb[1], xq + j * xrow, k);
+            same_as_defined &= memcmp(&defined, &got, sizeof got) == 0;
         }
     }
     bool same_alone = true, same_threads = true;
@@ -77,8 +189,9 @@ int main(int argc, char **argv) {
     for (int threads = 1; threads <= 3; threads += 2) {
         same_threads &= memcmp(product(ctx, w, x, n, k, threads), batch, sizeof(float) * (size_t) m * n) == 0;
     }
-    printf("{\"max_error\": %.9g, \"max_result\": %.9g, \"same_alone\": %s, \"same_threads\": %s}\n", max_error,
-           max_result, same_alone ? "true" : "false", same_threads ? "true" : "false");
+    printf("{\"max_error\": %.9g, \"max_result\": %.9g, \"same_alone\": %s, \"same_threads\": %s, "
+           "\"same_as_defined\": %s}\n", max_error, max_result, same_alone ? "true" : "false",
+           same_threads ? "true" : "false", same_as_defined ? "true" : "false");
     free(wf); free(x); free(wd); free(xd); free(xq);
     ggml_free(ctx);
     return 0;
