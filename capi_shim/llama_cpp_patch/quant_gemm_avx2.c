@@ -12,16 +12,14 @@
 //               acc = fma(float(S), d * d_a, acc); acc = fma(-float(M), dmin * d_a, acc)
 //   Q6_K:       S = sum_j sc_j * ((q . a)_j - 32 * (sum of a)_j), over the 16 sub-blocks of 16;
 //               acc = fma(float(S), d * d_a, acc)
-// with q the unsigned codes, a the activation's Q8_K values and d_a its scale. Every integer fits in int32 (at
-// most 63 * 31 * 128 * 256 for Q5_K), so the order the SIMD lanes add them in does not matter: any tiling, any
-// number of rows or threads, and any unit that sums exactly gives the same bits.
+// with q the unsigned codes, a the activation's Q8_K values (in [-127, 127]) and d_a its scale. Every integer
+// fits in int32 (at most 128 * 63 * 127 * 256 < 2^31), so the order the SIMD lanes add them in does not matter: any
+// tiling, any number of rows or threads, and any unit that sums exactly gives the same bits.
 //
-// Decode (one activation row) takes 8 weight rows at a time straight from their blocks. More activation rows take
-// 4 weight rows at a time, unpacked once (codes as unsigned bytes, each 32 codes' scale register, each block's
-// floats) and passed over the activation rows two by two. Either way a tile is 8 outputs, whose integer sums are
-// taken along their rows 32 codes at a time (vpmaddubsw, then vpmaddwd with the scales) and folded into one
-// register, so that the floats of the 8 outputs are taken together. A tile that runs past the last row or column
-// repeats a valid one and does not store it.
+// Decode (one activation row) takes 8 weight rows at a time straight from their blocks, one row after the other.
+// More activation rows take a panel of 8 weight rows, unpacked once, code group by code group, and passed over
+// the activation rows four at a time (see qg_panel_cols). The threads split the weight rows 8 at a time. A tile
+// that runs past the last weight row repeats a valid one and does not store it.
 
 #if defined(__AVX2__) && defined(__FMA__)
 #define GGML_QUANT_GEMM_AVX2 1
@@ -33,7 +31,6 @@ const char newrllama_llama_cpp_patch_quant_gemm_avx2[] = "newrllama-llama-cpp-pa
 enum {
     QG_LANES = 8,       // outputs per tile
     QG_RUNS = QK_K / 32, // runs of 32 codes per block
-    QG_RUN_BYTES = 64,  // an unpacked run: 32 codes, then the 16 int16 that multiply their pair sums
 };
 
 // A block of weights as the kernel reads it: the codes and what multiplies them. For Q4_K and Q5_K, sm holds the
@@ -173,64 +170,203 @@ static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type 
     return acc;
 }
 
-// 4 weight rows, unpacked run by run with the rows of a run side by side, so that a tile reads them through one
-// pointer: for run j of block l and row r, at runs + ((l * QG_RUNS + j) * 4 + r) * QG_RUN_BYTES, the codes and
-// the scale register; sums[(l * 4 + r)]: what multiplies the block's 16 activation sums; d, dmin[l * 4 + r].
+// More activation rows take a panel of 8 weight rows, unpacked once per pass over the activations: for each group
+// of 4 codes, one register holding the 8 rows' 4 codes (lane r: row r), so that one vpmaddubsw multiplies 8 rows
+// by 4 broadcast activations. The int16 pair sums add up exactly over a unit of groups before vpmaddwd widens them
+// with the rows' scales: 8 groups (a sub-block) of Q4_K codes up to 15, 4 of Q5_K up to 31, 2 of Q6_K up to 63,
+// as the activations of Q8_K lie in [-127, 127] (2 * 2 * 63 * 127 < 32768). A lane's int32 sum is then its row's
+// S, with no folding across lanes.
+enum {
+    QG_GROUPS = QK_K / 4,            // groups of 4 codes per block
+    QG_PANEL_COLS = 4,               // activation rows a panel takes together
+    QG_CHUNK_COLS = 64,              // activation rows per pass over a thread's panels, kept in cache
+};
+
+static inline int qg_unit_groups(enum ggml_type type) {
+    return type == GGML_TYPE_Q4_K ? 8 : type == GGML_TYPE_Q5_K ? 4 : 2;
+}
+
+// Pairs of int16 that multiply the block's activation sums with vpmaddwd: Q4_K and Q5_K 4 pairs of mins (the
+// sub-blocks' sums of 32 are taken in pairs), Q6_K 8 pairs of scales (the sums of 16).
+static inline int qg_sum_pairs(enum ggml_type type) {
+    return type == GGML_TYPE_Q6_K ? 8 : 4;
+}
+
+// Codes per sub-block: 32 for Q4_K and Q5_K, 16 for Q6_K.
+static inline int qg_sub_codes(enum ggml_type type) {
+    return type == GGML_TYPE_Q6_K ? 16 : 32;
+}
+
+// 8 weight rows unpacked for the panel kernel: codes[l * QG_GROUPS + g] the rows' 4 codes of group g of block l;
+// scales[l * sub-blocks + s] the rows' scale of sub-block s, as an int16 pair per lane; pairs[l * qg_sum_pairs + i]
+// the rows' i-th pair of what multiplies the activation sums; d and dmin[l * 8 + r].
 typedef struct {
-    uint8_t * runs;
-    __m256i * sums;
+    __m256i * codes;
+    __m256i * scales;
+    __m256i * pairs;
     float * d;
     float * dmin;
-    int nb;
-} qg_rows;
+} qg_panel;
 
-static void qg_unpack(enum ggml_type type, const char * row, int r, qg_rows * t) {
-    for (int l = 0; l < t->nb; l++) {
-        const qg_block k = qg_read(type, row, l);
-        for (int j = 0; j < QG_RUNS; j++) {
-            uint8_t * run = t->runs + ((size_t) (l * QG_RUNS + j) * 4 + r) * QG_RUN_BYTES;
-            _mm256_storeu_si256((__m256i *) run, qg_codes(&k, j));
-            _mm256_storeu_si256((__m256i *) (run + 32), qg_scales(&k, j));
-        }
-        t->sums[l * 4 + r] = qg_sum_weights(&k);
-        t->d[l * 4 + r] = k.d;
-        t->dmin[l * 4 + r] = k.dmin;
+// The 16 bytes of 8 rows (v[r]) transposed: cols[k] holds byte 2k of each row in its low 8 bytes and byte 2k + 1
+// in its high 8 bytes, in row order.
+static inline void qg_transpose_bytes(const __m128i v[QG_LANES], __m128i cols[QG_LANES]) {
+    __m128i a[QG_LANES], b[QG_LANES];
+    for (int i = 0; i < QG_LANES; i += 2) {
+        a[i] = _mm_unpacklo_epi8(v[i], v[i + 1]);
+        a[i + 1] = _mm_unpackhi_epi8(v[i], v[i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {  // rows 0-3, then 4-7: bytes 0-3, 4-7, 8-11, 12-15 of 4 rows each
+        b[4 * h] = _mm_unpacklo_epi16(a[4 * h], a[4 * h + 2]);
+        b[4 * h + 1] = _mm_unpackhi_epi16(a[4 * h], a[4 * h + 2]);
+        b[4 * h + 2] = _mm_unpacklo_epi16(a[4 * h + 1], a[4 * h + 3]);
+        b[4 * h + 3] = _mm_unpackhi_epi16(a[4 * h + 1], a[4 * h + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        cols[2 * i] = _mm_unpacklo_epi32(b[i], b[i + 4]);
+        cols[2 * i + 1] = _mm_unpackhi_epi32(b[i], b[i + 4]);
     }
 }
 
-// 4 unpacked weight rows by 2 activation rows (x); lane i: weight row i / 2, activation row i % 2.
-static inline __attribute__((always_inline)) __m256 qg_tile_unpacked(enum ggml_type type, const qg_rows * t,
-                                                                      const block_q8_K * const * x) {
-    const __m256i spread = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-    __m256 acc = _mm256_setzero_ps();
-    for (int l = 0; l < t->nb; l++) {
-        __m256i sum[QG_LANES], term[QG_LANES];
-        for (int i = 0; i < QG_LANES; i++) {
-            sum[i] = _mm256_setzero_si256();
+// Byte j of the 8 rows (from qg_transpose_bytes), widened to int32 lanes, signed or not.
+static inline __m256i qg_column(const __m128i cols[QG_LANES], int j, bool is_signed) {
+    const __m128i c = j % 2 ? _mm_srli_si128(cols[j / 2], 8) : cols[j / 2];
+    return is_signed ? _mm256_cvtepi8_epi32(c) : _mm256_cvtepu8_epi32(c);
+}
+
+// Bytes 2i and 2i + 1 of the 8 rows as an int16 pair per lane, signed or not.
+static inline __m256i qg_column_pair(const __m128i cols[QG_LANES], int i, bool is_signed) {
+    const __m128i c = _mm_unpacklo_epi8(cols[i], _mm_srli_si128(cols[i], 8));
+    return is_signed ? _mm256_cvtepi8_epi16(c) : _mm256_cvtepu8_epi16(c);
+}
+
+// The 8x8 transpose of 32-bit groups: out[g] holds group g of each of the 8 registers, in lane order.
+static inline void qg_transpose8(const __m256i v[QG_LANES], __m256i out[QG_LANES]) {
+    __m256i t[QG_LANES], s[QG_LANES];
+    for (int i = 0; i < QG_LANES; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < QG_LANES; i += 4) {
+        s[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        s[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        s[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        s[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        out[i] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x20);
+        out[i + 4] = _mm256_permute2x128_si256(s[i], s[i + 4], 0x31);
+    }
+}
+
+static inline __attribute__((always_inline)) void qg_unpack_panel(enum ggml_type type, const char * const * w, int nb,
+                                                                   qg_panel * p) {
+    const int npairs = qg_sum_pairs(type);
+    for (int l = 0; l < nb; l++) {
+        qg_block k[QG_LANES];
+        for (int r = 0; r < QG_LANES; r++) {
+            k[r] = qg_read(type, w[r], l);
+            p->d[l * QG_LANES + r] = k[r].d;
+            p->dmin[l * QG_LANES + r] = k[r].dmin;
         }
         for (int j = 0; j < QG_RUNS; j++) {
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *) (x[0][l].qs + 32 * j));
-            const __m256i a1 = _mm256_loadu_si256((const __m256i *) (x[1][l].qs + 32 * j));
-            const uint8_t * run = t->runs + (size_t) (l * QG_RUNS + j) * 4 * QG_RUN_BYTES;
-            for (int r = 0; r < 4; r++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *) (run + r * QG_RUN_BYTES));
-                const __m256i s = _mm256_loadu_si256((const __m256i *) (run + r * QG_RUN_BYTES + 32));
-                sum[2 * r] = _mm256_add_epi32(sum[2 * r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a0), s));
-                sum[2 * r + 1] = _mm256_add_epi32(sum[2 * r + 1], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a1), s));
+            __m256i v[QG_LANES];
+            for (int r = 0; r < QG_LANES; r++) {
+                v[r] = qg_codes(&k[r], j);
+            }
+            qg_transpose8(v, p->codes + l * QG_GROUPS + 8 * j);
+        }
+        // the rows' 16 bytes of scales (Q4_K, Q5_K: 8 scales then 8 mins; Q6_K: 16 signed scales), transposed
+        const bool q6 = type == GGML_TYPE_Q6_K;
+        __m128i v[QG_LANES], cols[QG_LANES];
+        for (int r = 0; r < QG_LANES; r++) {
+            v[r] = _mm_loadu_si128((const __m128i *) (q6 ? (const uint8_t *) ((const block_q6_K *) k[r].b)->scales : k[r].sm));
+        }
+        qg_transpose_bytes(v, cols);
+        for (int s = 0; s < QK_K / qg_sub_codes(type); s++) {
+            const __m256i x = qg_column(cols, s, q6);
+            p->scales[l * (QK_K / qg_sub_codes(type)) + s] =
+                _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
+        }
+        for (int i = 0; i < npairs; i++) {
+            p->pairs[l * npairs + i] = qg_column_pair(cols, q6 ? i : 4 + i, q6);
+        }
+    }
+}
+
+// The i-th pair of block x's activation sums, broadcast: Q6_K its sums of 16, 2i and 2i + 1; Q4_K and Q5_K the
+// sums of 32 of sub-blocks 2i and 2i + 1.
+static inline __m256i qg_activation_pair(enum ggml_type type, const block_q8_K * x, int i) {
+    int32_t v;
+    if (type == GGML_TYPE_Q6_K) {
+        memcpy(&v, x->bsums + 2 * i, sizeof(v));
+    } else {
+        const int16_t s0 = (int16_t) (x->bsums[4 * i] + x->bsums[4 * i + 1]);
+        const int16_t s1 = (int16_t) (x->bsums[4 * i + 2] + x->bsums[4 * i + 3]);
+        v = (int32_t) ((uint32_t) (uint16_t) s0 | (uint32_t) (uint16_t) s1 << 16);
+    }
+    return _mm256_set1_epi32(v);
+}
+
+// The panel by C activation rows (x): out[c * 8 + r] = output of weight row r and activation row c.
+static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type type, const qg_panel * p,
+                                                                 const block_q8_K * const * x, int nb, float * out,
+                                                                 const int C) {
+    const int G = qg_unit_groups(type);
+    const int units = QG_GROUPS / G;
+    const int subs = QK_K / qg_sub_codes(type);
+    const int npairs = qg_sum_pairs(type);
+    __m256 acc[QG_PANEL_COLS];
+    for (int c = 0; c < C; c++) {
+        acc[c] = _mm256_setzero_ps();
+    }
+    for (int l = 0; l < nb; l++) {
+        __m256i s32[QG_PANEL_COLS], m32[QG_PANEL_COLS];
+        for (int c = 0; c < C; c++) {
+            s32[c] = _mm256_setzero_si256();
+            m32[c] = _mm256_setzero_si256();
+        }
+        const __m256i * codes = p->codes + l * QG_GROUPS;
+        for (int u = 0; u < units; u++) {
+            __m256i s16[QG_PANEL_COLS];
+            for (int c = 0; c < C; c++) {
+                s16[c] = _mm256_setzero_si256();
+            }
+            for (int g = u * G; g < (u + 1) * G; g++) {
+                const __m256i w = _mm256_load_si256(codes + g);
+                for (int c = 0; c < C; c++) {
+                    int32_t a;
+                    memcpy(&a, x[c][l].qs + 4 * g, sizeof(a));
+                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a)));
+                }
+            }
+            const __m256i sc = _mm256_load_si256(p->scales + l * subs + u * G * 4 / qg_sub_codes(type));
+            for (int c = 0; c < C; c++) {
+                s32[c] = _mm256_add_epi32(s32[c], _mm256_madd_epi16(s16[c], sc));
             }
         }
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *) x[0][l].bsums);
-        const __m256i b1 = _mm256_loadu_si256((const __m256i *) x[1][l].bsums);
-        for (int r = 0; r < 4; r++) {
-            term[2 * r] = _mm256_madd_epi16(b0, t->sums[l * 4 + r]);
-            term[2 * r + 1] = _mm256_madd_epi16(b1, t->sums[l * 4 + r]);
+        for (int i = 0; i < npairs; i++) {
+            const __m256i pr = _mm256_load_si256(p->pairs + l * npairs + i);
+            for (int c = 0; c < C; c++) {
+                m32[c] = _mm256_add_epi32(m32[c], _mm256_madd_epi16(pr, qg_activation_pair(type, x[c] + l, i)));
+            }
         }
-        const __m256 d = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(t->d + l * 4)), spread);
-        const __m256 dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(t->dmin + l * 4)), spread);
-        const __m256 da = _mm256_blend_ps(_mm256_set1_ps(x[0][l].d), _mm256_set1_ps(x[1][l].d), 0xAA);
-        acc = qg_floats(type, acc, sum, term, d, dmin, da);
+        const __m256 d = _mm256_loadu_ps(p->d + l * QG_LANES);
+        const __m256 dmin = _mm256_loadu_ps(p->dmin + l * QG_LANES);
+        for (int c = 0; c < C; c++) {
+            const __m256 da = _mm256_set1_ps(x[c][l].d);
+            if (type == GGML_TYPE_Q6_K) {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s32[c], _mm256_slli_epi32(m32[c], 5))),
+                                         _mm256_mul_ps(d, da), acc[c]);
+            } else {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[c]), _mm256_mul_ps(d, da), acc[c]);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m32[c]), _mm256_mul_ps(dmin, da), acc[c]);
+            }
+        }
     }
-    return acc;
+    for (int c = 0; c < C; c++) {
+        _mm256_storeu_ps(out + c * QG_LANES, acc[c]);
+    }
 }
 
 // The three types as compile-time constants of the tiles, so that each gets its own code.
@@ -245,7 +381,8 @@ static bool ggml_quant_gemm_avx2_supports(const struct ggml_tensor * dst) {
 }
 
 // dst = src0 x src1 for the weight rows of this thread, src1 already in Q8_K in wdata (ggml converts it before the
-// barrier). The threads split the weight rows, 8 or 4 at a time.
+// barrier). The threads split the weight rows 8 at a time; with more than one activation row, each thread takes
+// them in chunks that stay in cache while its panels pass over them.
 static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -256,26 +393,29 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const size_t row_size = ggml_row_size(GGML_TYPE_Q8_K, ne10);
     const size_t ldb = row_size / sizeof(block_q8_K);
     const size_t ldc = nb1 / sizeof(float);
-    const int R = ne11 == 1 ? 8 : 4;
     const int64_t r2 = ne12 / ne02;
     const int64_t r3 = ne13 / ne03;
-    const int64_t tiles = (ne01 + R - 1) / R;
+    const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
     const int64_t t0 = tiles * params->ith / params->nth;
     const int64_t t1 = tiles * (params->ith + 1) / params->nth;
 
-    qg_rows t = { .nb = nb };
-    const size_t runs_size = (size_t) nb * QG_RUNS * 4 * QG_RUN_BYTES;
+    // decode: each block's partial sums per row; more rows: a panel
     const size_t part_size = (size_t) nb * 2 * QG_LANES * (sizeof(__m256i) + sizeof(float));
+    const size_t codes_size = (size_t) nb * QG_GROUPS * sizeof(__m256i);
+    const size_t scales_size = (size_t) nb * (QK_K / qg_sub_codes(type)) * sizeof(__m256i);
+    const size_t pairs_size = (size_t) nb * qg_sum_pairs(type) * sizeof(__m256i);
     __m256i * part = NULL;
-    if (R == 8) {
+    qg_panel p = { 0 };
+    if (ne11 == 1) {
         part = (__m256i *) ggml_aligned_malloc(part_size);
         GGML_ASSERT(part);
     } else {
-        t.runs = (uint8_t *) ggml_aligned_malloc(runs_size);
-        t.sums = (__m256i *) ggml_aligned_malloc((size_t) nb * 4 * sizeof(__m256i));
-        t.d = (float *) malloc((size_t) nb * 4 * sizeof(float));
-        t.dmin = (float *) malloc((size_t) nb * 4 * sizeof(float));
-        GGML_ASSERT(t.runs && t.sums && t.d && t.dmin);
+        p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
+        p.scales = (__m256i *) ggml_aligned_malloc(scales_size);
+        p.pairs = (__m256i *) ggml_aligned_malloc(pairs_size);
+        p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+        p.dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+        GGML_ASSERT(p.codes && p.scales && p.pairs && p.d && p.dmin);
     }
 
     for (int64_t i13 = 0; i13 < ne13; i13++) {
@@ -283,33 +423,60 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
             const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
             const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
             float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-            for (int64_t tile = t0; tile < t1; tile++) {
-                const int64_t i0 = tile * R;
-                const char * w[QG_LANES];
-                for (int r = 0; r < R; r++) {  // rows past the end repeat the last one
-                    w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
-                }
-                float out[QG_LANES];
-                if (R == 8) {
-#define QG_ROWS(T) qg_tile_rows(T, w, b, nb, part)
-                    _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
-#undef QG_ROWS
-                    for (int r = 0; r < R && i0 + r < ne01; r++) {
-                        c[i0 + r] = out[r];
+            for (int64_t j0 = 0; j0 < ne11; j0 += QG_CHUNK_COLS) {
+                const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
+                for (int64_t tile = t0; tile < t1; tile++) {
+                    const int64_t i0 = tile * QG_LANES;
+                    const int rows = (int) MIN(QG_LANES, ne01 - i0);
+                    const char * w[QG_LANES];
+                    for (int r = 0; r < QG_LANES; r++) {  // rows past the end repeat the last one
+                        w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
                     }
-                    continue;
-                }
-                for (int r = 0; r < 4; r++) {
-                    qg_unpack(type, w[r], r, &t);
-                }
-                for (int64_t j = 0; j < ne11; j += 2) {
-                    const block_q8_K * x[2] = { b + j * ldb, b + MIN(j + 1, ne11 - 1) * ldb };
-#define QG_UNPACKED(T) qg_tile_unpacked(T, &t, x)
-                    _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_UNPACKED));
-#undef QG_UNPACKED
-                    for (int r = 0; r < 4 && i0 + r < ne01; r++) {
-                        for (int k = 0; k < 2 && j + k < ne11; k++) {
-                            c[(j + k) * ldc + i0 + r] = out[2 * r + k];
+                    float out[QG_PANEL_COLS * QG_LANES];
+                    if (ne11 == 1) {
+#define QG_ROWS(T) qg_tile_rows(T, w, b, nb, part)
+                        _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
+#undef QG_ROWS
+                        memcpy(c + i0, out, rows * sizeof(float));
+                        continue;
+                    }
+#define QG_UNPACK(T) qg_unpack_panel(T, w, nb, &p)
+                    QG_BY_TYPE(type, QG_UNPACK);
+#undef QG_UNPACK
+                    int64_t j = j0;
+                    for (; j + QG_PANEL_COLS <= j1; j += QG_PANEL_COLS) {
+                        const block_q8_K * x[QG_PANEL_COLS];
+                        for (int k = 0; k < QG_PANEL_COLS; k++) {
+                            x[k] = b + (j + k) * ldb;
+                        }
+#define QG_COLS4(T) qg_panel_cols(T, &p, x, nb, out, QG_PANEL_COLS)
+                        QG_BY_TYPE(type, QG_COLS4);
+#undef QG_COLS4
+                        for (int k = 0; k < QG_PANEL_COLS; k++) {
+                            memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
+                        }
+                    }
+                    if (j < j1) {  // the last 1-3 activation rows
+                        const int left = (int) (j1 - j);
+                        const block_q8_K * x[QG_PANEL_COLS];
+                        for (int k = 0; k < left; k++) {
+                            x[k] = b + (j + k) * ldb;
+                        }
+#define QG_COLS1(T) qg_panel_cols(T, &p, x, nb, out, 1)
+#define QG_COLS2(T) qg_panel_cols(T, &p, x, nb, out, 2)
+#define QG_COLS3(T) qg_panel_cols(T, &p, x, nb, out, 3)
+                        if (left == 1) {
+                            QG_BY_TYPE(type, QG_COLS1);
+                        } else if (left == 2) {
+                            QG_BY_TYPE(type, QG_COLS2);
+                        } else {
+                            QG_BY_TYPE(type, QG_COLS3);
+                        }
+#undef QG_COLS1
+#undef QG_COLS2
+#undef QG_COLS3
+                        for (int k = 0; k < left; k++) {
+                            memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
                         }
                     }
                 }
@@ -317,13 +484,14 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         }
     }
 
-    if (R == 8) {
+    if (ne11 == 1) {
         ggml_aligned_free(part, part_size);
     } else {
-        ggml_aligned_free(t.runs, runs_size);
-        ggml_aligned_free(t.sums, (size_t) nb * 4 * sizeof(__m256i));
-        free(t.d);
-        free(t.dmin);
+        ggml_aligned_free(p.codes, codes_size);
+        ggml_aligned_free(p.scales, scales_size);
+        ggml_aligned_free(p.pairs, pairs_size);
+        free(p.d);
+        free(p.dmin);
     }
 }
 #endif
