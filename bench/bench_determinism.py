@@ -1,13 +1,13 @@
 """Same input, same output: the share of identical answers in each case of issue 45's table, and what the
 batch-invariant default costs, against batch_invariant=False, prefix_cache=False and the previous code.
 
-Cases (embedded model, 32 prompts "Here is a short story about ...", 32 greedy tokens, n_seq_max=32, 2 threads):
+Cases (embedded model or --model, 32 prompts "Here is a short story about ...", 32 greedy tokens, n_seq_max=32, 2 threads):
   same call after threads  the call again on a context where 4 threads had each called 8 of the prompts
   threads vs one call      those 4 threads' answers against the one call of 32
   fresh vs warmed          the call on a context that first ran another call, against a fresh context
   alone vs in the batch    8 of the prompts each alone on a context of its own
   seeded after other work  8 prompts at temperature 0.9, seed 7, again after another call
-and annotate() on the instruct model (the first sentence of each of the 70 Reuters stories of r-cran-tm,
+and annotate() on the instruct model (--instruct; the first sentence of each of the 70 Reuters stories of r-cran-tm,
 8 labels, debias="none"): the same call after another call on the context, and on a fresh context, its
 probabilities compared bit for bit. A case counts texts, token ids and probabilities: all must be equal.
 
@@ -16,6 +16,7 @@ variants in turn (bench/in_turn.py); the previous code is a checkout whose shim 
 
     git worktree add /tmp/prev 5df0144 && (cd /tmp/prev && .venv/bin/python setup.py build_ext --inplace)
     .venv/bin/python bench/bench_determinism.py [--repeats 2] [--previous /tmp/prev] [--variants NAME ...]
+        [--model qwen2.5-coder-1.5b] [--instruct qwen2.5-coder-1.5b]
 Writes bench/results/determinism-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+from bench_models import add_model_argument, model_label, model_path  # noqa: E402
 
 SUBJECTS = ["a lighthouse keeper", "a lost dog", "the last train", "a quiet village", "an old clock", "a young chef",
             "a broken bridge", "the winter sea", "a paper kite", "a stubborn goat", "the night market",
@@ -51,10 +54,9 @@ def first_sentences() -> list:
     return [text.replace("\n", " ").split(". ")[0][:300] for text, _ in reuters_stories()]
 
 
-def worker(options: dict) -> dict:
+def worker(options: dict, model_path: str, instruct_path: str) -> dict:
     import newrllama
     from helpers.callers import call_from_threads
-    from fetch_instruct_model import instruct_model_path
 
     def ctx_of(model, **kw):
         return newrllama.Context(model, **{"n_ctx": 16384, "n_seq_max": 32, "n_threads": 2, **options, **kw})
@@ -68,7 +70,7 @@ def worker(options: dict) -> dict:
     greedy = newrllama.SamplingParams(max_tokens=32)
     seeded = newrllama.SamplingParams(max_tokens=32, temperature=0.9, seed=7)
     cases, seconds = {}, {}
-    with newrllama.Model() as model:
+    with newrllama.Model(model_path) as model:
         with ctx_of(model) as ctx:
             ctx.generate_parallel(OTHER, newrllama.SamplingParams(max_tokens=2))  # warm-up (not the prompts)
             t0 = time.perf_counter()
@@ -90,7 +92,7 @@ def worker(options: dict) -> dict:
                 alone += seen([ctx.generate(p, greedy)])
         cases["alone vs in the batch"] = same(alone, ref[:8])
     texts = first_sentences()
-    with newrllama.Model(instruct_model_path()) as instruct:
+    with newrllama.Model(instruct_path) as instruct:
         def annotate(ctx):
             return [(a.label, a.probs) for a in newrllama.annotate(texts, LABELS, "Give the topic of the news story.",
                                                                     debias="none", context=ctx)]
@@ -109,13 +111,14 @@ def worker(options: dict) -> dict:
     return {"cases": cases, **{f"{k} seconds": v for k, v in seconds.items()}}
 
 
-def run_variant(name: str, previous: str) -> dict:
+def run_variant(name: str, previous: str, model_path: str, instruct_path: str) -> dict:
     options = VARIANTS[name]
     env = dict(os.environ)
     if options == "previous":
         env["PYTHONPATH"] = str(Path(previous) / "python_core")
         options = {}
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(options)], env=env, check=True,
+    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps([options, model_path, instruct_path])],
+                          env=env, check=True,
                           capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["seconds"] = result["generation, 32 prompts seconds"]
@@ -128,18 +131,23 @@ def main() -> None:
     ap.add_argument("--previous", default="")
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--worker", default=None)
+    ap.add_argument("--instruct", default="qwen2.5-coder-0.5b", help="the model annotate() runs on (as --model)")
+    add_model_argument(ap)
     args = ap.parse_args()
     if args.worker is not None:
-        print(json.dumps(worker(json.loads(args.worker))))
+        print(json.dumps(worker(*json.loads(args.worker))))
         return
     from bench_results import write_results
+    path, instruct_path = model_path(args.model), model_path(args.instruct)
+    labels = {"model": model_label(path), "instruct": model_label(instruct_path)}
     from in_turn import paired_median, run_in_turn
     names = [n for n in args.variants if VARIANTS[n] != "previous" or args.previous]
-    raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous)) for n in names}, args.repeats)
+    raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous, path, instruct_path)) for n in names},
+                      args.repeats)
     base = names[0]
     ratios = {n: {k: paired_median(raw, lambda runs, n=n, k=k: runs[n][k] / runs[base][k])
                   for k in ("generation, 32 prompts seconds", "annotate, 70 texts seconds")} for n in names[1:]}
-    write_results("determinism", {"previous": args.previous and subprocess.run(
+    write_results("determinism", {**labels, "previous": args.previous and subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=args.previous, capture_output=True, text=True).stdout.strip(),
         "time_against_default": ratios, "raw": raw})
     for n in names:

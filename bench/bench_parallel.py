@@ -1,7 +1,7 @@
 """Generation throughput of newrllama's scheduler, side by side with its C driver and llama.cpp's own tool.
 
 For 1, 4, 8, 16, 32 prompts of 16 tokens each, 48 new greedy tokens per prompt, 2 threads, the
-embedded model, generated tokens per second with prefill included, for:
+embedded model (or --model), generated tokens per second with prefill included, for:
   - Context.generate_parallel: the Python scheduler driving the C step primitives,
     with the scheduler's own Python time per step (us);
   - the C driver (newrllama_generate_parallel_ex) over the same primitives;
@@ -24,7 +24,7 @@ generate() with one prompt against one generate_parallel call of the same 16 pro
 one warmed context), and the drift over --drift-calls calls of 8 prompts.
 
     .venv/bin/python bench/bench_parallel.py [--sizes 1 4 8 16 32] [--repeats 3] [--drift-calls 100]
-        [--no-r] [--no-llama-cpp] [--no-generate-loop] [--no-batched-bench]
+        [--no-r] [--no-llama-cpp] [--no-generate-loop] [--no-batched-bench] [--model qwen2.5-coder-1.5b]
 Writes bench/results/parallel-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import newrllama
+from bench_models import add_model_argument, model_label, model_path
 from bench_results import write_results
 from in_turn import Run, median_of, paired_median, run_in_turn
 from llama_tools import llama_tool_binary, run_batched_bench_warm
@@ -62,7 +63,7 @@ R_SCRIPT = """
 library(newrllama)
 args <- commandArgs(trailingOnly = TRUE)
 prompts <- readLines(args[[1]])
-model <- model_load()
+model <- model_load(args[[5]])
 ctx <- context_create(model, n_ctx = as.integer(args[[2]]), n_threads = 2L, n_seq_max = length(prompts))
 invisible(generate_parallel(ctx, prompts, max_tokens = as.integer(args[[4]]), progress = FALSE))
 t0 <- Sys.time()
@@ -127,12 +128,12 @@ def c_driver_engine(model, prompts) -> Run:
     return run
 
 
-def batched_bench_engine(binary: str, n: int, unified: bool) -> Run:
+def batched_bench_engine(binary: str, n: int, unified: bool, path: str) -> Run:
     args = ["-c", str(n_ctx_for(n)), "-b", "512", "-ub", "512", "-npp", str(PROMPT_TOKENS), "-npl", str(n)]
     args += ["-kvu"] if unified else []
 
     def run(_repeat: int) -> Dict:
-        out = run_batched_bench_warm(binary, args, MAX_TOKENS - 1, N_THREADS)
+        out = run_batched_bench_warm(binary, args, MAX_TOKENS - 1, N_THREADS, path)
         return {**out, "tokens": n * (int(out["row"]["TG"]) + 1)}
     return run
 
@@ -157,7 +158,7 @@ def llama_cpp_loop_engine(llm, prompts) -> Run:
     return run
 
 
-def r_engine(texts: List[str]) -> Run:
+def r_engine(texts: List[str], path: str) -> Run:
     """R's generate_parallel in a new R session, warmed up as ours; only its call is timed."""
     def run(_repeat: int) -> Dict:
         with tempfile.TemporaryDirectory() as tmp:
@@ -167,7 +168,7 @@ def r_engine(texts: List[str]) -> Run:
             env = dict(os.environ, NEWRLLAMA_PYTHON=sys.executable,
                        R_LIBS=os.environ.get("R_LIBS", str(ROOT / ".Rlib")))
             out = subprocess.run(["Rscript", str(script), str(prompt_file), str(n_ctx_for(len(texts))),
-                                  str(MAX_TOKENS), str(WARM_TOKENS)], capture_output=True, text=True, env=env,
+                                  str(MAX_TOKENS), str(WARM_TOKENS), path], capture_output=True, text=True, env=env,
                                  timeout=600)
         if out.returncode != 0:
             raise RuntimeError(f"R benchmark failed: {out.stderr[-2000:]}")
@@ -180,20 +181,20 @@ def rate(figures: Dict) -> float:
     return figures["tokens"] / figures["seconds"]
 
 
-def bench_size(model, prompts, binary, llm, generate_loop: bool, with_r: bool, repeats: int) -> Dict:
+def bench_size(model, path, prompts, binary, llm, generate_loop: bool, with_r: bool, repeats: int) -> Dict:
     n = len(prompts)
     engines: Dict[str, Run] = {"generate_parallel": python_engine(model, prompts),
                                "C driver": c_driver_engine(model, prompts)}
     if binary:
-        engines[BATCHED_BENCH] = batched_bench_engine(binary, n, unified=False)
-        engines[BATCHED_BENCH_KVU] = batched_bench_engine(binary, n, unified=True)
+        engines[BATCHED_BENCH] = batched_bench_engine(binary, n, unified=False, path=path)
+        engines[BATCHED_BENCH_KVU] = batched_bench_engine(binary, n, unified=True, path=path)
     if generate_loop:
         engines["generate loop"] = generate_loop_engine(model, prompts)
     if llm is not None:
         engines["llama-cpp-python loop"] = llama_cpp_loop_engine(llm, prompts)
     if with_r and n == 16:
         texts = [model.detokenize(p) for p in prompts]
-        engines["R generate_parallel"] = r_engine(texts)
+        engines["R generate_parallel"] = r_engine(texts, path)
         engines["generate_parallel on R's texts"] = python_engine(model, texts)
     raw = run_in_turn(engines, repeats, label=f"{n:3d} prompts, ")
     summary = {"prompts": n, "tokens_per_s": {e: statistics.median(rate(r["runs"][e]) for r in raw) for e in engines},
@@ -276,24 +277,26 @@ def main() -> int:
     parser.add_argument("--no-llama-cpp", action="store_true")
     parser.add_argument("--no-generate-loop", action="store_true")
     parser.add_argument("--no-batched-bench", action="store_true")
+    add_model_argument(parser)
     args = parser.parse_args()
 
-    model = newrllama.Model()
+    path = model_path(args.model)
+    model = newrllama.Model(path)
     all_prompts = sixteen_token_prompts(model)
     binary = None if args.no_batched_bench else llama_tool_binary()
     llm = None
     if not args.no_llama_cpp:
         from llama_cpp import Llama
-        llm = Llama(newrllama.default_model_path(), n_ctx=512, n_threads=N_THREADS, verbose=False)
+        llm = Llama(path, n_ctx=512, n_threads=N_THREADS, verbose=False)
     sizes = {}
     for n in args.sizes:
         prompts = (all_prompts * (n // len(all_prompts) + 1))[:n]
-        sizes[n] = bench_size(model, prompts, binary, llm, not args.no_generate_loop, not args.no_r, args.repeats)
+        sizes[n] = bench_size(model, path, prompts, binary, llm, not args.no_generate_loop, not args.no_r, args.repeats)
     threads = bench_threads(model, (all_prompts * 2)[:16], args.repeats)
     drift = bench_drift(model, [model.detokenize(p) for p in all_prompts], args.drift_calls) if args.drift_calls else None
 
     print(f"\nGenerated tokens/s, prefill included ({PROMPT_TOKENS}-token prompts, {MAX_TOKENS} new tokens each "
-          f"(llama-batched-bench: -ntg {MAX_TOKENS - 1}), greedy, {N_THREADS} threads, embedded model; medians of "
+          f"(llama-batched-bench: -ntg {MAX_TOKENS - 1}), greedy, {N_THREADS} threads, {model_label(path)}; medians of "
           f"{args.repeats} repeats, ratios: medians of the ratios within a repeat)")
     for n, size in sizes.items():
         s = size["summary"]
@@ -307,7 +310,7 @@ def main() -> int:
     if drift:
         print(f"Drift over {drift['calls']} calls of 8 prompts: median of last 10 / median of first 10 = "
               f"{drift['last_over_first']:.3f}")
-    write_results("parallel", {"prompt_tokens": PROMPT_TOKENS, "max_tokens": MAX_TOKENS,
+    write_results("parallel", {"model": model_label(path), "prompt_tokens": PROMPT_TOKENS, "max_tokens": MAX_TOKENS,
                                "batched_bench_ntg": MAX_TOKENS - 1, "n_threads": N_THREADS, "repeats": args.repeats,
                                "batched_bench": binary, "sizes": sizes, "threads": threads, "drift": drift})
     model.close()

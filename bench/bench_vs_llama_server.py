@@ -2,7 +2,7 @@
 
 Both servers are started as users start them (llama-server built from the vendored
 llama.cpp by bench/build_llama_tools.sh; `python -m newrllama serve`), with 16
-sequences (slots), 2,048 KV cells each and 2 threads, on the embedded model, and are
+sequences (slots), 2,048 KV cells each and 2 threads, on the embedded model (or --model), and are
 driven by the same 16 concurrent clients (the openai package's AsyncOpenAI), greedy:
 - annotation: one ~430-token instruction no engine has seen, 64 short documents, 4
   tokens each (round 1); then 64 new documents under the same instruction (round 2);
@@ -25,6 +25,7 @@ conversations from 16 threads with the prefix cache on and off (each turn decode
 full).
 
     .venv/bin/python bench/bench_vs_llama_server.py [--repeats 2] [--docs 64] [--workloads "nothing shared" ...]
+        [--model qwen2.5-coder-1.5b]
 Writes bench/results/vs-llama-server-<date>-<cpu>.json (with --workloads:
 vs-llama-server-<workloads>-<date>-<cpu>.json).
 """
@@ -50,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 
 import newrllama  # noqa: E402
 from bench_annotate import CODEBOOK, OBJECTS, SUBJECTS, TOPICS, VERBS  # noqa: E402
+from bench_models import add_model_argument, model_label, model_path  # noqa: E402
 from bench_results import write_results  # noqa: E402
 from llama_tools import llama_tool_binary  # noqa: E402
 from helpers.server_process import ServerProcess, free_port  # noqa: E402
@@ -92,12 +94,12 @@ def unshared_prompts(task: int, docs: List[str]) -> List[str]:
 class LlamaServer:
     """llama-server on a free loopback port, as a user starts it."""
 
-    def __init__(self, binary: str, *extra: str) -> None:
+    def __init__(self, binary: str, path: str, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [binary, "-m", newrllama.default_model_path(), "--host", "127.0.0.1", "--port", str(self.port),
+            [binary, "-m", path, "--host", "127.0.0.1", "--port", str(self.port),
              "-np", str(N_SEQ), "-c", str(N_CTX), "-t", str(N_THREADS), "-tb", str(N_THREADS), *extra],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
@@ -251,13 +253,17 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=64)
     ap.add_argument("--workloads", nargs="+", choices=list(server_workloads(1, 1)),
                     help="only these server workloads (default: all)")
+    add_model_argument(ap)
     args = ap.parse_args()
+    path = model_path(args.model)
     chosen = args.workloads or list(server_workloads(1, 1))
     binary = llama_tool_binary("llama-server")
     raw: List[Dict] = []
-    with LlamaServer(binary) as theirs, LlamaServer(binary, "--swa-full") as theirs_full, \
-            ServerProcess(*OUR_SERVER_ARGS) as ours, ServerProcess(*OUR_SERVER_ARGS, "--no-prefix-cache") as plain, \
-            newrllama.Model() as model:
+    ours_args = (*OUR_SERVER_ARGS, "--model", path)
+    with LlamaServer(binary, path) as theirs, LlamaServer(binary, path, "--swa-full") as theirs_full, \
+            ServerProcess(*ours_args) as ours, ServerProcess(*ours_args, "--no-prefix-cache") as plain, \
+            newrllama.Model(path) as model:
+        label = model_label(path)
         engines = {"llama-server": theirs.url, SWA_FULL: theirs_full.url, "newrllama serve": ours.url,
                    PLAIN: plain.url}
         warm = short_prompts(N_SEQ)
@@ -287,7 +293,7 @@ def main() -> None:
 
     workloads: Dict[str, Dict] = {}
     print(f"\n{args.docs} documents per workload, {CLIENTS} concurrent clients, {N_SEQ} sequences, {N_THREADS} threads, "
-          f"embedded model; median over {args.repeats} repeats of ratios to llama-server within a repeat")
+          f"{label}; median over {args.repeats} repeats of ratios to llama-server within a repeat")
     for workload in chosen:
         engines_here = engines_of(workload)
         workloads[workload] = {
@@ -315,7 +321,7 @@ def main() -> None:
     for name, value in against_swa_full.items():
         print(f"{name}, newrllama serve / {SWA_FULL}: {value:.2f}x")
     name = "vs-llama-server" + ("-" + "-".join(w.split(",")[0].replace(" ", "-") for w in chosen) if args.workloads else "")
-    write_results(name, {"repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
+    write_results(name, {"model": label, "repeats": args.repeats, "docs": args.docs, "clients": CLIENTS, "n_seq": N_SEQ,
                          "threads": N_THREADS, "n_ctx": N_CTX, "llama_server": binary,
                          "workloads": workloads, "in_process": in_proc, "against_swa_full": against_swa_full,
                          "raw": raw})

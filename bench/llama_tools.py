@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import newrllama
 
@@ -20,13 +20,16 @@ def llama_tool_binary(target: str = "llama-batched-bench") -> str:
     return tool.stdout.strip().splitlines()[-1]
 
 
-def batched_bench_command(binary: str, args: List[str], n_threads: int) -> List[str]:
-    return [binary, "-m", newrllama.default_model_path(), "-t", str(n_threads), "-tb", str(n_threads)] + args
+def batched_bench_command(binary: str, args: List[str], n_threads: int, model_path: Optional[str] = None) -> List[str]:
+    return [binary, "-m", model_path or newrllama.default_model_path(), "-t", str(n_threads), "-tb", str(n_threads)] + args
 
 
-def run_batched_bench(binary: str, args: List[str], n_threads: int) -> List[Dict[str, float]]:
-    """One run on the embedded model; a dict per row of its table (PP, TG, B, N_KV, T_PP, S_PP, T_TG, S_TG, T, S)."""
-    out = subprocess.run(batched_bench_command(binary, args, n_threads), capture_output=True, text=True, timeout=3600)
+def run_batched_bench(binary: str, args: List[str], n_threads: int,
+                      model_path: Optional[str] = None) -> List[Dict[str, float]]:
+    """One run on the model (the embedded one by default); a dict per row of its table (PP, TG, B, N_KV, T_PP, S_PP,
+    T_TG, S_TG, T, S)."""
+    out = subprocess.run(batched_bench_command(binary, args, n_threads, model_path), capture_output=True, text=True,
+                         timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"llama-batched-bench failed: {out.stderr[-2000:]}")
     keys = ["PP", "TG", "B", "N_KV", "T_PP", "S_PP", "T_TG", "S_TG", "T", "S"]
@@ -38,7 +41,8 @@ def run_batched_bench(binary: str, args: List[str], n_threads: int) -> List[Dict
     return rows
 
 
-def run_batched_bench_warm(binary: str, args: List[str], n_tg: int, n_threads: int) -> Dict:
+def run_batched_bench_warm(binary: str, args: List[str], n_tg: int, n_threads: int,
+                           model_path: Optional[str] = None) -> Dict:
     """One shape (args without -ntg, one -npp and one -npl entry) with n_tg decode steps, timed after a warm-up.
 
     llama-batched-bench's own warm-up is one 16-token sequence, so its first row's full-width passes run
@@ -46,8 +50,8 @@ def run_batched_bench_warm(binary: str, args: List[str], n_tg: int, n_threads: i
     prefill, then one step of all of them), which is dropped. Returns the timed row's seconds (T), its
     row, the warm-up row and the command."""
     args = args + ["-ntg", f"1,{n_tg}"]
-    rows = run_batched_bench(binary, args, n_threads)
+    rows = run_batched_bench(binary, args, n_threads, model_path)
     if len(rows) != 2 or rows[1]["TG"] != n_tg:
         raise RuntimeError(f"llama-batched-bench gave {len(rows)} rows for a warm-up and a timed one: {rows}")
     return {"seconds": rows[1]["T"], "row": rows[1], "warm_up": rows[0],
-            "command": " ".join(batched_bench_command(binary, args, n_threads))}
+            "command": " ".join(batched_bench_command(binary, args, n_threads, model_path))}
