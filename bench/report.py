@@ -15,11 +15,35 @@ import re
 import statistics
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 
 def _f(x: float) -> str:
     return f"{x:.3f}"
+
+
+# The weights of the model files the benchmarks run: the files are all named Q4_K_M, but the two small models'
+# widths do not tile K-quants, so most of their weights are Q5_0.
+WEIGHTS = {
+    "gemma-3-270m-q4_k_m.gguf": "gemma-3-270m, embedded (81 Q5_0, 10 Q8_0, 27 Q4_K, 9 Q6_K tensors)",
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": "Qwen2.5-Coder-0.5B-Instruct (weights mostly Q5_0)",
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (169 Q4_K, 29 Q6_K tensors)",
+}
+
+
+EMBEDDED = "gemma-3-270m-q4_k_m.gguf"
+K_QUANT_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
+def model_of(r: dict) -> str:
+    """The model a results file ran, with its weights where the file is a known one."""
+    return WEIGHTS.get(r["machine"]["model"], r["machine"]["model"])
+
+
+def instruct_model_of(r: dict) -> str:
+    """The instruct model of bench_determinism's annotate() cases (the 0.5B one before files recorded it)."""
+    name = r.get("instruct", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    return WEIGHTS.get(name, name)
 
 
 def validity(r: dict) -> List[str]:
@@ -100,7 +124,7 @@ def vs_llama_server(r: dict) -> List[str]:
             rows.append([name, f"`{engine}`", f"{rate:.2f} {w['unit']}", f"{ratio:.2f}" if ratio else "1"])
     return table(
         f"{r['docs']} prompts per workload, {r['clients']} concurrent clients, {r['n_seq']} sequences (slots) of "
-        f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, embedded model, {r['machine']['cpu']}; medians over "
+        f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, {model_of(r)}, {r['machine']['cpu']}; medians over "
         f"{r['repeats']} repeats (ratio to llama-server: median of the ratios within a repeat):",
         ["workload", "engine", "rate", "ratio"], rows) + [""] + table(
         "In process, beside the servers:", ["comparison", "ratio"],
@@ -129,7 +153,7 @@ def determinism(r: dict) -> List[str]:
     gap = "annotate: largest probability gap"
     rows.append([gap] + [f"{max(repeat['runs'][n]['cases'][gap] for repeat in r['raw']):.4f}" for n in names])
     lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit) over "
-                  f"{len(r['raw'])} repeats, embedded model (annotate: instruct model), {r['machine']['cpu']}, commit "
+                  f"{len(r['raw'])} repeats, {model_of(r)} (annotate: {instruct_model_of(r)}), {r['machine']['cpu']}, commit "
                   f"{r['machine']['commit'][:10]}:",
                   ["case"] + names, rows)
     lines.append("")
@@ -167,7 +191,7 @@ def parallel(r: dict) -> List[str]:
     sizes = [size["summary"] for size in r["sizes"].values()]
     engines, pairs = list(sizes[0]["tokens_per_s"]), list(sizes[0]["ratios"])
     out = table(f"{r['prompt_tokens']}-token prompts, {r['max_tokens']} greedy tokens each (llama-batched-bench: "
-                f"`-ntg {r['batched_bench_ntg']}`, the same decode steps), {r['n_threads']} threads, embedded model, "
+                f"`-ntg {r['batched_bench_ntg']}`, the same decode steps), {r['n_threads']} threads, {model_of(r)}, "
                 f"{r['machine']['cpu']}; generated tokens/s with prefill, medians of {r['repeats']} repeats, engines in "
                 "turn after a full-width warm-up each:", ["prompts"] + [f"`{e}`" for e in engines] + ["Python us/step"],
                 [[str(s["prompts"])] + [f"{s['tokens_per_s'][e]:.1f}" for e in engines]
@@ -331,14 +355,6 @@ def short_texts(r: dict) -> List[str]:
                  ["set", "texts", "layout", "seconds", "x reference", "accuracy", "kappa", "order agreement"], rows)
 
 
-REPORTS: Dict[str, Callable[[dict], List[str]]] = {
-    "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server, "two-contexts": two_contexts,
-    "determinism": determinism, "stream-latency": stream_latency,
-    "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
-    "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
-    "short-texts": short_texts}
-
-
 def choice_rounding(r: dict) -> List[str]:
     shapes = [str(n) for n in r["shapes"]]
     return table(f"Log-probability of a label's first token when the prompt's step held other rows, {r['machine']['cpu']} "
@@ -486,12 +502,20 @@ def page(results: Path = RESULTS) -> List[str]:
     return out
 
 
-def _latest(kind: str, results: Path, name_has: str = "") -> Tuple[Path, dict]:
-    """The newest file of a kind among those that record the commit of the code they measured: a headline
-    figure must be tied to its code."""
+def _latest(kind: str, results: Path, name_has: str = "", model: str = "") -> Tuple[Path, dict]:
+    """The newest file of a kind (and model, if named) among those that record the commit of the code they
+    measured: a headline figure must be tied to its code."""
     files = [(p, json.loads(p.read_text())) for p in results.glob(f"{kind}-*.json")
              if kind_of(p) == kind and name_has in p.name]
+    files = [(p, r) for p, r in files if not model or r["machine"]["model"] == model]
     return max(((p, r) for p, r in files if "commit" in r["machine"]), key=lambda f: (_date_and_rerun(f[0]), f[0].name))
+
+
+def _latest_of_model(kind: str, results: Path, model: str, name_has: str = "") -> Optional[Tuple[Path, dict]]:
+    try:
+        return _latest(kind, results, name_has, model)
+    except ValueError:  # no such file that records its commit
+        return None
 
 
 def _anchor(path: Path) -> str:
@@ -503,20 +527,33 @@ def headline(results: Path = RESULTS) -> List[str]:
     rows = []
     path, r = _latest("annotate", results)
     s = max((d["summary"] for d in r["docs"]), key=lambda s: s["docs"])
-    rows.append([f"Annotation workload, {s['docs']} documents under one instruction: prefix cache on against off",
+    rows.append([f"Annotation workload, {s['docs']} documents under one instruction, {model_of(r)}: prefix cache on "
+                 "against off",
                  f"{s['speedup_on_over_off']:.1f}x faster", path])
-    path, r = _latest("vs-llama-server", results, "annotation")
-    rows.append(["The same workload over HTTP, 16 clients: `newrllama serve` against llama-server",
-                 " / ".join(f"{w['ratios']['newrllama serve']:.1f}x" for w in r["workloads"].values()) + " faster",
-                 path])
-    path, r = _latest("parallel", results)
-    rows.append(["Parallel generation against llama-batched-bench (" + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
-                 " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
-                            for s in r["sizes"].values()) + " the speed", path])
+    for model in (EMBEDDED, K_QUANT_MODEL):
+        found = _latest_of_model("vs-llama-server", results, model, "annotation")
+        if found:
+            path, r = found
+            swa = r.get("against_swa_full", {})
+            rows.append([f"The same workload over HTTP, 16 clients, {model_of(r)}: `newrllama serve` against "
+                         "llama-server as started by default (in brackets: against `--swa-full`, its best setting for "
+                         "shared starts), instruction new / cached",
+                         " / ".join(f"{w['ratios']['newrllama serve']:.1f}x"
+                                    + (f" ({swa[name]:.2f}x)" if name in swa else "")
+                                    for name, w in r["workloads"].items()) + " faster", path])
+    for model in (EMBEDDED, K_QUANT_MODEL):
+        found = _latest_of_model("parallel", results, model)
+        if found:
+            path, r = found
+            rows.append([f"Parallel generation against llama-batched-bench, {model_of(r)} ("
+                         + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
+                         " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
+                                    for s in r["sizes"].values()) + " the speed", path])
     path, r = _latest("determinism", results)
     default = next(n for n in r["raw"][0]["runs"] if "default" in n and "previous" not in n)
     pairs = [c for repeat in r["raw"] for case, c in repeat["runs"][default]["cases"].items() if not case.endswith("gap")]
-    rows.append(["Identical answers and probabilities, bit for bit, across reuse, threads and batches (default)",
+    rows.append([f"Identical answers and probabilities, bit for bit, across reuse, threads and batches (default), "
+                 f"{model_of(r)}; annotate(): {instruct_model_of(r)}",
                  f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
     path, r = _latest("attention", results)
     mode = {name: statistics.median(rep["runs"]["batch_invariant=False"]["seconds"] /
