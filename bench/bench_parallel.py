@@ -15,8 +15,8 @@ sampled, never decoded), and every step of llama-batched-bench decodes, so it ru
 its rate counts B x (TG + 1) generated tokens.
 Warm-up: every engine, in the context or process it is then timed in, first runs the same shape
 at full width: the prefill of every prompt and one decode step of all of them (ours: the same
-prompts with max_tokens 2, which the prefix cache cannot serve to the timed call, as 16-token
-prompts are below its 32-token minimum: the results record the cached tokens, 0;
+prompts with max_tokens 2, on a context without the prefix cache, so that the timed call prefills
+every prompt as the references do: the results record the cached tokens, 0;
 llama-batched-bench: -ntg 1,47, its first row dropped, as its own warm-up is one 16-token sequence).
 Each repeat runs the engines in turn, the first rotating between repeats; rates are medians over
 the repeats and ratios medians of the ratios within a repeat. Then 16 threads each calling
@@ -77,7 +77,7 @@ def n_ctx_for(n: int) -> int:
 
 
 def parallel_context(model, n):
-    return newrllama.Context(model, n_ctx=n_ctx_for(n), n_seq_max=n, n_threads=N_THREADS)
+    return newrllama.Context(model, n_ctx=n_ctx_for(n), n_seq_max=n, n_threads=N_THREADS, prefix_cache=False)
 
 
 def timed(call) -> Dict:

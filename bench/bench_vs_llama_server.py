@@ -53,7 +53,7 @@ import newrllama  # noqa: E402
 from bench_annotate import CODEBOOK, OBJECTS, SUBJECTS, TOPICS, VERBS  # noqa: E402
 from bench_models import add_model_argument, model_label, model_path  # noqa: E402
 from bench_results import write_results  # noqa: E402
-from llama_tools import llama_tool_binary  # noqa: E402
+from llama_tools import llama_tool_binary, reference_env  # noqa: E402
 from helpers.server_process import ServerProcess, free_port  # noqa: E402
 from short_prompts import short_prompts  # noqa: E402
 
@@ -101,7 +101,7 @@ class LlamaServer:
         self.process = subprocess.Popen(
             [binary, "-m", path, "--host", "127.0.0.1", "--port", str(self.port),
              "-np", str(N_SEQ), "-c", str(N_CTX), "-t", str(N_THREADS), "-tb", str(N_THREADS), *extra],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            stdout=self._log, stderr=subprocess.STDOUT, env=reference_env())
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

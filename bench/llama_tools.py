@@ -2,6 +2,7 @@
 llama-cpp-python, as references."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -20,6 +21,13 @@ def llama_tool_binary(target: str = "llama-batched-bench") -> str:
     return tool.stdout.strip().splitlines()[-1]
 
 
+def reference_env() -> Dict[str, str]:
+    """The environment a reference tool runs in, as a user starts it: without GGML_CPU_TILED_MM_FORCE, which
+    newrllama's shim sets in this process's C environment (a child would inherit it) for the types its kernels do
+    not take, and which would slow llama.cpp's own tool down for steps of fewer than 8 rows."""
+    return {k: v for k, v in os.environ.items() if k != "GGML_CPU_TILED_MM_FORCE"}
+
+
 def batched_bench_command(binary: str, args: List[str], n_threads: int, model_path: Optional[str] = None) -> List[str]:
     return [binary, "-m", model_path or newrllama.default_model_path(), "-t", str(n_threads), "-tb", str(n_threads)] + args
 
@@ -29,7 +37,7 @@ def run_batched_bench(binary: str, args: List[str], n_threads: int,
     """One run on the model (the embedded one by default); a dict per row of its table (PP, TG, B, N_KV, T_PP, S_PP,
     T_TG, S_TG, T, S)."""
     out = subprocess.run(batched_bench_command(binary, args, n_threads, model_path), capture_output=True, text=True,
-                         timeout=3600)
+                         timeout=3600, env=reference_env())
     if out.returncode != 0:
         raise RuntimeError(f"llama-batched-bench failed: {out.stderr[-2000:]}")
     keys = ["PP", "TG", "B", "N_KV", "T_PP", "S_PP", "T_TG", "S_TG", "T", "S"]
