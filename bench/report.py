@@ -36,8 +36,10 @@ K_QUANT_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 
 def model_of(r: dict) -> str:
-    """The model a results file ran, with its weights where the file is a known one."""
-    return WEIGHTS.get(r["machine"]["model"], r["machine"]["model"])
+    """The model a results file ran, with its weights where the file is a known one (files from before the
+    machine record named a model ran the embedded one)."""
+    name = r["machine"].get("model", EMBEDDED)
+    return WEIGHTS.get(name, name)
 
 
 def instruct_model_of(r: dict) -> str:
@@ -507,7 +509,7 @@ def _latest(kind: str, results: Path, name_has: str = "", model: str = "") -> Tu
     measured: a headline figure must be tied to its code."""
     files = [(p, json.loads(p.read_text())) for p in results.glob(f"{kind}-*.json")
              if kind_of(p) == kind and name_has in p.name]
-    files = [(p, r) for p, r in files if not model or r["machine"]["model"] == model]
+    files = [(p, r) for p, r in files if not model or r["machine"].get("model", EMBEDDED) == model]
     return max(((p, r) for p, r in files if "commit" in r["machine"]), key=lambda f: (_date_and_rerun(f[0]), f[0].name))
 
 
