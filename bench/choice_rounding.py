@@ -24,9 +24,11 @@ import llama_cpp
 import newrllama
 from bench_results import write_results
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "python"))
-from test_choices import (CAPITALS, NESTED, SHARED_STARTS, STORIES, TOPICS, capital_prompt,  # noqa: E402
-                          chat_copy_prompt, copy_prompt, oracle_probs)
+TESTS = Path(__file__).resolve().parent.parent / "tests" / "python"
+sys.path[:0] = [str(TESTS), str(TESTS / "engine")]
+from helpers.oracle import oracle_probs  # noqa: E402
+from helpers.samples import TOPIC_PROMPTS as STORIES, TOPICS  # noqa: E402
+from test_choices import CAPITALS, NESTED, SHARED_STARTS, capital_prompt, chat_copy_prompt, copy_prompt  # noqa: E402
 
 SHAPES = [1024, 16, 3, 1]
 
