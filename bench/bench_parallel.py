@@ -5,7 +5,7 @@ embedded model (or --model), generated tokens per second with prefill included, 
   - Context.generate_parallel: the Python scheduler driving the C step primitives,
     with the scheduler's own Python time per step (us);
   - the C driver (newrllama_generate_parallel_ex) over the same primitives;
-  - llama.cpp's llama-batched-bench built from the llama.cpp that llama-cpp-python 0.3.36
+  - llama.cpp's llama-batched-bench built from the llama.cpp that the pinned llama-cpp-python
     vendors (bench/build_llama_tools.sh, AMX off; -npp 16 -t 2), with its default KV layout
     (a stream per sequence, as our contexts) and with -kvu (one stream);
   - a loop of Context.generate and one of llama-cpp-python's create_completion;

@@ -13,10 +13,11 @@ NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 if [ -x "$BIN" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$TOOLS"
 if [ ! -d "$TOOLS/src" ]; then
-    "$ROOT/.venv/bin/python" -m pip download -q --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$TOOLS" >&2
+    VERSION="$("$ROOT/.venv/bin/python" "$ROOT/capi_shim/llama_cpp_pin.py")"
+    "$ROOT/.venv/bin/python" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$TOOLS" >&2
     mkdir -p "$TOOLS/src"
-    tar -xzf "$TOOLS"/llama_cpp_python-0.3.36.tar.gz -C "$TOOLS/src" --strip-components=3 \
-        llama_cpp_python-0.3.36/vendor/llama.cpp
+    tar -xzf "$TOOLS/llama_cpp_python-$VERSION.tar.gz" -C "$TOOLS/src" --strip-components=3 \
+        "llama_cpp_python-$VERSION/vendor/llama.cpp"
 fi
 cmake -S "$TOOLS/src" -B "$TOOLS/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_SERVER=ON -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >&2

@@ -18,7 +18,6 @@ from pathlib import Path
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c",
            "newrllama_logits_row.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c",
            "newrllama_system.c"]
@@ -41,15 +40,16 @@ class LlamaCppMissing(RuntimeError):
     pass
 
 
-def _load_platform_libs():
+def _load_sibling(name: str, file_name: str):
     # cffi runs this file by path, so its folder is not on sys.path.
-    spec = importlib.util.spec_from_file_location("newrllama_platform_libs", HERE / "platform_libs.py")
+    spec = importlib.util.spec_from_file_location(name, HERE / file_name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-platform_libs = _load_platform_libs()
+platform_libs = _load_sibling("newrllama_platform_libs", "platform_libs.py")
+LLAMA_CPP_PYTHON_VERSION = _load_sibling("newrllama_llama_cpp_pin", "llama_cpp_pin.py").llama_cpp_python_version()
 
 
 def llama_cpp_location() -> tuple[Path, Path]:

@@ -37,7 +37,6 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
 FLAVOURS = ("none", "cuda", "vulkan", "metal")
 # One architecture keeps a CUDA build to minutes; 75 (Turing: T4 and later, through PTX) unless overridden.
 DEFAULT_CUDA_ARCH = "75"
@@ -62,6 +61,8 @@ def _load_capi_shim_module(name: str, relative: str):
 platform_libs = _load_capi_shim_module("newrllama_platform_libs", "platform_libs.py")
 # newrllama's patches of the vendored llama.cpp (capi_shim/llama_cpp_patch/apply.py), applied before the build.
 llama_cpp_patch = _load_capi_shim_module("newrllama_llama_cpp_patch", "llama_cpp_patch/apply.py")
+LLAMA_CPP_PYTHON = ("llama-cpp-python=="
+                    + _load_capi_shim_module("newrllama_llama_cpp_pin", "llama_cpp_pin.py").llama_cpp_python_version())
 
 
 def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platform.system(),

@@ -49,7 +49,7 @@ ensure_llama_cpp() {
     if "$PY" "$ROOT/scripts/build_llama_cpp.py" --python "$PY" --gpu "$GPU" --check 2>/dev/null; then
         return
     fi
-    say "building llama-cpp-python 0.3.36 ($GPU) (4-5 minutes the first time; the wheel is kept per flavour)"
+    say "building llama-cpp-python $("$PY" "$ROOT/capi_shim/llama_cpp_pin.py") ($GPU) (4-5 minutes the first time; the wheel is kept per flavour)"
     "$PY" "$ROOT/scripts/build_llama_cpp.py" --python "$PY" --gpu "$GPU"
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 # ggml type -> (values per block, bytes per block), as ggml_blck_size() and ggml_type_size() of
-# the libggml that llama-cpp-python 0.3.36 ships give them.
+# the libggml of the pinned llama-cpp-python gives them.
 _BLOCKS: Dict[int, Tuple[int, int]] = {
     0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
     10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),

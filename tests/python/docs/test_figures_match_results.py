@@ -1,22 +1,17 @@
 """Figures in the documentation come from the committed results files, through bench/report.py, and nowhere else."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 
 import pytest
 
+from helpers import repo_modules
 from helpers.doc_pages import DOCS, ROOT, doc_pages
 
 
 def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"newrllama_bench_{name}", ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return repo_modules.load(f"bench/{name}.py", f"newrllama_bench_{name}")
 
 
 report = _bench_module("report")

@@ -8,7 +8,6 @@ AVX2, AVX512-VNNI or AMX, gives these bits)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
 import shlex
@@ -19,11 +18,11 @@ from typing import Dict, Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from helpers import repo_modules
+
+ROOT = repo_modules.ROOT
 CHECK = Path(__file__).resolve().parent / "c" / "quantized_matmul_check.c"
-spec = importlib.util.spec_from_file_location("newrllama_shim_build", ROOT / "capi_shim" / "build.py")
-shim_build = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(shim_build)
+shim_build = repo_modules.load("capi_shim/build.py", "newrllama_shim_build")
 
 KERNEL_OF = {"q5_0": "q0-gemm-vnni", "q8_0": "q0-gemm-vnni",
              "q4_K": "quant-gemm-avx2", "q5_K": "quant-gemm-avx2", "q6_K": "quant-gemm-avx2"}

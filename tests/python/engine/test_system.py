@@ -6,11 +6,12 @@ import pytest
 import newrllama
 from newrllama import _lib
 from newrllama._lib import ffi, lib
+from helpers import repo_modules
 
 
 def test_system_info_describes_this_build():
     info = newrllama.system_info()
-    assert info.llama_cpp_python == "0.3.36"
+    assert info.llama_cpp_python == repo_modules.llama_cpp_python_version()
     cpu = [d for d in info.devices if d.kind == "cpu"]
     assert cpu and cpu[0].backend == "CPU" and cpu[0].memory_total > 2**20
     assert info.gpu_offload == bool(lib.newrllama_supports_gpu_offload())

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from newrllama._lib import library_problem
+from helpers import repo_modules
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = repo_modules.ROOT
 
 
 def test_library_problem_names_each_mismatch():
-    good = ("0.3.36", "0.3.36", "/x/lib/libllama.so.0", "/x/lib", "abc", "abc")
+    pinned = repo_modules.llama_cpp_python_version()
+    good = (pinned, pinned, "/x/lib/libllama.so.0", "/x/lib", "abc", "abc")
     assert library_problem(*good) is None
     assert "0.3.35 is installed" in library_problem("0.3.35", *good[1:])
     assert "built against the libllama in /x/lib" in library_problem(*good[:2], "/y/lib/libllama.so.0", *good[3:])

@@ -1,19 +1,17 @@
 """scripts/build_llama_cpp.py: the build arguments of each flavour, its wheel directory, and the install check."""
 from __future__ import annotations
 
-import importlib.util
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from helpers import repo_modules
+
+ROOT = repo_modules.ROOT
 SCRIPT = ROOT / "scripts" / "build_llama_cpp.py"
-spec = importlib.util.spec_from_file_location("build_llama_cpp", SCRIPT)
-build = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(build)
+build = repo_modules.load("scripts/build_llama_cpp.py", "build_llama_cpp")
 
 NO_AMX = ["-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
           "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"]
@@ -89,7 +87,7 @@ def test_a_build_recorded_for_another_cpu_or_replaced_is_refused():
 
 
 def test_the_check_tells_flavours_apart():
-    cpu = {"version": "0.3.36", "libraries": ["libggml-base.so", "libggml-cpu.so", "libllama.so"], "gpu_offload": False}
+    cpu = {"version": repo_modules.llama_cpp_python_version(), "libraries": ["libggml-base.so", "libggml-cpu.so", "libllama.so"], "gpu_offload": False}
     vulkan = {**cpu, "libraries": cpu["libraries"] + ["libggml-vulkan.so"]}
     assert build.flavour_problems("none", cpu) == []
     assert build.flavour_problems("vulkan", vulkan) == []

@@ -2,17 +2,16 @@
 source they were not written for or one patched already, and name the patches their wheel is built with."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-spec = importlib.util.spec_from_file_location("llama_cpp_patch", ROOT / "capi_shim" / "llama_cpp_patch" / "apply.py")
-patch = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(patch)
+from helpers import repo_modules
 
-# The places of ggml's CPU sources the patches edit, as in the llama.cpp that llama-cpp-python 0.3.36 vendors.
+ROOT = repo_modules.ROOT
+patch = repo_modules.load("capi_shim/llama_cpp_patch/apply.py", "llama_cpp_patch")
+
+# The places of ggml's CPU sources the patches edit, as in the llama.cpp that the pinned llama-cpp-python vendors.
 OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic void other(void) {}\n\n"
        + patch.FLASH_ATTN_BF16_BLOCKED.kernel_anchor
        + "        const ggml_compute_params * params,\n        ggml_tensor * dst) {\n"
@@ -71,9 +70,7 @@ def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
 
 
 def test_the_wheel_directory_changes_with_the_patch(monkeypatch, tmp_path):
-    spec = importlib.util.spec_from_file_location("build_llama_cpp", ROOT / "scripts" / "build_llama_cpp.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = repo_modules.load("scripts/build_llama_cpp.py", "build_llama_cpp")
     before = build.wheel_dir(tmp_path, "none", [], ["-mavx2"])
     monkeypatch.setattr(build.llama_cpp_patch, "digest", lambda: "another")
     assert build.wheel_dir(tmp_path, "none", [], ["-mavx2"]) != before

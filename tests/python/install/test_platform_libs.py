@@ -5,7 +5,6 @@ Only Linux runs here; macOS and Windows are faked (a made-up llama-cpp-python fo
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import shlex
 import subprocess
 import sys
@@ -14,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from helpers import repo_modules
+
+ROOT = repo_modules.ROOT
 
 
-spec = importlib.util.spec_from_file_location("newrllama_shim_build", ROOT / "capi_shim" / "build.py")
-build = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(build)
+build = repo_modules.load("capi_shim/build.py", "newrllama_shim_build")
 platform_libs = build.platform_libs
 
 
