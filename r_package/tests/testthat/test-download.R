@@ -82,8 +82,8 @@ test_that("system_info() reports the build and its devices", {
 
 # The loopback hub of the Python tests, in a process of its own: it can cut bodies and be slow.
 hub_server <- function(files, delay = 0) {
-  script <- test_path("..", "..", "..", "tests", "python", "model_server.py")
-  skip_if_not(file.exists(script), "tests/python/model_server.py is not here (not run from the repository)")
+  script <- test_path("..", "..", "..", "tests", "python", "helpers", "model_server.py")
+  skip_if_not(file.exists(script), "tests/python/helpers/model_server.py is not here (not run from the repository)")
   args <- c("-u", script, paste0(names(files), "=", files), "--delay", delay)
   server <- processx::process$new(reticulate::py_config()$python, args, stdout = "|", stderr = "|",
                                   env = c("current", LD_LIBRARY_PATH = ""))
