@@ -9,11 +9,12 @@
 // so that a cell is read and widened once for them and a row's sums stay in registers across the block. A row's
 // arithmetic depends only on its query, its visible cells and their indices, never on the other rows of the step.
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library.
-extern "C" const char newrllama_llama_cpp_patch[] = "newrllama-llama-cpp-patch: flash-attn-bf16-blocked";
-
 #if defined(GGML_SIMD) && !defined(__ARM_FEATURE_SVE) && !defined(__riscv_v_intrinsic)
 #define GGML_FA_BF16_BLOCKED 1
+
+// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
+// only where the kernel is compiled in: on SVE, RISC-V V or builds without SIMD llama.cpp attends cell by cell.
+extern "C" const char newrllama_llama_cpp_patch[] = "newrllama-llama-cpp-patch: flash-attn-bf16-blocked";
 
 static constexpr int FA_BLOCK = 8;  // cells per online-softmax block
 static constexpr int FA_GROUP = 16; // rows that take a block together

@@ -2,6 +2,9 @@
 source they were not written for or one patched already, and name the patches their wheel is built with."""
 from __future__ import annotations
 
+import platform
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -67,6 +70,25 @@ def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
         p.patched(p.patched(text))
     with pytest.raises(patch.PatchError, match="no ggml"):
         patch.apply(tmp_path)
+
+
+# A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
+BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "-DGGML_SIMD"]
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
+                    reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
+@pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
+def test_the_marker_is_built_only_with_its_kernel(p):
+    """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...)."""
+    language = "c++" if p.kernel.suffix == ".cpp" else "c"
+
+    def preprocessed(flags):
+        return subprocess.run(["cc", "-E", "-P", "-x", language, *flags, str(p.kernel)], capture_output=True,
+                              text=True, check=True).stdout
+
+    assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
+    assert patch.MARKER + p.name not in preprocessed(BASELINE)
 
 
 def test_the_wheel_directory_changes_with_the_patch(monkeypatch, tmp_path):
