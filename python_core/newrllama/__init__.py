@@ -16,7 +16,7 @@ from .engine.convenience import generate_parallel
 from .runs.embedded import default_model_path
 from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
                        methods_text, plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
-from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, GenerationError, InvalidArgumentError, LibraryMismatchError,
+from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .engine.model import Model
 from .engine.params import SamplingParams
@@ -30,7 +30,7 @@ from .engine.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
+    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",

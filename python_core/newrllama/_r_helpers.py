@@ -113,6 +113,18 @@ def annotate(texts, labels, instruction, context, model, progress, definitions, 
     return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
 
 
+def context(model, **settings):
+    """A context and the message of the DeterminismWarning it gave (None without one), which R raises as its own."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", newrllama.DeterminismWarning)
+        made = newrllama.Context(model, **settings)
+    said = [str(w.message) for w in caught if issubclass(w.category, newrllama.DeterminismWarning)]
+    for w in caught:
+        if not issubclass(w.category, newrllama.DeterminismWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return made, (said[0] if said else None)
+
+
 def sampling_defaults():
     """Each sampling parameter's default, by name (R's signatures are tested against them)."""
     return {f.name: f.default for f in SAMPLING_FIELDS}

@@ -42,5 +42,9 @@ class ClusterError(NewrllamaError):
     """A cluster could not start (Ray missing, workers that never became ready) or lost its workers."""
 
 
+class DeterminismWarning(UserWarning):
+    """A context cannot hold what was asked of its numbers (batch invariance on layers offloaded to a GPU)."""
+
+
 class AnnotationWarning(UserWarning):
     """Labels that look wrong as a whole: nearly every text has one label, or many change with the listing order."""

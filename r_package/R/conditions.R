@@ -106,6 +106,13 @@ warn_failed <- function(errors, failed, table_function, what = "prompts") {
   ))
 }
 
+warn_determinism <- function(message) {
+  warning(structure(
+    class = c("newrllama_determinism_warning", "newrllama_warning", "warning", "condition"),
+    list(message = message, call = NULL)
+  ))
+}
+
 warn_group_dependent <- function(message) {
   warning(structure(
     class = c("newrllama_group_dependent_labels", "newrllama_warning", "warning", "condition"),

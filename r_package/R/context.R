@@ -33,7 +33,10 @@
 #'   probabilities do not depend on the other prompts decoded with it, or on
 #'   how its prompt was cut into pieces (K and V are kept in bf16). `FALSE`
 #'   keeps llama.cpp's f16 cells, whose attention prefills long prompts
-#'   faster; a prompt's numbers may then depend on the steps it shared.
+#'   faster; a prompt's numbers may then depend on the steps it shared. On a
+#'   model with layers offloaded to a GPU (see [model_load()]'s
+#'   `n_gpu_layers`) `TRUE` cannot be held: a warning of class
+#'   `newrllama_determinism_warning` says so and the context records `FALSE`.
 #' @param n_batch Most prompt tokens decoded in one step (prefill is done in
 #'   chunks of this size, shared between the prompts being prefilled).
 #' @return An object of class `newrllama_context`, which keeps its model alive.
@@ -48,7 +51,11 @@ context_create <- function(model, n_ctx = 4096L, n_threads = NULL, n_seq_max = 8
   check_model(model)
   args <- python_args(list(n_ctx = n_ctx, n_seq_max = n_seq_max, n_threads = n_threads,
                            prefix_cache = prefix_cache, n_batch = n_batch, batch_invariant = batch_invariant))
-  py <- with_python(do.call(py_newrllama()$Context, c(list(model$py), args)))
+  made <- with_python(do.call(python_helpers()$context, c(list(model$py), args)))
+  py <- made[[1]]
+  if (!is.null(made[[2]])) {
+    warn_determinism(made[[2]])
+  }
   structure(
     list(
       py = py,

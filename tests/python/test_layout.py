@@ -11,8 +11,8 @@ BASE_MODULES = {"errors", "_lib", "_capi", "version"}
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
     "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
-    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
-    "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
+    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
+    "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression",
     "ReliabilityBin", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",

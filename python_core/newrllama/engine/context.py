@@ -17,7 +17,7 @@ from .params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
 from .policy import SchedulerConfig
 from .prefix_cache import PrefixCache
-from .reproducibility import Determinism, build_fingerprint
+from .reproducibility import Determinism, build_fingerprint, held_batch_invariance
 from .request import Call, Request
 from ..runs.results_file import run_recorded
 from .results import Completion, GenerationStats
@@ -115,6 +115,7 @@ class Context(OwnedHandle):
         n_seq_scratch = min(n_seq_max, room - n_seq_cache)
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
+        held = held_batch_invariance(batch_invariant, model.backend, model.n_gpu_layers)
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
         _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
@@ -136,8 +137,8 @@ class Context(OwnedHandle):
         self._scheduler = Scheduler(out[0], kv, n_seq, n_seq + lib.newrllama_context_n_seq_cache(out[0]),
                                     lib.newrllama_context_n_batch(out[0]), cache,
                                     list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
-                                    Determinism(batch_invariant, n_threads, self.n_batch, n_seq,
-                                                         build_fingerprint()), scheduler_config)
+                                    Determinism(held, n_threads, self.n_batch, n_seq, build_fingerprint(),
+                                                model.backend, model.n_gpu_layers), scheduler_config)
 
     def close(self) -> None:
         """Takes the context off the engine thread (calls still running end with ClosedError) and frees it."""

@@ -10,6 +10,7 @@ from ..runs.download import fetch, is_remote
 from ..runs.embedded import default_model_path
 from ..errors import InvalidArgumentError
 from .handle import OwnedHandle
+from .system import system_info
 from ..runs.model_hash import ModelIdentity, identify
 from .vocab import Vocab
 
@@ -60,7 +61,8 @@ class Model(OwnedHandle):
     request. ``progress`` shows a download bar (default: when stderr is a terminal).
 
     ``n_gpu_layers=None`` offloads every layer when this llama.cpp build can offload to a
-    GPU, and none otherwise. Close it with ``close()`` or a ``with`` block; contexts made
+    GPU, and none otherwise; ``model.n_gpu_layers`` and ``model.backend`` say what was done
+    (0 and ``"cpu"`` on a build without a GPU backend). Close it with ``close()`` or a ``with`` block; contexts made
     from it keep the weights alive until they are closed too.
     """
 
@@ -73,8 +75,9 @@ class Model(OwnedHandle):
             path_or_url = default_model_path()
         if not isinstance(path_or_url, (str, os.PathLike)):
             raise InvalidArgumentError(f"path_or_url must be a str or os.PathLike, got {type(path_or_url).__name__}")
+        offload = bool(lib.newrllama_supports_gpu_offload())
         if n_gpu_layers is None:
-            n_gpu_layers = -1 if lib.newrllama_supports_gpu_offload() else 0
+            n_gpu_layers = -1 if offload else 0
         if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
             raise InvalidArgumentError("n_gpu_layers must be an int or None")
         spec = os.fspath(path_or_url)
@@ -86,6 +89,10 @@ class Model(OwnedHandle):
             if sha256 is not None:
                 raise InvalidArgumentError("sha256 checks a download: give it with a URL, not a local path")
         self.path = spec
+        # Where the layers run, as the determinism record names it: a build that cannot offload keeps them all on
+        # the CPU whatever was asked; -1 is every layer.
+        self.n_gpu_layers = n_gpu_layers if offload else 0
+        self.backend = ", ".join(system_info().gpu_backends) if self.n_gpu_layers else "cpu"
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_model_handle *")
         _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, bool(use_mmap), bool(use_mlock), out, err), err)

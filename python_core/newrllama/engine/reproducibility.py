@@ -6,12 +6,14 @@ import functools
 import importlib.metadata
 import platform
 import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 from .._lib import ffi, lib
-from .system import _features
+from ..errors import DeterminismWarning
+from .system import _features, system_info
 
 # Set by the C shim before the first matmul (newrllama_model.c); a value the user set is kept.
 TILED_MATMUL_SETTING = "GGML_CPU_TILED_MM_FORCE"
@@ -55,11 +57,13 @@ def llama_cpp_patches() -> str:
 
 @functools.lru_cache(maxsize=1)
 def build_fingerprint() -> str:
-    """llama-cpp-python's version, the CPU's architecture and the SIMD features llama.cpp uses here, the matmul
-    setting and newrllama's patches of llama.cpp: what two machines must share to give the same bits."""
+    """llama-cpp-python's version, the backends built in, the CPU's architecture and the SIMD features llama.cpp
+    uses here, the matmul setting and the patches of llama.cpp compiled in: what two machines must share to give
+    the same bits."""
     line = ffi.string(lib.newrllama_system_info()).decode("utf-8", "replace")
     used = sorted(name for name, value in _features(line).items() if value == "1")
-    return (f"llama-cpp-python {importlib.metadata.version('llama-cpp-python')}; {platform.machine()} "
+    backends = ", ".join(["cpu", *system_info().gpu_backends])
+    return (f"llama-cpp-python {importlib.metadata.version('llama-cpp-python')} ({backends}); {platform.machine()} "
             f"{' '.join(used)}; {TILED_MATMUL_SETTING}={_process_env(TILED_MATMUL_SETTING)}; "
             f"llama.cpp patch: {llama_cpp_patches()}")
 
@@ -67,13 +71,30 @@ def build_fingerprint() -> str:
 @dataclass(frozen=True)
 class Determinism:
     """A context's numbers are the same bits in every run with these settings on a machine of this build.
-    batch_invariant: whether they also do not depend on the other prompts of a step (see Context)."""
+    batch_invariant: whether they also do not depend on the other prompts of a step (see Context); backend and
+    n_gpu_layers: where the model's layers run ("cpu" and 0, or a GPU backend and the layers offloaded, -1 all)."""
 
     batch_invariant: bool
     n_threads: int
     n_batch: int
     n_seq_max: int
     build: str
+    backend: str
+    n_gpu_layers: int
 
     def as_record(self) -> dict:
         return asdict(self)
+
+
+def held_batch_invariance(asked: bool, backend: str, n_gpu_layers: int) -> bool:
+    """Whether a context can keep batch invariance as asked: newrllama's batch-invariant kernels are CPU kernels,
+    and the GPU backends' matmuls and attention pick tiles and splits by batch size. A warning says so."""
+    if asked and n_gpu_layers != 0:
+        layers = "every layer" if n_gpu_layers < 0 else f"{n_gpu_layers} layers"
+        warnings.warn(DeterminismWarning(
+            f"batch_invariant=True cannot be held: the model runs {layers} on {backend}, whose kernels are not "
+            "batch-invariant, so a prompt's numbers may depend on the other prompts of its steps. Load the model "
+            "with n_gpu_layers=0 for numbers that do not depend on the batch; the context records "
+            "batch_invariant=False."), stacklevel=3)
+        return False
+    return asked

@@ -36,7 +36,10 @@ def _source_sentences(source: Any) -> List[str]:
     if d:
         mode = ("batch-invariant (a text's scores do not depend on the other texts decoded with it, "
                 "so reruns give identical probabilities)" if d.get("batch_invariant") else "not batch-invariant")
-        out.append(f"Decoding was {mode}, with {d.get('n_threads')} threads on {d.get('build')}.")
+        offloaded = d.get("n_gpu_layers")
+        where = (f", {'every layer' if offloaded < 0 else f'{offloaded} layers'} offloaded to {d.get('backend')}"
+                 if offloaded else "")
+        out.append(f"Decoding was {mode}, with {d.get('n_threads')} threads{where} on {d.get('build')}.")
     return out
 
 

@@ -77,3 +77,19 @@ test_that("a rerun gives the same bits: after other calls, on a fresh context, a
   expect_output(print(loose), "batch-invariant: no")
   expect_false(engine_stats(loose)$determinism$batch_invariant)
 })
+
+test_that("batch invariance on layers offloaded to a GPU is not claimed, with a classed warning", {
+  # A CPU build cannot offload: the model's record is faked as Python's test does.
+  offloaded <- model_load(test_model()$path)
+  reticulate::py_set_attr(offloaded$py, "n_gpu_layers", 20L)
+  reticulate::py_set_attr(offloaded$py, "backend", "cuda")
+  expect_warning(ctx <- context_create(offloaded, n_ctx = 512, n_seq_max = 1, n_threads = 1),
+                 "20 layers on cuda.*n_gpu_layers=0", class = "newrllama_determinism_warning")
+  expect_false(ctx$batch_invariant)
+  record <- engine_stats(ctx)$determinism
+  expect_equal(record[c("batch_invariant", "backend", "n_gpu_layers")],
+               list(batch_invariant = FALSE, backend = "cuda", n_gpu_layers = 20L))
+  expect_no_warning(context_create(offloaded, n_ctx = 512, n_seq_max = 1, n_threads = 1, batch_invariant = FALSE))
+  expect_equal(engine_stats(test_context(model))$determinism[c("backend", "n_gpu_layers")],
+               list(backend = "cpu", n_gpu_layers = 0L))
+})

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import List
 
@@ -151,7 +152,26 @@ def test_the_build_carries_the_patches_and_says_so(model):
     expected = ("flash-attn-bf16-blocked" + (", q0-gemm-vnni" if vnni else "")
                 + (", quant-gemm-avx2" if avx2 else ""))
     with context(model) as ctx:
-        assert ctx.engine_stats().determinism.build.endswith(f"; llama.cpp patch: {expected}")
+        record = ctx.engine_stats().determinism
+    assert record.build.endswith(f"; llama.cpp patch: {expected}")
+    backends = ", ".join(["cpu", *newrllama.system_info().gpu_backends])
+    assert record.build.startswith(f"llama-cpp-python {newrllama.system_info().llama_cpp_python} ({backends}); ")
+    assert (record.backend, record.n_gpu_layers) == ("cpu", 0) == (model.backend, model.n_gpu_layers)
+
+
+def test_batch_invariance_on_offloaded_layers_is_not_claimed(model, monkeypatch):
+    """The GPU backends' kernels are not batch-invariant: a model whose layers are offloaded (faked here on the CPU
+    build) gets a context that warns and records batch_invariant=False, with the backend and layers."""
+    monkeypatch.setattr(model, "n_gpu_layers", 20)
+    monkeypatch.setattr(model, "backend", "cuda")
+    with pytest.warns(newrllama.DeterminismWarning, match="runs 20 layers on cuda.*n_gpu_layers=0"):
+        with context(model) as ctx:
+            record = ctx.engine_stats().determinism
+    assert (record.batch_invariant, record.backend, record.n_gpu_layers) == (False, "cuda", 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with context(model, batch_invariant=False) as ctx:  # nothing claimed, nothing to warn about
+            assert ctx.engine_stats().determinism.n_gpu_layers == 20
 
 
 def test_batch_invariant_keeps_bf16_cells_and_false_is_reported(model):
