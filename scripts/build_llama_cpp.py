@@ -241,18 +241,23 @@ def record_build(installed: dict, target: Path) -> None:
     (Path(installed["prefix"]) / BUILD_RECORD).write_text(json.dumps(record) + "\n")
 
 
-def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
-    """llama-cpp-python's source archive, extracted under `into`, with newrllama's patches applied to the llama.cpp
-    it vendors; returns the source's root."""
+def downloaded_source(python: str, into: Path, env: Dict[str, str], requirement: str = LLAMA_CPP_PYTHON) -> Path:
+    """llama-cpp-python's source archive, extracted under `into`; returns the source's root."""
     _pip(python, "download", "-q", "--no-deps", "--no-cache-dir", "--no-binary", ":all:", "-d", str(into),
-         LLAMA_CPP_PYTHON, env=env)
+         requirement, env=env)
     archive = next(into.glob("llama_cpp_python-*.tar.gz"))
     with tarfile.open(archive) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(into, filter="data")
         else:  # a Python without extraction filters (before 3.11.4): the archive is PyPI's own
             tar.extractall(into)
-    root = into / archive.name[:-len(".tar.gz")]
+    return into / archive.name[:-len(".tar.gz")]
+
+
+def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
+    """The pinned source archive, extracted under `into`, with newrllama's patches applied to the llama.cpp it
+    vendors; returns the source's root."""
+    root = downloaded_source(python, into, env)
     llama_cpp_patch.apply(root / "vendor" / "llama.cpp")
     return root
 

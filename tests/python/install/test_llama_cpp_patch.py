@@ -13,6 +13,7 @@ from helpers import repo_modules
 
 ROOT = repo_modules.ROOT
 patch = repo_modules.load("capi_shim/llama_cpp_patch/apply.py", "llama_cpp_patch")
+upgrade = repo_modules.load("scripts/try_llama_cpp_upgrade.py", "try_llama_cpp_upgrade")
 
 # The places of ggml's CPU sources the patches edit, as in the llama.cpp that the pinned llama-cpp-python vendors.
 OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic void other(void) {}\n\n"
@@ -70,6 +71,24 @@ def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
         p.patched(p.patched(text))
     with pytest.raises(patch.PatchError, match="no ggml"):
         patch.apply(tmp_path)
+
+
+def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
+    """scripts/try_llama_cpp_upgrade.py reports these for another llama-cpp-python release."""
+    tree = llama_cpp_tree(tmp_path)
+    every = {(c.patch, c.what) for c in upgrade.check_anchors(tree)}
+    assert every == {(p.name, what) for p in patch.PATCHES for what in [e.what for e in p.edits] + ["dispatch function"]}
+    assert {c.copies for c in upgrade.check_anchors(tree)} == {1}
+    moved = patch.QUANT_GEMM_AVX2.edits[0].old
+    cpu = tree / patch.Q0_GEMM_VNNI.source
+    cpu.write_text(SOURCES[cpu.relative_to(tree)].replace(moved, "    if (tiled_mm(params, dst)) {\n"))
+    assert [(c.patch, c.what, c.copies) for c in upgrade.check_anchors(tree) if c.copies != 1] == [
+        ("quant-gemm-avx2", "tiled kernel's call", 0)]
+    (tmp_path / patch.FLASH_ATTN_BF16_BLOCKED.source).unlink()
+    assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
+    cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
+    assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
+            and c.patch != "flash-attn-bf16-blocked"} == {2}
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
