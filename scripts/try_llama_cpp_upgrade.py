@@ -104,7 +104,9 @@ def build_and_test(source: Path, version: str, work: Path) -> bool:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     pinned_to(clone / "pyproject.toml", version)
     print(f"[try] installing newrllama from {clone}, pinned to {version}", flush=True)
-    build._pip(python, "install", "-q", "--find-links", str(wheels), str(clone), "pytest", env=env)
+    # The shim's build reads llama.h and libllama from the environment's llama-cpp-python: no isolated build.
+    build._pip(python, "install", "-q", "cffi>=1.16", "setuptools>=77", "wheel", "pytest", env=env)
+    build._pip(python, "install", "-q", "--no-build-isolation", "--find-links", str(wheels), str(clone), env=env)
     print(f"[try] running {' '.join(KERNEL_TESTS)}", flush=True)
     return subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *KERNEL_TESTS], cwd=clone,
                           env=env).returncode == 0
