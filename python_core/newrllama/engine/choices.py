@@ -15,6 +15,7 @@ import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .._lib import ffi
+from .step_events import LabelPathCleared, LabelPathScored, PromptFailed, StepEvent
 
 
 def label_tokens(tokenize, labels: Sequence[str], spaced: bool) -> List[List[int]]:
@@ -179,16 +180,11 @@ class LabelJob:
     def calls(self, active) -> List[object]:
         return [self.owner.call]
 
-    def after_step(self, scheduler, slot) -> bool:
-        if slot.n_score_rows > 0:
-            scheduler.label_scored(self)
-            return True
-        return False
+    def after_step(self, slot) -> Optional[StepEvent]:
+        return LabelPathScored(self) if slot.n_score_rows > 0 else None
 
-    def restart(self, scheduler) -> None:
-        """Scored again later, from a new copy of its prompt."""
-        self.owner.choice.waiting.append(self.path)
-        scheduler.end_label_job(self)
+    def cleared(self) -> StepEvent:
+        return LabelPathCleared(self)
 
-    def fail(self, scheduler, why: str) -> None:
-        scheduler.retire(self.owner, "error", f"{why} scoring a label of this prompt", engine_error=True)
+    def failed(self, why: str) -> StepEvent:
+        return PromptFailed(self.owner, f"{why} scoring a label of this prompt")

@@ -57,6 +57,7 @@ from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 from .._lib import ffi
 from .kv_store import KvStore
 from .policy import SchedulerConfig
+from .step_events import RunCleared, RunFailed, RunReady, StepEvent
 
 # Shorter shared starts are decoded with each prompt: caching them would cost a
 # cache sequence and a step of waiting for less than it saves. A run costs one
@@ -190,17 +191,14 @@ class Prefix:
         """It works for the calls whose prompts wait for it."""
         return [r.call for r in active if r is not None and r.prefix is self]
 
-    def after_step(self, scheduler, slot) -> bool:
-        if self.ready:
-            scheduler.prefix_ready(self)
-            return True
-        return False
+    def after_step(self, slot) -> Optional[StepEvent]:
+        return RunReady(self) if self.ready else None
 
-    def restart(self, scheduler) -> None:
-        scheduler.cache.restart(self)
+    def cleared(self) -> StepEvent:
+        return RunCleared(self)
 
-    def fail(self, scheduler, why: str) -> None:
-        scheduler.prefix_failed(self)
+    def failed(self, why: str) -> StepEvent:
+        return RunFailed(self)
 
 
 class PrefixCache:

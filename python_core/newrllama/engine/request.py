@@ -15,6 +15,7 @@ from ..errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
+from .step_events import FirstTokensScored, PromptCleared, PromptFailed, StepEvent, TokenSampled
 from .stops import StopMatcher
 
 # Called from the engine thread with the bytes a stream may show, and True once at the end.
@@ -128,20 +129,18 @@ class Request:
     def calls(self, active) -> List["Call"]:
         return [self.call]
 
-    def after_step(self, scheduler, slot) -> bool:
+    def after_step(self, slot) -> Optional[StepEvent]:
         if slot.sampler != ffi.NULL:
-            scheduler.on_token(self, slot.token, slot.is_eog)
-            return True
+            return TokenSampled(self, slot.token, slot.is_eog)
         if slot.n_score_rows > 0:
-            scheduler.first_label_tokens_scored(self)
-            return True
-        return False
+            return FirstTokensScored(self)
+        return None
 
-    def restart(self, scheduler) -> None:
-        scheduler.let_go_of_prefix(self)
+    def cleared(self) -> StepEvent:
+        return PromptCleared(self)
 
-    def fail(self, scheduler, why: str) -> None:
-        scheduler.retire(self, "error", f"{why} for this prompt", engine_error=True)
+    def failed(self, why: str) -> StepEvent:
+        return PromptFailed(self, f"{why} for this prompt")
 
     def accept(self, token: int, is_eog: bool) -> Optional[FinishReason]:
         """Takes the token sampled for this request; returns why it is finished, or None."""

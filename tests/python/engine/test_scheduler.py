@@ -10,7 +10,7 @@ import pytest
 
 import newrllama
 from newrllama.engine.request import Request
-from newrllama.engine.scheduler import Scheduler
+from newrllama.engine.step_assembly import StepAssembly
 from helpers.oracle import assert_greedy_alone
 from helpers.samples import FRANCE, PROMPTS
 
@@ -219,27 +219,28 @@ def test_engine_reports_its_python_cost_per_step(ctx16):
 
 
 def record_each_step(monkeypatch, what):
-    """what(scheduler) for every step, once the step is built; returns the list they go in."""
+    """what(step, active) for every step once it is built (step: the scheduler's StepAssembly, with its holders
+    and slots; active: the requests by sequence); returns the list they go in."""
     steps = []
-    build = Scheduler._build
+    build = StepAssembly.build
 
-    def recording(self) -> bool:
-        prefill = build(self)
-        steps.append(what(self))
+    def recording(self, active, waiting, n_steps) -> bool:
+        prefill = build(self, active, waiting, n_steps)
+        steps.append(what(self, active))
         return prefill
-    monkeypatch.setattr(Scheduler, "_build", recording)
+    monkeypatch.setattr(StepAssembly, "build", recording)
     return steps
 
 
 def record_steps(monkeypatch):
     """Per step: (generated tokens, prompt tokens, generating requests left out, prefilling requests left out
     (by the rule or for want of room))."""
-    def sides(self):
-        taken = [h for h in self._slot_holders if isinstance(h, Request)]
-        running = [r for r in self._active if r is not None and not r.awaiting_prefix]
+    def sides(step, active):
+        taken = [h for h in step.holders if isinstance(h, Request)]
+        running = [r for r in active if r is not None and not r.awaiting_prefix]
         generating = [r for r in running if r.n_past >= r.n_prompt]
         n_gen = sum(1 for r in generating if r in taken)
-        n_all = sum(self._slots[i].n_tokens for i in range(len(self._slot_holders)))
+        n_all = sum(step.slots[i].n_tokens for i in range(len(step.holders)))
         return (n_gen, n_all - n_gen, len(generating) - n_gen,
                 sum(1 for r in running if r.n_past < r.n_prompt and r not in taken))
     return record_each_step(monkeypatch, sides)
@@ -264,10 +265,10 @@ def test_generated_tokens_ride_every_step_and_answers_are_each_prompt_alone(mode
 def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatch):
     """A prompt still being prefilled is not passed over by one admitted after it to a lower sequence (in
     sequence order, prompts that kept arriving on the low sequences would starve one on a high one)."""
-    def prefill_order(self):
+    def prefill_order(step, active):
         """Admission numbers of the prompts that took prefill tokens, and of those left out."""
-        taken = [h for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
-        left = [r for r in self._active
+        taken = [h for h in step.holders if isinstance(h, Request) and h.n_past < h.n_prompt]
+        left = [r for r in active
                 if r is not None and not r.awaiting_prefix and r.n_past < r.n_prompt and r not in taken]
         return [r.admitted for r in taken], [r.admitted for r in left]
     steps = record_each_step(monkeypatch, prefill_order)
@@ -282,10 +283,10 @@ def test_prompts_are_prefilled_in_the_order_they_were_admitted(model, monkeypatc
 def test_a_streamed_prompt_is_prefilled_before_prompts_admitted_earlier(model, monkeypatch):
     """Someone reads a stream as it comes: its prompt does not wait behind long prompts already being
     prefilled, and they go on in their order after it."""
-    def prefill_order(self):
+    def prefill_order(step, active):
         """Admission numbers of the prompts that took prefill tokens, of the stream's and of the others'."""
-        taken = [h.admitted for h in self._slot_holders if isinstance(h, Request) and h.n_past < h.n_prompt]
-        prefilling = [r for r in self._active if r is not None and r.n_past < r.n_prompt]
+        taken = [h.admitted for h in step.holders if isinstance(h, Request) and h.n_past < h.n_prompt]
+        prefilling = [r for r in active if r is not None and r.n_past < r.n_prompt]
         return (taken, [r.admitted for r in prefilling if r.streamed],
                 [r.admitted for r in prefilling if not r.streamed])
     steps = record_each_step(monkeypatch, prefill_order)
@@ -357,8 +358,8 @@ def test_a_steps_label_paths_sit_on_consecutive_sequences_longest_first(model, m
     scratch sequences came back out of order), so that they take as many passes as the longest body."""
     from newrllama.engine.choices import LabelJob
 
-    def label_jobs(self):
-        return [(h.seq, len(h.path.body)) for h in self._slot_holders if isinstance(h, LabelJob)]
+    def label_jobs(step, active):
+        return [(h.seq, len(h.path.body)) for h in step.holders if isinstance(h, LabelJob)]
     recorded = record_each_step(monkeypatch, label_jobs)
     labels = ["crude oil", "oil", "interest rates", "sport", "grain", "shipping news", "money", "trade balance"]
     params = newrllama.SamplingParams(choices=labels)

@@ -6,7 +6,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from newrllama.engine.scheduler import Scheduler
+from newrllama.engine.step_assembly import StepAssembly
 from helpers.oracle import assert_greedy_alone
 from helpers.samples import PROMPTS
 from helpers.oracle import assert_close_to_oracle, oracle_probs
@@ -99,13 +99,13 @@ def test_a_prompt_waits_for_room_rather_than_start_with_a_few_tokens(model, refe
     prefill alone, a prompt's prefill does not begin with a piece of under n_batch / 4 tokens beside another
     prompt's chunk."""
     steps = []
-    build = Scheduler._build
+    build = StepAssembly.build
 
-    def recording(self) -> bool:
-        prefill = build(self)
-        steps.append([self._slots[i].n_tokens for i in range(len(self._slot_holders))])
+    def recording(self, *args) -> bool:
+        prefill = build(self, *args)
+        steps.append([self.slots[i].n_tokens for i in range(len(self.holders))])
         return prefill
-    monkeypatch.setattr(Scheduler, "_build", recording)
+    monkeypatch.setattr(StepAssembly, "build", recording)
     body = "the old harbour town grew around its market, its mill and the long bridge over the river. " * 3
     prompts = [f"{word.capitalize()} says: {body}" for word in ("anna", "boris", "clara")]
     n = [len(model.tokenize(p)) for p in prompts]
