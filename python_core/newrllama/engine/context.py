@@ -22,6 +22,7 @@ from .request import Call, Request
 from ..runs.results_file import run_recorded
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
+from .sequence_layout import SequenceLayout
 from .stream import TextStream
 
 
@@ -106,38 +107,28 @@ class Context(OwnedHandle):
         for name, value in (("prefix_cache", prefix_cache), ("batch_invariant", batch_invariant)):
             if not isinstance(value, bool):
                 raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
-        n_batch = min(n_batch, n_ctx)
-        # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
-        room = max(0, min(256, n_batch) - n_seq_max)
-        n_seq_cache = min(scheduler_config.prefix_cache_sequences, room) if prefix_cache else 0
-        # Scratch sequences score multi-token labels of choices (a copy of a prompt's sequence each);
-        # every sequence has a KV stream of n_ctx_seq cells, so they are as many as the prompts.
-        n_seq_scratch = min(n_seq_max, room - n_seq_cache)
+        asked = SequenceLayout.requested(n_ctx, n_seq_max, n_batch, prefix_cache, scheduler_config)
         self.model = model
         self.last_stats: Optional[GenerationStats] = None
         held = held_batch_invariance(batch_invariant, model.backend, model.n_gpu_layers)
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_context_handle *")
-        _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, n_seq_max, n_batch,
-                                                      n_seq_cache + n_seq_scratch, 0, int(batch_invariant), out, err),
-                   err)
+        _lib.check(lib.newrllama_context_create_ex(model.handle, n_ctx, n_threads, asked.n_seq, asked.n_batch,
+                                                      asked.n_seq_cache + asked.n_seq_scratch, 0, int(batch_invariant),
+                                                      out, err), err)
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self._vocab = model.vocab
-        self._n_ctx_seq = lib.newrllama_context_n_ctx_seq(out[0])
-        n_seq = lib.newrllama_context_n_seq_max(out[0])
-        self.prefix_cache = n_seq_cache > 0
+        layout = asked.made(lib.newrllama_context_n_seq_max(out[0]), lib.newrllama_context_n_seq_cache(out[0]),
+                            lib.newrllama_context_n_batch(out[0]), lib.newrllama_context_n_ctx_seq(out[0]),
+                            lib.newrllama_context_n_swa(out[0]))
+        self._n_ctx_seq = layout.n_ctx_seq
+        self.prefix_cache = layout.n_seq_cache > 0
         # Every run and every prompt has a stream of n_ctx_seq cells: the cache never runs out of cells.
         kv = ContextKv(out[0])
-        cache = PrefixCache(kv, n_seq, n_seq_cache, lib.newrllama_context_n_swa(out[0]),
-                            self._n_ctx_seq * (n_seq + n_seq_cache), lib.newrllama_context_n_batch(out[0]),
-                            scheduler_config) \
-            if self.prefix_cache else None
-        first_scratch = n_seq + n_seq_cache
-        self._scheduler = Scheduler(out[0], kv, n_seq, n_seq + lib.newrllama_context_n_seq_cache(out[0]),
-                                    lib.newrllama_context_n_batch(out[0]), cache,
-                                    list(range(first_scratch + n_seq_scratch - 1, first_scratch - 1, -1)),
-                                    Determinism(held, n_threads, self.n_batch, n_seq, build_fingerprint(),
+        cache = PrefixCache(kv, layout, scheduler_config) if self.prefix_cache else None
+        self._scheduler = Scheduler(out[0], kv, layout, cache,
+                                    Determinism(held, n_threads, layout.n_batch, layout.n_seq, build_fingerprint(),
                                                 model.backend, model.n_gpu_layers), scheduler_config)
 
     def close(self) -> None:

@@ -57,6 +57,7 @@ from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 from .._lib import ffi
 from .kv_store import KvStore
 from .policy import SchedulerConfig
+from .sequence_layout import SequenceLayout
 from .step_events import RunCleared, RunFailed, RunReady, StepEvent
 
 # Shorter shared starts are decoded with each prompt: caching them would cost a
@@ -202,12 +203,12 @@ class Prefix:
 
 
 class PrefixCache:
-    def __init__(self, kv: KvStore, first_seq: int, n_seqs: int, n_swa: int, n_cells: int, n_batch: int,
-                 config: SchedulerConfig) -> None:
+    def __init__(self, kv: KvStore, layout: SequenceLayout, config: SchedulerConfig) -> None:
         self._kv = kv
-        self._free_seqs = list(range(first_seq + n_seqs - 1, first_seq - 1, -1))
-        self._n_swa = n_swa
-        self.n_cells = n_cells
+        first_seq, n_batch = layout.first_cache_seq, layout.n_batch
+        self._free_seqs = list(range(first_seq + layout.n_seq_cache - 1, first_seq - 1, -1))
+        self._n_swa = layout.n_swa
+        self.n_cells = layout.n_cells
         self._entries: Dict[bytes, Prefix] = {}  # by key
         self._clock = 0
         self._fed = 0

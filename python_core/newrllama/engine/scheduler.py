@@ -35,6 +35,7 @@ from .policy import SchedulerConfig, WaitingQueue
 from .prefix_cache import MIN_SHARED_TOKENS, TOKEN_BYTES, PrefixCache, common_prefix_length, shared_start_lengths, \
     shares_start, worth_caching
 from .reproducibility import Determinism
+from .sequence_layout import SequenceLayout
 from .request import Call, Request, free_sampler
 from .step_assembly import SlotHolder, StepAssembly
 from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathScored, PromptCleared, PromptFailed,
@@ -60,25 +61,23 @@ class EngineStats:
 
 
 class Scheduler:
-    def __init__(self, ctx_handle, kv: KvStore, n_seq_max: int, n_slots: int, n_batch: int,
-                 cache: Optional[PrefixCache], scratch_seqs: List[int], determinism: Optional[Determinism],
-                 config: SchedulerConfig) -> None:
-        """n_slots: every sequence of the context (prompts, cached runs, scratch), the most a step can hold."""
+    def __init__(self, ctx_handle, kv: KvStore, layout: SequenceLayout, cache: Optional[PrefixCache],
+                 determinism: Optional[Determinism], config: SchedulerConfig) -> None:
         self._ctx = ctx_handle
         self._kv = kv
-        self._n_batch = n_batch
+        self._n_batch = layout.n_batch
         self.config = config
         self.determinism = determinism
         self.cache = cache
-        self.labels = LabelFlow(kv, scratch_seqs, n_batch)
-        self.assembly = StepAssembly(n_slots, n_batch, config, cache, self.labels)
+        self.labels = LabelFlow(kv, layout.scratch_seqs, layout.n_batch)
+        self.assembly = StepAssembly(layout.n_sequences, layout.n_batch, config, cache, self.labels)
         self._engine = engine()
         self._cv = self._engine.cv  # one lock for every context's scheduler: they share the engine thread
         self._incoming: List[Request] = []
         self._cancel_requested = False
         self._closing = False
         self._waiting = WaitingQueue(config)
-        self._active: List[Optional[Request]] = [None] * n_seq_max  # by sequence id
+        self._active: List[Optional[Request]] = [None] * layout.n_seq  # by sequence id
         self._decode_code = ffi.new("int32_t *")
         self._err = _lib.new_error_slot()
         self._n_admitted = 0

@@ -6,13 +6,15 @@ from typing import List
 from helpers.fake_kv import FakeKv
 from newrllama.engine.policy import SchedulerConfig
 from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, RunState, shared_start_lengths, token_key
+from newrllama.engine.sequence_layout import SequenceLayout
 
 FIRST_SEQ = 10
 INSTRUCTION = list(range(100, 130))  # 30 tokens
 
 
 def make_cache(n_seqs: int = 4, n_swa: int = 0, kv: FakeKv = None) -> PrefixCache:
-    return PrefixCache(kv or FakeKv(), FIRST_SEQ, n_seqs, n_swa, n_cells=1 << 20, n_batch=64, config=SchedulerConfig())
+    layout = SequenceLayout(FIRST_SEQ, n_seqs, 0, n_batch=64, n_ctx_seq=1 << 16, n_swa=n_swa)
+    return PrefixCache(kv or FakeKv(), layout, SchedulerConfig())
 
 
 def decode(cache: PrefixCache, kv: FakeKv, p) -> None:

@@ -11,6 +11,7 @@ from newrllama.engine.choices import ChoiceScoring, LabelSet
 from newrllama.engine.policy import SchedulerConfig
 from newrllama.engine.request import Call, Request, RequestStatus
 from newrllama.engine.scheduler import Scheduler
+from newrllama.engine.sequence_layout import SequenceLayout
 from newrllama.engine.step_events import FirstTokensScored, LabelPathScored, PromptCleared, PromptFailed, TokenSampled
 
 
@@ -19,7 +20,7 @@ N_SEQ = 4
 
 def scheduler(n_batch: int, config: SchedulerConfig = SchedulerConfig()) -> Scheduler:
     """N_SEQ prompts and 2 scratch sequences, no prefix cache."""
-    return Scheduler(ffi.NULL, FakeKv(), N_SEQ, N_SEQ + 2, n_batch, None, [N_SEQ + 1, N_SEQ], None, config)
+    return Scheduler(ffi.NULL, FakeKv(), SequenceLayout(N_SEQ, 0, 2, n_batch, n_ctx_seq=4096), None, None, config)
 
 
 def admit(s: Scheduler, seq: int, n_prompt: int, n_past: int, streamed: bool = False, arrived_step: int = 0,
