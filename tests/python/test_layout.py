@@ -38,9 +38,22 @@ def is_module(name: str) -> bool:
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists() or name == "newrllama._capi"
 
 
+def is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node of tree except those under `if TYPE_CHECKING:` (imports for type hints only)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node) if not is_type_checking_block(child))
+
+
 def imports_of(path: Path, module: str):
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
@@ -90,3 +103,28 @@ def test_every_subpackage_says_what_it_holds():
 def test_the_public_names_are_those_of_before():
     assert sorted(newrllama.__all__) == sorted(PUBLIC_NAMES)
     assert all(getattr(newrllama, name, None) is not None for name in PUBLIC_NAMES)
+
+
+# The engine's modules that decide and keep books (scheduling policy, sampling parameters, the sequence layout,
+# what a step did): they run without the C library, so they are tested without a model.
+PURE_ENGINE_MODULES = ["policy", "params", "sampling_table", "sequence_layout", "step_events", "stops", "results"]
+C_LIBRARY = {"newrllama._lib", "newrllama._capi"}
+
+
+def import_closure(module: str) -> set:
+    """The package's modules that importing module loads (type-only imports aside)."""
+    paths = dict((name, path) for path, name in modules())
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in paths:
+            continue
+        seen.add(name)
+        todo.extend(imports_of(paths[name], name))
+    return seen | {m for m in C_LIBRARY if any(m in imports_of(paths[n], n) for n in seen if n in paths)}
+
+
+def test_the_engines_policy_and_bookkeeping_modules_do_not_load_the_c_library():
+    loading = {m: sorted(import_closure(f"newrllama.engine.{m}") & C_LIBRARY) for m in PURE_ENGINE_MODULES}
+    assert {m: c for m, c in loading.items() if c} == {}
+    assert import_closure("newrllama.engine.request") & C_LIBRARY  # the check sees a module that does

@@ -1,18 +1,20 @@
-"""Sampling parameters."""
+"""Sampling parameters: pure Python, checked against the sampling table (sampling_table.py) when made; a grammar's
+bounds and parse are checked for the model's vocabulary when a call is prepared (parallel.py), and the C
+structures are made there too."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from .._lib import ffi, lib
 from ..errors import InvalidArgumentError
 from .sampling_table import FIELDS, SAMPLING_FIELDS
 
 MAX_CHOICES = 1024
 MAX_STOP = 64  # every stop string is searched for after every token
 # A json_schema is measured before the converter (which recurses per level) reads it; the grammar it
-# converts to must then keep to the grammar bounds (NEWRLLAMA_GRAMMAR_MAX_* in newrllama_capi.h).
+# converts to must then keep to the grammar bounds (NEWRLLAMA_GRAMMAR_MAX_* in newrllama_capi.h), which the
+# C library checks when a call is prepared, before llama.cpp parses it.
 MAX_SCHEMA_BYTES = 64 * 1024    # of its JSON text
 MAX_SCHEMA_NESTING = 64         # objects and arrays inside one another in its JSON
 
@@ -48,12 +50,13 @@ class SamplingParams:
     its JSON text, converted to GBNF by llama-cpp-python's own converter)
     constrain the answer token by token; ``max_tokens`` may still cut it short
     (``finish_reason='length'``). At most one of choices, grammar, json_schema.
-    A grammar (given, or converted from the schema) of more than 64 KiB, with groups
-    ``( )`` nested more than 1,024 deep, or whose repetitions ``{m,n}`` write out more
-    than 100,000 symbols is refused, as is a schema of more than 64 KiB of JSON or
-    nested more than 64 objects and arrays deep: llama.cpp's parser would take the
-    process down or hold it for long (each maxLength or maxItems n of a schema becomes
-    n nested groups).
+    A schema of more than 64 KiB of JSON or nested more than 64 objects and arrays
+    deep is refused here; a grammar (given, or converted from the schema) of more than
+    64 KiB, with groups ``( )`` nested more than 1,024 deep, or whose repetitions
+    ``{m,n}`` write out more than 100,000 symbols, or that does not parse, is refused
+    by the call that gets it, before any of its prompts runs: llama.cpp's parser would
+    take the process down or hold it for long (each maxLength or maxItems n of a
+    schema becomes n nested groups).
     """
 
     # Defaults and ranges: sampling_table.SAMPLING_FIELDS.
@@ -89,10 +92,9 @@ class SamplingParams:
         if sum(x is not None for x in (self.choices, self.grammar, self.json_schema)) > 1:
             raise InvalidArgumentError("give at most one of choices, grammar and json_schema")
         if self.grammar is not None:
-            object.__setattr__(self, "gbnf", _within_bounds("grammar", _check_text("grammar", self.grammar)))
+            object.__setattr__(self, "gbnf", _check_text("grammar", self.grammar))
         elif self.json_schema is not None:
-            object.__setattr__(self, "gbnf", _within_bounds("json_schema (the grammar it converts to)",
-                                                            _schema_to_gbnf(self.json_schema)))
+            object.__setattr__(self, "gbnf", _schema_to_gbnf(self.json_schema))
 
 
 def _check_text(name: str, text: object) -> str:
@@ -101,13 +103,6 @@ def _check_text(name: str, text: object) -> str:
     if "\0" in text:
         raise InvalidArgumentError(f"{name} contains a NUL character")
     return text
-
-
-def _within_bounds(name: str, gbnf: str) -> str:
-    err = ffi.new("const char **")
-    if lib.newrllama_grammar_check_bounds(gbnf.encode("utf-8"), err) != lib.NEWRLLAMA_OK:
-        raise InvalidArgumentError(f"{name}: {ffi.string(err[0]).decode()}")
-    return gbnf
 
 
 def _nesting_over(value: object, bound: int) -> bool:

@@ -115,13 +115,15 @@ def test_grammars_up_to_the_bounds_parse(model, ctx4):
     (repeated(lib.NEWRLLAMA_GRAMMAR_MAX_REPEATED + 50), "NEWRLLAMA_GRAMMAR_MAX_REPEATED"),
     ('root ::= "' + "a" * 10000 + '"{2000}', "NEWRLLAMA_GRAMMAR_MAX_REPEATED"),  # 20 million symbols to build
 ])
-def test_grammars_over_a_bound_are_refused_at_once(model, grammar, bound):
+def test_grammars_over_a_bound_are_refused_at_once(model, ctx4, grammar, bound):
     start = time.perf_counter()
-    with pytest.raises(newrllama.InvalidArgumentError, match=f"^grammar: .*{bound}"):
-        newrllama.SamplingParams(grammar=grammar)
+    params = newrllama.SamplingParams(max_tokens=4, grammar=grammar)  # pure Python: the call checks the bounds
+    with pytest.raises(newrllama.InvalidArgumentError, match=f"^the grammar of prompt 1 .*{bound}"):
+        ctx4.generate_parallel(["a", "b"], [newrllama.SamplingParams(max_tokens=4), params])
     with pytest.raises(newrllama.InvalidArgumentError, match=bound):  # the C API's own check
         model.vocab.check_grammar(grammar)
     assert time.perf_counter() - start < 0.5
+    assert ctx4.n_used_cells() == 0 and ctx4.engine_stats().n_waiting == 0  # nothing of the call was submitted
 
 
 def test_parentheses_in_literals_and_classes_do_not_count_as_nesting(model):
