@@ -19,8 +19,8 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["newrllama_errors.c", "newrllama_model.c", "newrllama_context.c", "newrllama_step.c",
-           "newrllama_logits_row.c", "newrllama_grammar.c", "newrllama_engine.c", "newrllama_generate.c",
-           "newrllama_system.c"]
+           "newrllama_sampler.c", "newrllama_logits_row.c", "newrllama_grammar.c", "newrllama_engine.c",
+           "newrllama_generate.c", "newrllama_system.c"]
 LINKED_LIBRARIES = ["llama", "ggml", "ggml-base"]  # ggml for the device registry (system info)
 
 # Facts of this build that the module checks again at import.

@@ -91,7 +91,11 @@ float nr_row_max(const float *row, int32_t n);
 int32_t nr_row_argmax(const float *row, int32_t n);
 /* log(sum(exp(row[0..n)))). */
 double nr_log_sum_exp(const float *row, int32_t n);
-/* Samples row batch_index under s->grammar (see newrllama_grammar.c); -1 if the grammar allows no token. */
+/* Checks a grammar's text against NEWRLLAMA_GRAMMAR_MAX_*, then parses it for m's vocabulary (*out: the grammar
+ * sampler, NULL on error). */
+newrllama_error_code nr_grammar_parse(const struct newrllama_model *m, const char *grammar,
+                                      struct llama_sampler **out, const char **error_message);
+/* Samples row batch_index under s->grammar (see newrllama_sampler.c); -1 if the grammar allows no token. */
 llama_token nr_sample_with_grammar(struct newrllama_context *c, struct newrllama_sampler *s, int32_t batch_index);
 /* Returns llama_decode's code (0: decoded and sampled; otherwise rolled back). */
 int32_t nr_step_locked(struct newrllama_context *c, newrllama_slot *slots, int32_t n_slots);
