@@ -5,9 +5,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
-read -r INCLUDE LIBDIR < <("$PY" - <<'PY'
+read -r INCLUDE LIBDIR < <("$PY" - "$ROOT/capi_shim" <<'PY'
 import sys
-sys.path.insert(0, "capi_shim")
+sys.path.insert(0, sys.argv[1])
 from build import llama_cpp_location
 inc, lib = llama_cpp_location()
 print(inc, lib)
