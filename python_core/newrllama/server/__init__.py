@@ -2,6 +2,7 @@
 
     python -m newrllama serve --port 8080 --n-seq-max 16
 """
-from .app import ServerConfig, create_app
+from .app import create_app
+from .served_engine import ServerConfig
 
 __all__ = ["ServerConfig", "create_app"]

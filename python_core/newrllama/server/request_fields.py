@@ -19,11 +19,15 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-COMMON_FIELDS = frozenset({
+from ..engine.sampling_table import SAMPLING_FIELDS
+
+# The sampling table's fields, under the names a request gives them (OpenAI's, else llama-server's).
+SAMPLING_REQUEST_FIELDS = frozenset(f.request_name for f in SAMPLING_FIELDS)
+COMMON_FIELDS = SAMPLING_REQUEST_FIELDS | {
     "model",  # any name: the one loaded model answers, under its own name
-    "n", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed", "stop", "response_format",
-    "top_k", "min_p", "repeat_penalty", "repeat_last_n", "choices", "grammar",  # ours, as llama-server's
-})
+    "n", "stream", "stream_options", "stop", "response_format",
+    "choices", "grammar",  # ours, as llama-server's
+}
 COMPLETION_FIELDS = COMMON_FIELDS | {"prompt"}
 CHAT_FIELDS = COMMON_FIELDS | {"messages", "max_completion_tokens"}
 MESSAGE_FIELDS = frozenset({"role", "content"})
