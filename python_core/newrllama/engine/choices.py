@@ -135,13 +135,16 @@ class ChoiceScoring:
     def done(self) -> bool:
         return self.first is None and not self.waiting and not self.running
 
-    def result(self) -> Tuple[int, Dict[str, float]]:
-        """Index of the most probable label, and every label's probability (softmax of the scores)."""
+    def result(self) -> Tuple[int, Dict[str, float], Dict[str, float]]:
+        """Index of the most probable label, and every label's probability and log-probability (softmax and
+        log-softmax of the scores)."""
         top = max(self.logprob)
         weights = [math.exp(lp - top) for lp in self.logprob]
         total = sum(weights)
+        log_total = top + math.log(total)
         best = max(range(len(self.labels)), key=self.logprob.__getitem__)
-        return best, {label: w / total for label, w in zip(self.labels, weights)}
+        return (best, {label: w / total for label, w in zip(self.labels, weights)},
+                {label: lp - log_total for label, lp in zip(self.labels, self.logprob)})
 
 
 class LabelJob:

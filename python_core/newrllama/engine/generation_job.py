@@ -41,6 +41,7 @@ class GenerationJob:
                "n_cached_tokens": result.n_cached_tokens}
         if result.choice_probs is not None:
             out["choice_probs"] = result.choice_probs
+            out["choice_logprobs"] = result.choice_logprobs
         if result.engine_error:
             out["engine_error"] = True
         return out
@@ -50,7 +51,7 @@ class GenerationJob:
         return Completion(record["text"], [], record["finish_reason"], record.get("error"),
                           record.get("n_prompt_tokens", 0), record.get("n_gen_tokens", 0),
                           record.get("n_cached_tokens", 0), record.get("choice_probs"),
-                          bool(record.get("engine_error", False)))
+                          bool(record.get("engine_error", False)), record.get("choice_logprobs"))
 
     def failed(self, message: str) -> Completion:
         """A prompt the cluster could not run (its worker died, the run stopped): the engine's failure."""

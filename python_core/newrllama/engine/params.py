@@ -44,7 +44,8 @@ class SamplingParams:
     of the model's chat template, its end-of-turn token (or end of generation);
     after any other prompt, a line break (or end of generation). So "crude" and
     "crude oil" can both win. ``Completion.choice_probs`` holds the softmax of
-    those scores over the labels.
+    those scores over the labels, ``Completion.choice_logprobs`` its log, computed as
+    such (so that a label whose probability rounds to 0 keeps a finite score).
 
     ``grammar`` (GBNF, with a rule named ``root``) or ``json_schema`` (a dict or
     its JSON text, converted to GBNF by llama-cpp-python's own converter)

@@ -172,13 +172,13 @@ class Request:
         if self.completion is not None:
             return
         if self.choice is not None and reason == "stop":
-            best, probs = self.choice.result()
+            best, probs, logprobs = self.choice.result()
             label_tokens = self.choice.tokens[best]
             self.text = self.choice.labels[best].encode("utf-8")  # a stream shows the label too
             self.completion = Completion(
                 text=self.choice.labels[best], token_ids=list(label_tokens), finish_reason="stop",
                 n_prompt_tokens=self.n_prompt, n_gen_tokens=len(label_tokens), n_cached_tokens=self.n_cached,
-                choice_probs=probs)
+                choice_probs=probs, choice_logprobs=logprobs)
         else:
             self.completion = Completion(
                 text=self.text.decode("utf-8", "replace") if reason != "error" else "",

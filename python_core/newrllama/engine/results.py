@@ -32,6 +32,9 @@ class Completion:
     n_cached_tokens: int = 0  # prompt tokens served by the prefix cache (not decoded for this prompt)
     choice_probs: Optional[Dict[str, float]] = None  # with SamplingParams(choices=...): label -> probability
     engine_error: bool = False
+    # With choices: label -> log-probability, computed as such (a label far less probable than another has a
+    # probability that rounds to 0 and a log-probability that does not).
+    choice_logprobs: Optional[Dict[str, float]] = None
 
 
 @dataclass(frozen=True)

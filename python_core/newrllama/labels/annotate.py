@@ -11,7 +11,6 @@ scores (order_bias.py), and a Calibration fitted on coded texts may correct them
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import warnings
 from contextlib import contextmanager
@@ -300,7 +299,7 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
         elif content_free is not None and isinstance(content_free[i], str):
             results[i] = Annotation(None, error=content_free[i])
         else:
-            scores.setdefault(i, {})[order] = [math.log(max(c.choice_probs[label], 1e-300)) for label in labels]
+            scores.setdefault(i, {})[order] = [c.choice_logprobs[label] for label in labels]
     scores = {i: s for i, s in scores.items() if results[i].error == MISSING}
     if not scores:
         return results

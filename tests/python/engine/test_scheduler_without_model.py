@@ -2,7 +2,10 @@
 are laid out; and what the scheduler does on the events holders report after a step. Requests are made as the
 engine makes them, minus a model: their tokens are plain numbers, no step is run, and a slot's outcome is
 written by hand where newrllama_step would write it."""
+import math
 from typing import List, Optional
+
+import pytest
 
 import newrllama
 from helpers.fake_kv import FakeKv
@@ -122,7 +125,7 @@ def test_labels_score_their_first_tokens_then_each_path_on_a_scratch_sequence_th
     r = admit(s, 0, 10, 9, choice=choice)
     assert layout(s) == [(0, 1)]  # the prompt's last token: its row scores every label's first token
     first = choice.first.logprobs
-    first[0], first[1], first[2] = -1.0, -1.0, -3.0
+    first[0], first[1], first[2] = -1.0, -1.0, -2000.0  # "grain": a probability that rounds to 0
     s.act(FirstTokensScored(r))
     r.n_past = r.n_tokens
     # One path holds "crude" and "crude oil" ("crude" is a start of it), one "grain": each on a scratch sequence
@@ -138,5 +141,10 @@ def test_labels_score_their_first_tokens_then_each_path_on_a_scratch_sequence_th
     assert r.completion is None  # one path is still running
     s.act(LabelPathScored(jobs[1]))
     assert r.completion.finish_reason == "stop" and r.completion.text == "crude"
-    assert abs(sum(r.completion.choice_probs.values()) - 1) < 1e-12
+    probs, logprobs = r.completion.choice_probs, r.completion.choice_logprobs
+    assert abs(sum(probs.values()) - 1) < 1e-12 and probs["grain"] == 0.0
+    # Carried as logs: "crude" -1.1, "crude oil" -3.5, "grain" -2002.0 before normalising.
+    norm = math.log(math.exp(-1.1) + math.exp(-3.5))
+    assert logprobs == pytest.approx({"crude": -1.1 - norm, "crude oil": -3.5 - norm, "grain": -2002.0 - norm})
+    assert all(math.exp(logprobs[k]) == pytest.approx(probs[k]) for k in labels)
     assert s._kv.seqs[N_SEQ] == [] and s._kv.seqs[N_SEQ + 1] == [] and s._active[0] is None

@@ -75,4 +75,4 @@ def assert_close_to_oracle(completion, expected):
     """Every label's log-probability within CHOICE_MARGIN of the oracle's (see oracle.py for how that bound
     was measured), the improbable labels too; a wrong row or a missing token would be logits off."""
     for label, p in expected.items():
-        assert abs(math.log(completion.choice_probs[label]) - math.log(p)) <= CHOICE_MARGIN, (label, completion, expected)
+        assert abs(completion.choice_logprobs[label] - math.log(p)) <= CHOICE_MARGIN, (label, completion, expected)
