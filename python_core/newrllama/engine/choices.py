@@ -18,11 +18,6 @@ from .._lib import ffi
 from .step_events import LabelPathCleared, LabelPathScored, PromptFailed, StepEvent
 
 
-def label_tokens(tokenize, labels: Sequence[str], spaced: bool) -> List[List[int]]:
-    """The tokens each label adds after the prompt (with a leading space if the prompt ends in a word)."""
-    return [tokenize(((" " + label) if spaced else label).encode("utf-8"), False) for label in labels]
-
-
 class Targets:
     """Label tokens to score and the rows they are read from, as C arrays that every prompt's slot shares."""
 

@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from ..errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from .._lib import ffi
-from .choices import ChoiceScoring, LabelSet, label_tokens
+from .choices import ChoiceScoring, LabelSet
 from .params import SamplingParams
 from .prefix_cache import shared_start_lengths, token_key
 from .request import Call, Request, c_sampling_params
@@ -58,7 +58,7 @@ def check_prompt_kind(prompt: object, index: int) -> Union[bytes, List[int]]:
     return tokens
 
 
-def _tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int], str]:
+def tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int], str]:
     """The prompt's tokens, or why it cannot run. Raises for arguments of the wrong kind."""
     checked = check_prompt_kind(prompt, index)
     if isinstance(checked, bytes):
@@ -91,7 +91,7 @@ def _checked_grammars(vocab: Vocab, plist: List[SamplingParams]):
     return grammars
 
 
-def _ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
+def ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
     """Whether the prompt's text ends in something other than whitespace (then a label follows a space).
     Token prompts are judged by their last token's text, so a prompt reads the same either way."""
     if isinstance(prompt, (str, bytes)):
@@ -105,7 +105,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
                  prefix_cache: bool = False) -> Tuple[Call, List[Request]]:
     prompts = check_prompts(prompts)
     plist = normalize_params(params, len(prompts))
-    checked = [_tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
+    checked = [tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
     grammars = _checked_grammars(vocab, plist)
@@ -116,9 +116,9 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
         p = plist[i]
         choice = None
         if p.choices is not None and not isinstance(tokens, str):
-            key = (id(p), _ends_in_a_word(vocab, prompts[i], tokens), vocab.answer_ends.after(tokens))
+            key = (id(p), ends_in_a_word(vocab, prompts[i], tokens), vocab.answer_ends.after(tokens))
             if key not in label_sets:
-                label_sets[key] = LabelSet(p.choices, label_tokens(vocab.tokenize, p.choices, key[1]), key[2])
+                label_sets[key] = LabelSet(p.choices, vocab.label_tokens(p.choices, key[1]), key[2])
             choice = ChoiceScoring(label_sets[key])
         if isinstance(tokens, str):
             call.failed_early(i, 0, tokens)

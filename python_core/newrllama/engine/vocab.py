@@ -5,11 +5,16 @@ references), so a context tokenizes and detokenizes through the Vocab it took at
 creation rather than through the Model object."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+import threading
+from collections import OrderedDict
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import _lib
 from .._lib import ffi, lib
 from .answer_end import AnswerEnds
+
+# Label sets whose tokens a vocabulary keeps (a server may see a new set with every request).
+LABEL_SETS_KEPT = 64
 
 
 class Vocab:
@@ -18,6 +23,8 @@ class Vocab:
         self.n_vocab: int = lib.newrllama_model_n_vocab(model_handle)
         self._pieces: Dict[int, bytes] = {}
         self._answer_ends: Optional[AnswerEnds] = None
+        self._labels: "OrderedDict[Tuple[Tuple[str, ...], bool], List[List[int]]]" = OrderedDict()
+        self._labels_lock = threading.Lock()
 
     @property
     def model_handle(self):
@@ -45,6 +52,23 @@ class Vocab:
             return list(ffi.unpack(tokens[0], n[0])) if n[0] else []
         finally:
             lib.newrllama_free_tokens(tokens[0])
+
+    def label_tokens(self, labels: Tuple[str, ...], spaced: bool) -> List[List[int]]:
+        """The tokens each label adds after a prompt (with a leading space if the prompt ends in a word), kept for
+        the last LABEL_SETS_KEPT label sets: a call's labels are tokenized once, whoever asks (the sizing of a
+        context, then every prompt's scoring)."""
+        key = (labels, spaced)
+        with self._labels_lock:  # callers prepare their calls in their own threads
+            tokens = self._labels.get(key)
+            if tokens is not None:
+                self._labels.move_to_end(key)
+                return tokens
+        tokens = [self.tokenize(((" " + label) if spaced else label).encode("utf-8"), False) for label in labels]
+        with self._labels_lock:
+            self._labels[key] = tokens
+            if len(self._labels) > LABEL_SETS_KEPT:
+                self._labels.popitem(last=False)
+        return tokens
 
     def detokenize(self, ids: Sequence[int]) -> bytes:
         err = _lib.new_error_slot()

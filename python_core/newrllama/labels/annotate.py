@@ -20,7 +20,6 @@ from tqdm.auto import tqdm
 
 from .annotation import Annotation, check_texts, suspect_labels
 from .calibration import Calibration
-from ..engine.choices import label_tokens
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
 from ..engine.context import Context
 from ..engine.convenience import sized_context
@@ -31,6 +30,7 @@ from ..runs.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, check_debias, content_free_log_probs,
                          cure_of, order_free_scores, scoring_jobs, softmax)
 from ..engine.params import SamplingParams
+from ..engine.parallel import Prompt, ends_in_a_word, tokens_or_error
 from .provenance import Provenance, codebook_digest
 from ..engine.results import Completion
 from ..runs.results_file import run_recorded
@@ -314,9 +314,19 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
 
 def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
          progress: bool, context_kwargs: Dict[str, Any]):
+    # Each prompt is tokenized once, here: the context's sizing and the call take its tokens. A prompt that
+    # cannot be tokenized goes as text, and the call gives it its error.
+    vocab = model.vocab
+    runnable: List[Prompt] = []
+    spacings = set()  # whether labels follow the prompts with a space: the label tokens the call will score
+    for i, prompt in enumerate(prompts):
+        tokens = tokens_or_error(vocab, prompt, i)
+        runnable.append(prompt if isinstance(tokens, str) else tokens)
+        if not isinstance(tokens, str):
+            spacings.add(ends_in_a_word(vocab, prompt, tokens))
     if context is not None:
-        return context.generate_parallel(prompts, params, progress=progress)
-    longest_label = max(len(t) for p in {id(p): p for p in params}.values()
-                        for t in label_tokens(model.vocab.tokenize, p.choices, spaced=True)) + 1  # and its end
-    with sized_context(model, prompts, longest_label, **context_kwargs) as ctx:
-        return ctx.generate_parallel(prompts, params, progress=progress)
+        return context.generate_parallel(runnable, params, progress=progress)
+    longest_label = max((len(t) for p in {id(p): p for p in params}.values() for spaced in spacings
+                         for t in vocab.label_tokens(p.choices, spaced)), default=0) + 1  # and its end
+    with sized_context(model, runnable, longest_label, **context_kwargs) as ctx:
+        return ctx.generate_parallel(runnable, params, progress=progress)

@@ -175,3 +175,20 @@ def test_labels_that_collapse_or_follow_the_order_are_named():
     assert newrllama.validate(["a", "b"], ["a", "a"], order_flip=[None, None]).order_flip_share is None
     with pytest.raises(newrllama.InvalidArgumentError, match="order_flip must be a list of 2"):
         newrllama.validate(["a", "b"], ["a", "a"], order_flip=[True])
+
+
+def test_each_prompt_and_each_label_is_tokenized_once(model, monkeypatch):
+    """Without a context, the prompts' tokens size the context and go to the call; the labels' tokens size it
+    and score every prompt."""
+    labels = {"wet": "rain, snow or storms", "dry": "sun or drought"}  # definitions: the text is not measured alone
+    newrllama.annotate(TEXTS[:1], LABELS, debias="reverse", model=model, n_seq_max=2, n_threads=2)  # warm-up
+    asked = []
+    tokenize = model.vocab.tokenize
+    monkeypatch.setattr(model.vocab, "tokenize", lambda data, add_special=True: asked.append((data, add_special)) or
+                        tokenize(data, add_special))
+    texts = [TEXTS[3], "A dry and sunny week lies ahead."]
+    results = newrllama.annotate(texts, labels, debias="reverse", model=model, n_seq_max=2, n_threads=2)
+    assert all(r.label in labels for r in results)
+    prompts = [data for data, special in asked if special]  # labels are tokenized without special tokens
+    assert len(prompts) == len(set(prompts)) == len(texts) * 2  # two listing orders per text
+    assert sorted(data.strip() for data, special in asked if not special) == [b"dry", b"wet"]
