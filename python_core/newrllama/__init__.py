@@ -9,6 +9,7 @@ from .engine.aio import AsyncTextStream
 from .labels.agreement import Agreement, agreement
 from .labels.annotate import annotate
 from .labels.annotation import Annotation, least_confident
+from .labels.annotation_task import AnnotationTask
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .engine.context import Context
@@ -22,6 +23,7 @@ from .engine.model import Model
 from .engine.params import SamplingParams
 from .engine.results import Completion, GenerationStats
 from .engine.policy import SchedulerConfig
+from .runs.recording import Recording
 from .engine.scheduler import EngineStats
 from .engine.system import Device, SystemInfo, system_info
 from .labels.validation import LabelScores, ReliabilityBin, Validation, validate
@@ -30,10 +32,10 @@ from .engine.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Agreement", "Annotation", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
+    "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
-    "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Regression", "ReliabilityBin",
+    "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
     "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate",

@@ -3,7 +3,6 @@ lists, so that reticulate converts the results once instead of field by field.""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import urllib.error
@@ -12,9 +11,8 @@ import warnings
 
 import newrllama
 from newrllama.runs import download
-from newrllama.labels.annotate import split_message
+from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
-from newrllama.labels.order_bias import DEFAULT_DEBIAS
 from newrllama.labels.provenance import Provenance
 from newrllama.engine.sampling_table import SAMPLING_FIELDS
 
@@ -75,10 +73,12 @@ def last_stats(target):
     return dataclasses.asdict(target.last_stats) if target.last_stats is not None else None
 
 
-def run(target, prompts, params, progress, ids=None, output=None, resume=False, retry_errors=False):
-    """generate_parallel on a Context or a Cluster (same arguments), its answers unpacked."""
-    completions = target.generate_parallel(prompts, params, ids=ids, output=output, resume=resume,
-                                           retry_errors=retry_errors, progress=bool(progress))
+def run(target, prompts, params, progress, recording=None):
+    """generate_parallel on a Context or a Cluster (same arguments; a Recording or None), its answers unpacked."""
+    recording = recording or newrllama.Recording()
+    completions = target.generate_parallel(prompts, params, ids=recording.ids, output=recording.output,
+                                           resume=recording.resume, retry_errors=recording.retry_errors,
+                                           progress=bool(progress))
     return unpack(completions)
 
 
@@ -93,24 +93,24 @@ def unpack(completions):
             "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 
-def annotate(texts, labels, instruction, context, model, progress, definitions, examples, debias, calibration,
-             codebook, examples_in, ids, output, resume, retry_errors, **settings):
+def annotation_task(labels, instruction, **options):
+    """The AnnotationTask of an R call; an option R leaves NULL takes the library's default."""
+    return newrllama.AnnotationTask(labels, instruction, **{k: v for k, v in options.items() if v is not None})
+
+
+def annotate(texts, task, recording, context, model, progress, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question. On a
     context (or a model, without one) or a cluster alike."""
-    # None: the library's default
-    options = {key: value for key, value in (("debias", debias), ("examples_in", examples_in)) if value is not None}
-    if context is None or isinstance(context, newrllama.Context):
-        run = functools.partial(newrllama.annotate, context=context, model=model, **settings)
-    else:
-        run = context.annotate
     with warnings.catch_warnings():  # R warns, from each question's columns
         warnings.simplefilter("ignore", newrllama.AnnotationWarning)
-        done = run(texts, labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                   calibration=calibration, progress=bool(progress), ids=ids, output=output, resume=resume,
-                   retry_errors=retry_errors, **options)
-    if codebook is None:
+        if context is None or isinstance(context, newrllama.Context):
+            done = label_texts(texts, task, recording, context=context, model=model, progress=bool(progress),
+                               **settings)
+        else:
+            done = context.label_texts(texts, task, recording, progress=bool(progress))
+    if task.questions is None:
         return unpack_annotations(done)
-    return {q: unpack_annotations([r[q] for r in done]) for q in codebook}
+    return {q: unpack_annotations([r[q] for r in done]) for q in task.questions}
 
 
 def context(model, **settings):
@@ -130,9 +130,9 @@ def sampling_defaults():
     return {f.name: f.default for f in SAMPLING_FIELDS}
 
 
-def group_warning(debias):
+def group_warning(task):
     """The warning for a grouped R call (each group labelled as a call of its own), or None."""
-    return split_message(DEFAULT_DEBIAS if debias is None else debias, "each group of a grouped call")
+    return split_message(task.debias, "each group of a grouped call")
 
 
 def _values(probs):

@@ -153,20 +153,21 @@ annotate_texts <- function(x, labels, instruction, context, ..., progress, outpu
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)), call = call)
   }
   questions <- check_questions(codebook, call = call)
-  spec <- list(labels = if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
-               definitions = check_definitions(definitions, call = call),
-               examples = check_examples(examples, call = call),
-               debias = if (is.null(debias)) NULL else check_string(debias, "debias", call = call),
-               calibration = python_calibrations(calibration, !is.null(codebook), call = call), codebook = questions,
-               examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in", call = call))
-  instruction <- check_string(instruction, "instruction", call = call)
+  task <- with_python(python_helpers()$annotation_task(
+    if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
+    check_string(instruction, "instruction", call = call),
+    definitions = check_definitions(definitions, call = call), examples = check_examples(examples, call = call),
+    codebook = questions, debias = if (is.null(debias)) NULL else check_string(debias, "debias", call = call),
+    calibration = python_calibrations(calibration, !is.null(codebook), call = call),
+    examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in", call = call)
+  ), call = call)
   progress <- check_flag(progress, "progress", call = call)
-  target <- check_output(output, resume, retry_errors, names(x), "x", call = call)
+  recording <- check_output(output, resume, retry_errors, names(x), "x", call = call)
   if (in_grouped_call()) {
-    message <- with_python(python_helpers()$group_warning(spec$debias), call = call)
+    message <- with_python(python_helpers()$group_warning(task), call = call)
     if (!is.null(message)) warn_group_dependent(message)
   }
-  out <- label_texts(context, x, spec, instruction, progress, target, call, ...)
+  out <- label_texts(context, x, task, progress, recording, call, ...)
   warn_annotations(if (is.null(codebook)) list(out) else out)
   out
 }
@@ -266,26 +267,26 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
   x
 }
 
-# The labelling itself, by the kind of `context`: a local context (or none), or a cluster.
-# `target` (output, resume, retry_errors, ids) from check_output(): the file the labels are written to.
-label_texts <- function(context, x, spec, instruction, progress, target, call, ...) {
+# The labelling itself, by the kind of `context`: a local context (or none), or a cluster. `task` and `recording`
+# are Python's AnnotationTask and Recording (from check_output(): the file the labels are written to).
+label_texts <- function(context, x, task, progress, recording, call, ...) {
   UseMethod("label_texts")
 }
 
 #' @export
-label_texts.default <- function(context, x, spec, instruction, progress, target, call, ...) {
+label_texts.default <- function(context, x, task, progress, recording, call, ...) {
   if (!is.null(context)) {
     check_context(context, call = call)
   }
-  python_annotate(if (is.null(context)) NULL else context$py, x, spec, instruction, progress, target, call,
+  python_annotate(if (is.null(context)) NULL else context$py, x, task, progress, recording, call,
                   python_args(list(...), call = call), model = if (is.null(context)) embedded_model())
 }
 
 #' @export
-label_texts.newrllama_cluster <- function(context, x, spec, instruction, progress, target, call, ...) {
+label_texts.newrllama_cluster <- function(context, x, task, progress, recording, call, ...) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
-  python_annotate(context$py, x, spec, instruction, progress, target, call, list())
+  python_annotate(context$py, x, task, progress, recording, call, list())
 }
 
 # Whether this is one group's call within a grouped dplyr verb (each group then labels as a call of its own).
@@ -306,12 +307,8 @@ embedded_model <- function() {
   the$embedded_model
 }
 
-# One Python call labels on a context, on none or on a cluster: the same arguments reach each.
-python_annotate <- function(on, x, spec, instruction, progress, target, call, settings, model = NULL) {
-  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), spec$labels, instruction, on, model, progress,
-                                                        spec$definitions, spec$examples, spec$debias,
-                                                        spec$calibration, spec$codebook, spec$examples_in,
-                                                        target$ids, target$output, target$resume,
-                                                        target$retry_errors),
+# One Python call labels on a context, on none or on a cluster: the same task and recording reach each.
+python_annotate <- function(on, x, task, progress, recording, call, settings, model = NULL) {
+  with_python(do.call(python_helpers()$annotate, c(list(na_to_none(x), task, recording, on, model, progress),
                                                    settings)), call = call)
 }

@@ -98,9 +98,9 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
   if (local && !is_model_url(path)) normalizePath(path) else path
 }
 
-# `output`, `resume`, `retry_errors` and the ids of the items (their names, when written to a file) as Python
-# takes them; Python checks them (an id given twice, an empty one, resume without a file, retry_errors without
-# resume) and its message speaks.
+# `output`, `resume`, `retry_errors` and the ids of the items (their names, when written to a file) as Python's
+# Recording; Python checks them (resume without a file, retry_errors without resume; an id given twice or an empty
+# one when the run starts) and its message speaks.
 check_output <- function(output, resume, retry_errors, item_names, what, call = sys.call(-1)) {
   args <- python_args(list(output = output, resume = resume, retry_errors = retry_errors), call = call)
   if (is.character(args$output) && length(args$output) == 1) {
@@ -110,5 +110,5 @@ check_output <- function(output, resume, retry_errors, item_names, what, call = 
     ids <- python_args(stats::setNames(list(item_names), sprintf("names(%s)", what)), call = call)[[1]]
     args$ids <- as.list(unname(ids))
   }
-  args
+  with_python(py_newrllama()$Recording(args$output, args$ids, args$resume, args$retry_errors), call = call)
 }

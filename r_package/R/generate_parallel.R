@@ -166,13 +166,13 @@ run_generation <- function(context, prompts, messages, frame, call = sys.call(-1
   check_runner(context, call = call)
   prompts <- prompts_or_messages(context, prompts, messages, call = call)
   args <- generation_args(prompts, frame$progress, frame, call = call)
-  target <- check_output(frame$output, frame$resume, frame$retry_errors, names(args$prompts), "prompts", call = call)
+  recording <- check_output(frame$output, frame$resume, frame$retry_errors, names(args$prompts), "prompts", call = call)
   if (length(args$prompts) == 0) {
     return(list(prompts = args$prompts, text = character(), finish_reason = character(), failed = logical(),
                 errors = character(), n_prompt_tokens = integer(), n_gen_tokens = integer(),
                 n_cached_tokens = integer(), probs = list()))
   }
-  done <- run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, target, call = call)
+  done <- run_prompts(context, as.list(unname(args$prompts)), args$params, args$progress, recording, call = call)
   done$prompts <- args$prompts
   done
 }
@@ -200,13 +200,11 @@ generation_args <- function(prompts, progress, frame, call = sys.call(-1)) {
 # Runs prompts (a list of strings or token lists) and returns texts, finish
 # reasons, failure flags, error messages and statistics. The Completion objects are unpacked in
 # Python, in one call, rather than field by field through reticulate.
-# `target` (output, resume, retry_errors, ids) from check_output(): the file the answers are written to.
-run_prompts <- function(context, prompts, params, progress,
-                        target = check_output(NULL, FALSE, FALSE, NULL, "prompts"), call = sys.call(-1)) {
+# `recording` (Python's Recording, from check_output(); NULL: none) names the file the answers are written to.
+run_prompts <- function(context, prompts, params, progress, recording = NULL, call = sys.call(-1)) {
   force(call)
   run <- python_helpers()$run
-  unpack_completions(with_python(run(context$py, prompts, params, progress, target$ids, target$output,
-                                     target$resume, target$retry_errors), call = call))
+  unpack_completions(with_python(run(context$py, prompts, params, progress, recording), call = call))
 }
 
 unpack_completions <- function(out) {

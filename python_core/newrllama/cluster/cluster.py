@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..labels.annotate import check_annotate_call, warn_if_split, warn_if_suspect
+from ..labels.annotate import warn_if_split, warn_if_suspect
+from ..labels.annotation import check_texts
+from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
 from ..runs.download import is_remote
@@ -21,6 +23,7 @@ from ..labels.annotation_job import AnnotationJob
 from ..engine.generation_job import GenerationJob
 from ..runs.jobs import Job
 from .pool import WorkerPool, WorkerSpec, worker_failure
+from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
 
 # Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
@@ -155,9 +158,9 @@ class Cluster:
         """Answers to ``prompts`` in input order (see Context.generate_parallel), run by the workers
         in chunks of ``n_seq_max`` prompts. A resumed prompt's Completion has its text, finish
         reason and token counts from the file, and empty ``token_ids``."""
-        return self._run(GenerationJob(prompts, params), ids, output, resume, retry_errors, progress)
+        return self._run(GenerationJob(prompts, params), Recording(output, ids, resume, retry_errors), progress)
 
-    def annotate(self, texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str], None] = None,
+    def annotate(self, texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
                  instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
                  examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
                  debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
@@ -167,16 +170,20 @@ class Cluster:
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
         chunk; a text's labels are a local call's. "prior" and "batch" estimate their correction per chunk (a
         warning says so when the texts take more than one)."""
-        options = dict(definitions=definitions, examples=examples, codebook=codebook, debias=debias,
-                       calibration=calibration, examples_in=examples_in)
-        checked, books, debias, _ = check_annotate_call(texts, labels, instruction, **options)
-        warn_if_split(debias, len(checked), self.chunk_size, "each chunk a worker labels")
-        job = AnnotationJob(checked, labels, instruction, options, questions=None if None in books else list(books))
-        results = self._run(job, ids, output, resume, retry_errors, progress)
-        warn_if_suspect(results, list(books))
+        task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
+                                 debias=debias, calibration=calibration, examples_in=examples_in)
+        return self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
+
+    def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),
+                    *, progress: bool = False) -> List[Any]:
+        """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
+        checked = check_texts(texts)
+        warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
+        results = self._run(AnnotationJob(checked, task), recording, progress)
+        warn_if_suspect(results, list(task.books), stacklevel=4)
         return results
 
-    def _run(self, job: Job, ids: object, output: object, resume: bool, retry_errors: bool, progress: bool) -> list:
+    def _run(self, job: Job, recording: Recording, progress: bool) -> list:
         t_start = time.perf_counter()
         pool = self._open_pool()
         stats = None
@@ -202,7 +209,7 @@ class Cluster:
                 bar.close()
             return [results[i] for i in todo]
 
-        results, n_resumed, t_write = run_recorded(job, ids, output, resume, retry_errors,
+        results, n_resumed, t_write = run_recorded(job, recording,
                                                    lambda: self._model_identity(pool), run)
         t_total = time.perf_counter() - t_start
         self.last_stats = ClusterStats(

@@ -9,9 +9,10 @@ import asyncio
 import os
 import socket
 import warnings
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
-from ..labels.annotate import annotate
+from ..labels.annotate import label_texts
+from ..labels.annotation_task import AnnotationTask
 from ..engine.context import Context
 from ..errors import AnnotationWarning
 from ..engine.model import Model
@@ -44,13 +45,12 @@ class Worker:
     async def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg) -> List[Completion]:
         return await self.context.agenerate_parallel(prompts, params)
 
-    async def annotate(self, texts: Sequence[Optional[str]], labels: Any, instruction: str,
-                       options: Dict[str, Any]) -> List[Any]:
+    async def annotate(self, texts: Sequence[Optional[str]], task: AnnotationTask) -> List[Any]:
         """annotate() on this worker's context, in a thread (the context is shared with the chunks running beside
         it); the driver judges the whole call's labels, so a chunk's suspect labels do not warn here."""
         def run() -> List[Any]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", AnnotationWarning)
-                return annotate(texts, labels, instruction, context=self.context, **options)
+                return label_texts(texts, task, context=self.context)
 
         return await asyncio.to_thread(run)

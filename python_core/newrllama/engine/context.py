@@ -19,6 +19,7 @@ from .policy import SchedulerConfig
 from .prefix_cache import PrefixCache
 from .reproducibility import Determinism, build_fingerprint, held_batch_invariance
 from .request import Call, Request
+from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
 from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
@@ -193,7 +194,8 @@ class Context(OwnedHandle):
         (with ``resume=True``) runs again the prompts whose line holds an error.
         ``last_stats`` covers the prompts run by this call.
         """
-        if output is None and not resume and not retry_errors:
+        recording = Recording(output, ids, resume, retry_errors)
+        if not recording.writes:
             return self._run_call(prompts, params, progress, None)
         job = GenerationJob(prompts, params)
 
@@ -202,7 +204,7 @@ class Context(OwnedHandle):
             return self._run_call(todo_prompts, todo_params, progress,
                                   lambda done: record([todo[i] for i, _ in done], [c for _, c in done]))
 
-        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, self.model.identity, run,
+        results, _, _ = run_recorded(job, recording, self.model.identity, run,
                                      self._scheduler.determinism)
         return results
 

@@ -19,28 +19,28 @@ from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Seque
 from tqdm.auto import tqdm
 
 from .annotation import Annotation, check_texts, suspect_labels
-from .calibration import Calibration
-from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
+from .annotation_job import AnnotationJob
+from .annotation_task import AnnotationTask, Labels
+from .codebook import Codebook, ExamplesIn
 from ..engine.context import Context
 from ..engine.convenience import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
-from .annotation_job import AnnotationJob
 from ..engine.model import Model
 from ..runs.model_hash import ModelIdentity
-from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, check_debias, content_free_log_probs,
-                         cure_of, order_free_scores, scoring_jobs, softmax)
+from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, cure_of,
+                         order_free_scores, scoring_jobs, softmax)
 from ..engine.params import SamplingParams
 from ..engine.parallel import Prompt, ends_in_a_word, tokens_or_error
 from .provenance import Provenance, codebook_digest
 from ..engine.results import Completion
+from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
 from ..version import __version__
-
 
 MISSING = "text is missing or empty"
 
 
-def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mapping[str, str], None] = None,
+def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
              instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
              examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
              debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
@@ -83,13 +83,33 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
     also the texts whose line holds an error. The file format and rules are those of
     ``Cluster.annotate``; every setting above, and the model file, is part of what a resume must match.
     Codebooks and every cure are recorded too; "prior" and "batch", which estimate their correction over
-    the texts of one call, then estimate it per group of texts written (a warning says so)."""
-    options = dict(definitions=definitions, examples=examples, codebook=codebook, debias=debias,
-                   calibration=calibration, examples_in=examples_in)
-    if output is not None or resume or retry_errors:
-        return _annotate_recorded(texts, labels, instruction, ids, output, resume, retry_errors, progress, context,
-                                  model, context_kwargs, options)
-    texts, books, debias, calibrations = check_annotate_call(texts, labels, instruction, **options)
+    the texts of one call, then estimate it per group of texts written (a warning says so).
+
+    An AnnotationTask made once (``AnnotationTask(labels, instruction, ...)``, with the arguments above) may stand
+    in the place of ``labels``: ``annotate(texts, task)``."""
+    task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
+                             debias=debias, calibration=calibration, examples_in=examples_in)
+    return label_texts(texts, task, Recording(output, ids, resume, retry_errors), context=context, model=model,
+                       progress=progress, **context_kwargs)
+
+
+def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,
+                context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
+                progress: bool = False, **context_kwargs: Any) -> List[Any]:
+    """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
+    texts = check_texts(texts)
+    if recording.writes:
+        return _label_recorded(texts, task, recording, progress, context, model, context_kwargs)
+    with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
+        warnings.simplefilter("ignore", AnnotationWarning)
+        out = _label(texts, task, progress, context, model, context_kwargs)
+    warn_if_suspect(out, list(task.books), stacklevel=4)
+    return out
+
+
+def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, context: Optional[Context],
+           model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
+    books, debias, examples_in, calibrations = task.books, task.debias, task.examples_in, task.calibrations
     with _model_of(context, model) as use:
         runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         # The layout rule reads each text's and list's length: measured once per call, not per prompt.
@@ -131,31 +151,9 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[Sequence[str], Mappin
             source = _provenance(identity, determinism, book, debias, examples_in)
             results = [dataclasses.replace(a, provenance=source) for a in results]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
-    out = per_question[None] if codebook is None else [{q: per_question[q][i] for q in books}
-                                                       for i in range(len(texts))]
-    warn_if_suspect(out, list(books))
-    return out
-
-
-def check_annotate_call(texts: object, labels: Any, instruction: str, definitions: Any, examples: Any,
-                        codebook: Any, debias: Any, calibration: Any, examples_in: Any
-                        ) -> Tuple[List[Any], Dict[Optional[str], Codebook], str, Dict[Optional[str], Calibration]]:
-    """The texts, each question's codebook (the key None for one question), the order cure and each question's
-    calibration of an annotate() call, checked before anything runs (by a Cluster's driver too)."""
-    texts = check_texts(texts)
-    if (labels is None) == (codebook is None):
-        raise InvalidArgumentError("give labels (one question) or codebook (several), not both or neither")
-    if codebook is not None:
-        if definitions is not None or examples is not None:
-            raise InvalidArgumentError("with a codebook, each question's definitions go in it (a dict label -> "
-                                       "definition); examples are for one question (labels=)")
-        books = check_questions(codebook, instruction)
-    else:
-        books = {None: check_codebook(labels, instruction, definitions, examples)}
-    debias = check_debias(debias)
-    if examples_in not in ("turns", "system"):
-        raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {examples_in!r}")
-    return texts, books, debias, _check_calibrations(calibration, books)
+    if task.questions is None:
+        return per_question[None]
+    return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
 
 
 def warn_if_suspect(results: Sequence[Any], questions: Sequence[Optional[str]], stacklevel: int = 3) -> None:
@@ -184,14 +182,12 @@ def warn_if_split(debias: str, n_texts: int, group: int, where: str, stacklevel:
 RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 
 
-def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object, output: object, resume: bool,
-                       retry_errors: bool, progress: bool, context: Optional[Context], model: Any,
-                       context_kwargs: Dict[str, Any], options: Dict[str, Any]) -> List[Any]:
-    checked, books, debias, _ = check_annotate_call(texts, labels, instruction, **options)
-    job = AnnotationJob(checked, labels, instruction, options, questions=None if None in books else list(books))
+def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: bool,
+                    context: Optional[Context], model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
+    job = AnnotationJob(texts, task)
 
     def run(todo: List[int], record) -> List[Any]:
-        warn_if_split(debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=6)
+        warn_if_split(task.debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=7)
         bar = tqdm(total=len(todo), disable=not progress, unit="text", desc="newrllama annotate")
         done: List[Any] = []
         try:
@@ -200,8 +196,7 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
                 for a in range(0, len(todo), RECORDED_GROUP):
                     group = todo[a:a + RECORDED_GROUP]
                     # Without a context, each group gets one sized for it (as a call without output would).
-                    results = annotate([job.texts[i] for i in group], labels, instruction, context=context,
-                                       model=use, **options, **context_kwargs)
+                    results = _label([texts[i] for i in group], task, False, context, use, context_kwargs)
                     record(group, results)
                     done.extend(results)
                     bar.update(len(group))
@@ -210,9 +205,9 @@ def _annotate_recorded(texts: object, labels: Any, instruction: str, ids: object
         return done
 
     with _model_of(context, model) as use:
-        results, _, _ = run_recorded(job, ids, output, resume, retry_errors, use.identity, run,
+        results, _, _ = run_recorded(job, recording, use.identity, run,
                                      context.engine_stats().determinism if context is not None else None)
-    warn_if_suspect(results, list(books), stacklevel=4)
+    warn_if_suspect(results, list(task.books), stacklevel=5)
     return results
 
 
@@ -235,27 +230,6 @@ def _provenance(identity: ModelIdentity, determinism: Optional[Dict[str, Any]], 
     return Provenance(os.path.basename(identity.path), identity.sha256, book.labels, book.instruction,
                       codebook_digest(book, examples_in), debias, examples_in, len(book.examples), determinism,
                       __version__)
-
-
-def _check_calibrations(calibration: Any, books: Dict[Optional[str], Codebook]) -> Dict[Optional[str], Any]:
-    """The calibration of each question that has one, checked against its labels."""
-    if calibration is None:
-        return {}
-    if None in books:
-        given = {None: calibration}
-    elif isinstance(calibration, Mapping):
-        given = dict(calibration)
-    else:
-        raise InvalidArgumentError("with a codebook, calibration must be a dict question -> Calibration")
-    for q, cal in given.items():
-        if q not in books:
-            raise InvalidArgumentError(f"calibration names the question {q!r}, which is not in the codebook")
-        if not isinstance(cal, Calibration):
-            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), got {type(cal).__name__}")
-        if set(cal.labels) != set(books[q].labels):
-            raise InvalidArgumentError(f"the calibration was fitted on the labels {list(cal.labels)}, "
-                                       f"not {list(books[q].labels)}")
-    return given
 
 
 def _cure_groups(books: Mapping[Optional[str], Codebook], runnable: Sequence[int],

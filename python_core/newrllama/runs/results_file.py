@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from ..errors import InvalidArgumentError
 from .jobs import Job, check_ids
 from .model_hash import ModelIdentity
+from .recording import Recording
 
 try:
     import fcntl
@@ -44,11 +45,8 @@ class ResultsFile:
     """An open JSON Lines file of results written by ``model``. ``done`` maps the key of every
     result already in the file (when resuming) to its record (the last one, for a prompt run again)."""
 
-    def __init__(self, path: object, resume: bool, digests: Mapping[Hashable, str], model: ModelIdentity) -> None:
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgumentError(f"output must be a file path, got {type(path).__name__}")
-        if not isinstance(resume, bool):
-            raise InvalidArgumentError(f"resume must be True or False, got {resume!r}")
+    def __init__(self, path: Union[str, os.PathLike], resume: bool, digests: Mapping[Hashable, str],
+                 model: ModelIdentity) -> None:
         self.path = os.fspath(path)
         self.model = model
         exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
@@ -138,22 +136,6 @@ def _describe(key: Hashable) -> str:
     return f"prompt {key}" if isinstance(key, int) else f"the prompt with id {key!r}"
 
 
-def open_results(path: Optional[object], resume: bool, retry_errors: bool, digests: Mapping[Hashable, str],
-                 model: Callable[[], ModelIdentity]) -> Optional[ResultsFile]:
-    """The output file, or None without one; ``model`` (called only when there is a file) says which
-    model the run uses."""
-    if not isinstance(retry_errors, bool):
-        raise InvalidArgumentError(f"retry_errors must be True or False, got {retry_errors!r}")
-    if retry_errors and not resume:
-        raise InvalidArgumentError("retry_errors=True runs again the failed prompts of a run being resumed: "
-                                   "give it with resume=True and the run's output file")
-    if path is None:
-        if resume:
-            raise InvalidArgumentError("resume=True needs an output file to resume from")
-        return None
-    return ResultsFile(path, resume, digests, model())
-
-
 def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
     return list(ids) if ids is not None else list(range(n))
 
@@ -164,16 +146,16 @@ def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
 Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], List[Any]]
 
 
-def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_errors: bool,
-                 model: Callable[[], ModelIdentity], run: Runner,
+def run_recorded(job: Job, recording: Recording, model: Callable[[], ModelIdentity], run: Runner,
                  determinism: Optional[RecordsItself] = None) -> Tuple[List[Any], int, float]:
-    """The job's results in input order, those already in ``output`` read back (but for failed ones, with
-    ``retry_errors``) and the others run by ``run`` on ``model`` and appended to it as they come, each line
-    with what its numbers repeat with (``determinism``, when one context ran them); also how many were read
-    back and the time spent writing."""
-    checked_ids = check_ids(ids, len(job))
+    """The job's results in input order, those already in the recording's output read back (but for failed ones,
+    with ``retry_errors``) and the others run by ``run`` on ``model`` (called only when there is a file) and
+    appended to it as they come, each line with what its numbers repeat with (``determinism``, when one context
+    ran them); also how many were read back and the time spent writing."""
+    checked_ids = check_ids(recording.ids, len(job))
     keys = keys_of(len(job), checked_ids)
-    out = open_results(output, resume, retry_errors, dict(zip(keys, job.digests)), model)
+    out = (ResultsFile(recording.output, recording.resume, dict(zip(keys, job.digests)), model())
+           if recording.writes else None)
     results: List[Any] = [None] * len(job)
     t_write = 0.0
 
@@ -188,7 +170,7 @@ def run_recorded(job: Job, ids: object, output: object, resume: bool, retry_erro
         if out is not None:
             for i, key in enumerate(keys):
                 line = out.done.get(key)
-                if line is not None and not (retry_errors and holds_error(line)):
+                if line is not None and not (recording.retry_errors and holds_error(line)):
                     results[i] = job.from_record(line)
         todo = [i for i, r in enumerate(results) if r is None]
         for i, r in zip(todo, run(todo, record)):
