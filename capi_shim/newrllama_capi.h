@@ -271,12 +271,20 @@ NEWRLLAMA_API newrllama_error_code newrllama_sampler_create(newrllama_context_ha
                                                             uint32_t seed, newrllama_sampler_handle *sampler_out,
                                                             const char **error_message);
 NEWRLLAMA_API void newrllama_sampler_free(newrllama_sampler_handle sampler);
-/* As newrllama_sampler_create, constrained by a GBNF grammar (rule root; NULL: none).
+/* A GBNF grammar (rule root) parsed once for a model's vocabulary: each sampler it constrains starts from a
+ * copy, so many prompts under one grammar parse it once. Free it after the model's last use of it (the
+ * samplers made from it hold their own copies). */
+typedef struct newrllama_grammar *newrllama_grammar_handle;
+NEWRLLAMA_API newrllama_error_code newrllama_grammar_parse(newrllama_model_handle model, const char *grammar,
+                                                           newrllama_grammar_handle *grammar_out,
+                                                           const char **error_message);
+NEWRLLAMA_API void newrllama_grammar_free(newrllama_grammar_handle grammar);
+/* As newrllama_sampler_create, constrained by a parsed grammar (NULL: none).
  * A token is checked against the grammar before it is accepted, so no grammar can
  * abort the process; where the grammar allows no token, the slot's token is -1. */
 NEWRLLAMA_API newrllama_error_code newrllama_sampler_create_ex(newrllama_context_handle ctx,
                                                                const newrllama_sampling_params *params,
-                                                               uint32_t seed, const char *grammar,
+                                                               uint32_t seed, newrllama_grammar_handle grammar,
                                                                newrllama_sampler_handle *sampler_out,
                                                                const char **error_message);
 /* NEWRLLAMA_OK if grammar parses as GBNF with a rule named root for this model's vocabulary. */
@@ -284,7 +292,7 @@ NEWRLLAMA_API newrllama_error_code newrllama_grammar_check(newrllama_model_handl
                                                            const char **error_message);
 
 /* Bounds on a grammar's text, checked before llama.cpp parses it (by newrllama_grammar_check and
- * newrllama_sampler_create_ex too), so that no grammar crashes the process or holds it for long:
+ * newrllama_grammar_parse too), so that no grammar crashes the process or holds it for long:
  * llama.cpp's parser recurses once per nested group ( ) (deep enough nesting overflows a thread's
  * stack), writes out every repetition {m,n} in memory (a 10 KB literal repeated 2,000 times is
  * 20 million symbols), and takes time that grows faster than the length. Repeated symbols: what the

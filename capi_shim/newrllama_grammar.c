@@ -2,6 +2,7 @@
  * parses it (its parser recurses per nesting level and writes out repetitions), in one place,
  * nr_grammar_parse, which every parse goes through. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "newrllama_internal.h"
@@ -133,4 +134,28 @@ newrllama_error_code newrllama_grammar_check(newrllama_model_handle model, const
     newrllama_error_code rc = nr_grammar_parse(model, grammar, &g, error_message);
     llama_sampler_free(g);
     return rc;
+}
+
+newrllama_error_code newrllama_grammar_parse(newrllama_model_handle model, const char *grammar,
+                                             newrllama_grammar_handle *grammar_out, const char **error_message) {
+    nr_clear_error(error_message);
+    if (!model || !grammar || !grammar_out) {
+        return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "model, grammar and grammar_out must not be NULL");
+    }
+    *grammar_out = NULL;
+    struct newrllama_grammar *g = calloc(1, sizeof *g);
+    if (!g) return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
+    newrllama_error_code rc = nr_grammar_parse(model, grammar, &g->parsed, error_message);
+    if (rc != NEWRLLAMA_OK) {
+        free(g);
+        return rc;
+    }
+    *grammar_out = g;
+    return NEWRLLAMA_OK;
+}
+
+void newrllama_grammar_free(newrllama_grammar_handle grammar) {
+    if (!grammar) return;
+    llama_sampler_free(grammar->parsed);
+    free(grammar);
 }

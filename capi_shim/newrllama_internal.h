@@ -46,6 +46,11 @@ struct newrllama_sampler {
     struct llama_sampler *grammar; /* NULL: unconstrained */
 };
 
+/* A parsed grammar at its start: samplers take copies (llama_sampler_clone), never advance it. */
+struct newrllama_grammar {
+    struct llama_sampler *parsed;
+};
+
 /* Drops one reference; the last one frees the llama model. */
 void nr_model_release(struct newrllama_model *m);
 

@@ -130,17 +130,18 @@ uint32_t newrllama_prompt_seed(int64_t seed, const int32_t *tokens, size_t n_tok
 }
 
 newrllama_error_code newrllama_sampler_create_ex(newrllama_context_handle ctx, const newrllama_sampling_params *params,
-                                                 uint32_t seed, const char *grammar,
+                                                 uint32_t seed, newrllama_grammar_handle grammar,
                                                  newrllama_sampler_handle *sampler_out, const char **error_message) {
     newrllama_error_code rc = newrllama_sampler_create(ctx, params, seed, sampler_out, error_message);
     if (rc != NEWRLLAMA_OK || !grammar) return rc;
     struct newrllama_sampler *s = *sampler_out;
-    rc = nr_grammar_parse(ctx->model, grammar, &s->grammar, error_message);
-    if (rc != NEWRLLAMA_OK) {
+    s->grammar = llama_sampler_clone(grammar->parsed);
+    if (!s->grammar) {
         nr_sampler_release(s);
         *sampler_out = NULL;
+        return nr_fail(error_message, NEWRLLAMA_ERROR_OUT_OF_MEMORY, "out of memory");
     }
-    return rc;
+    return NEWRLLAMA_OK;
 }
 
 static void fill_candidates(const struct newrllama_context *c, const float *row) {

@@ -177,8 +177,11 @@ static void grammar_and_scoring(newrllama_model_handle m, newrllama_context_hand
     EXPECT(newrllama_grammar_check(m, "root ::= [0-9]+", &err) == NEWRLLAMA_OK);
     newrllama_sampling_params sp = {.max_tokens = 4, .top_k = 40, .top_p = 1.0f, .penalty_repeat = 1.0f};
     newrllama_sampler_handle sampler = NULL;
-    EXPECT(newrllama_sampler_create_ex(ctx, &sp, 1, "x ::= \"a\"", &sampler, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT);
-    EXPECT(newrllama_sampler_create_ex(ctx, &sp, 1, "root ::= [0-9]+", &sampler, &err) == NEWRLLAMA_OK);
+    newrllama_grammar_handle grammar = NULL;
+    EXPECT(newrllama_grammar_parse(m, "x ::= \"a\"", &grammar, &err) == NEWRLLAMA_ERROR_INVALID_ARGUMENT && !grammar);
+    EXPECT(newrllama_grammar_parse(m, "root ::= [0-9]+", &grammar, &err) == NEWRLLAMA_OK);
+    EXPECT(newrllama_sampler_create_ex(ctx, &sp, 1, grammar, &sampler, &err) == NEWRLLAMA_OK);
+    newrllama_grammar_free(grammar); /* the sampler holds its own copy */
     int32_t prompt[] = {2, 818, 5279, 529, 7001, 563};
     int32_t targets[] = {9079, 13706}, rows[] = {0, 0};
     float logprobs[2] = {0};

@@ -12,22 +12,24 @@ of the prompt's KV stream and scored in the same step as everything else. The sc
 from __future__ import annotations
 
 import math
+from array import array
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .._lib import ffi
+from .prefix_cache import TOKEN_TYPECODE
 from .step_events import LabelPathCleared, LabelPathScored, PromptFailed, StepEvent
 
 
 class Targets:
-    """Label tokens to score and the rows they are read from, as C arrays that every prompt's slot shares."""
+    """Label tokens to score and the rows they are read from, as int32 arrays that every prompt's slot shares
+    (step_assembly.py lends them to C)."""
 
     __slots__ = ("n_rows", "n", "tokens", "rows")
 
     def __init__(self, tokens: List[int], rows: List[int]) -> None:
         self.n_rows = max(rows) + 1
         self.n = len(tokens)
-        self.tokens = ffi.new("int32_t[]", tokens)
-        self.rows = ffi.new("int32_t[]", rows)
+        self.tokens = array(TOKEN_TYPECODE, tokens)
+        self.rows = array(TOKEN_TYPECODE, rows)
 
 
 class ScoreRows:
@@ -38,12 +40,7 @@ class ScoreRows:
 
     def __init__(self, targets: Targets) -> None:
         self.targets = targets
-        self.logprobs = ffi.new("float[]", targets.n)
-
-    def write_to(self, slot) -> None:
-        t = self.targets
-        slot.n_score_rows, slot.n_targets, slot.targets, slot.target_rows, slot.logprobs = (
-            t.n_rows, t.n, t.tokens, t.rows, self.logprobs)
+        self.logprobs = array("f", bytes(4 * targets.n))
 
 
 class LabelPath:
@@ -153,10 +150,10 @@ class LabelJob:
         self.seq = seq
         # Steps feed tokens[n_past:n_tokens] at position n_past: the path's body after the prompt (whose
         # own tokens are never read from here).
-        self.tokens = ffi.new("int32_t[]", [0] * prompt_length + list(path.body))
+        self.tokens = array(TOKEN_TYPECODE, [0] * prompt_length + list(path.body))
         self.n_past = prompt_length
         self.n_tokens = prompt_length + len(path.body)
-        self.sampler = ffi.NULL
+        self.sampler = None
         self.score = ScoreRows(path.targets)
 
     def add_scores(self, logprob: List[float]) -> None:

@@ -7,10 +7,12 @@ The scheduler asks it for jobs while it builds a step and hands it the events of
 a prompt is then finished is the scheduler's decision."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from .choices import LabelJob, LabelPath
-from .kv_store import KvStore
+
+if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it
+    from .kv_store import KvStore
 
 
 class LabelFlow:

@@ -10,11 +10,11 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from ..errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
-from .._lib import ffi
+from .._lib import ffi, lib
 from .choices import ChoiceScoring, LabelSet
 from .params import SamplingParams
 from .prefix_cache import shared_start_lengths, token_key
-from .request import Call, Request, c_sampling_params
+from .request import Call, Request
 from .vocab import Vocab
 
 Prompt = Union[str, bytes, Sequence[int]]
@@ -77,18 +77,38 @@ def tokens_or_error(vocab: Vocab, prompt: Prompt, index: int) -> Union[List[int]
     return tokens
 
 
-def _checked_grammars(vocab: Vocab, plist: List[SamplingParams]):
-    """The C text of each distinct grammar (by params id); a grammar that does not parse raises, naming a prompt."""
+def _parsed_grammars(vocab: Vocab, plist: List[SamplingParams]):
+    """Each distinct grammar parsed once (by params id), for the samplers of every prompt it constrains; a grammar
+    that does not parse raises, naming a prompt."""
     grammars = {}
     for i, p in enumerate(plist):
         if p.gbnf is not None and id(p) not in grammars:
             try:
-                vocab.check_grammar(p.gbnf)
+                grammars[id(p)] = vocab.parse_grammar(p.gbnf)
             except NewrllamaError as exc:
                 what = "json_schema" if p.json_schema is not None else "grammar"
                 raise InvalidArgumentError(f"the {what} of prompt {i} (params[{i}]): {exc}") from None
-            grammars[id(p)] = ffi.new("char[]", p.gbnf.encode("utf-8"))
     return grammars
+
+
+def prompt_seed(params: SamplingParams, tokens: List[int], repeat: int) -> int:
+    """A prompt's sampling seed, from the prompt itself (and which repeat of it this is), not its place in the
+    call: a subset re-run samples the same answers."""
+    return lib.newrllama_prompt_seed(max(params.seed, -1), tokens, len(tokens), repeat)
+
+
+def c_sampling_params(p: SamplingParams):
+    """The C form of the sampling part of p (stop strings and max_tokens stay in Python)."""
+    c = ffi.new("newrllama_sampling_params *")
+    c.max_tokens = p.max_tokens
+    c.top_k = p.top_k
+    c.top_p = p.top_p
+    c.min_p = p.min_p
+    c.temperature = p.temperature
+    c.repeat_last_n = p.repeat_last_n
+    c.penalty_repeat = p.penalty_repeat
+    c.seed = p.seed
+    return c
 
 
 def ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:
@@ -108,7 +128,7 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
     checked = [tokens_or_error(vocab, p, i) for i, p in enumerate(prompts)]
     call = Call(len(prompts))
     c_params = {id(p): c_sampling_params(p) for p in plist}  # plist keeps every p alive, so ids are distinct
-    grammars = _checked_grammars(vocab, plist)
+    grammars = _parsed_grammars(vocab, plist)
     label_sets: Dict[Tuple[int, bool, Tuple[int, ...]], LabelSet] = {}
     requests = []
     repeats: Dict[bytes, int] = {}  # by prompt key
@@ -131,8 +151,8 @@ def prepare_call(vocab: Vocab, n_ctx_seq: int, prompts: Sequence[Prompt], params
             key = token_key(tokens)  # made here, in the caller's thread: the engine compares keys
             repeat = repeats.get(key, 0)
             repeats[key] = repeat + 1
-            request = Request(call, i, tokens, key, p, c_params[id(p)], repeat, n_ctx_seq, vocab.piece, choice=choice,
-                              grammar=grammars.get(id(p)))
+            request = Request(call, i, tokens, key, p, c_params[id(p)], prompt_seed(p, tokens, repeat), n_ctx_seq,
+                              vocab.piece, choice=choice, grammar=grammars.get(id(p)))
             call.requests[i] = request
             requests.append(request)
     if prefix_cache and len(requests) > 1:

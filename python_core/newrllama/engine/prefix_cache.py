@@ -52,13 +52,14 @@ from __future__ import annotations
 import enum
 from array import array
 from collections import deque
-from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .._lib import ffi
-from .kv_store import KvStore
 from .policy import SchedulerConfig
 from .sequence_layout import SequenceLayout
 from .step_events import RunCleared, RunFailed, RunReady, StepEvent
+
+if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it
+    from .kv_store import KvStore
 
 # Shorter shared starts are decoded with each prompt: caching them would cost a
 # cache sequence and a step of waiting for less than it saves. A run costs one
@@ -155,11 +156,10 @@ class Prefix:
     def __init__(self, key: bytes, seq: int) -> None:
         self.key = key
         self.n_tokens = n_tokens_of(key)
-        self.tokens = ffi.new("int32_t[]", self.n_tokens)
-        ffi.memmove(self.tokens, key, len(key))
+        self.tokens = array(TOKEN_TYPECODE, key)
         self.n_past = 0
         self.seq = seq
-        self.sampler = ffi.NULL
+        self.sampler = None
         self.score = None
         self.users = 0      # admitted prompts (and runs) that copied it or wait for it
         self.last_used = 0

@@ -1,20 +1,22 @@
 """A prompt as a client of the scheduler, and the group of prompts one caller submitted.
 
-A Request's tokens are its prompt followed by what it generated, in a C buffer
-that steps read from directly; n_past says how many of them its sequence holds.
-Everything here runs per event (one sampled token, one finished prompt), never
-per vocabulary entry: sampling happens in C."""
+A Request's tokens are its prompt followed by what it generated, in an int32 array
+that steps read from directly (step_assembly.py lends it to C); n_past says how many
+of them its sequence holds. Everything here runs per event (one sampled token, one
+finished prompt), never per vocabulary entry: sampling happens in C, and this module
+does not call it."""
 from __future__ import annotations
 
 import enum
 import threading
+from array import array
 from typing import Callable, List, Optional, Tuple
 
-from .._lib import ffi, lib
 from ..errors import ClosedError
 from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
+from .prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
 from .step_events import FirstTokensScored, PromptCleared, PromptFailed, StepEvent, TokenSampled
 from .stops import StopMatcher
 
@@ -40,7 +42,7 @@ class Request:
                  "arrival", "arrived_step")
 
     def __init__(self, call: "Call", index: int, prompt_tokens: List[int], key: bytes, params: SamplingParams, c_params,
-                 repeat: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
+                 seed: int, n_ctx_seq: int, pieces: Callable[[int], bytes], shared: Tuple[int, ...] = (),
                  choice: Optional[ChoiceScoring] = None, grammar=None) -> None:
         self.call = call
         self.index = index
@@ -48,13 +50,12 @@ class Request:
         self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
         self.key = key  # prefix_cache.token_key(prompt_tokens)
         self.n_prompt = len(prompt_tokens)
-        # From the prompt itself, not its place in the call: a subset re-run samples the same answers.
-        self.seed = lib.newrllama_prompt_seed(max(params.seed, -1), prompt_tokens, self.n_prompt, repeat)
-        self.tokens = ffi.NULL
+        self.seed = seed  # its sampler's (see parallel.prompt_seed)
+        self.tokens: Optional[array] = None
         self.n_tokens = self.n_prompt
         self.n_past = 0
         self.seq = -1
-        self.sampler = ffi.NULL
+        self.sampler = None  # its C sampler while admitted (None for choices: labels are scored, not sampled)
         self.text = b""
         self.stops = StopMatcher(params.stop) if params.stop else None
         self.n_ctx_seq = n_ctx_seq
@@ -69,17 +70,17 @@ class Request:
         self.n_copied = 0       # prompt tokens its sequence got from a cached run or a running prompt
         self.n_cached = 0       # of those, the ones no step decoded on its behalf
         self.choice = choice    # with choices: the scoring of its labels, instead of sampling
-        self.grammar = grammar if grammar is not None else ffi.NULL  # C text of its GBNF grammar
+        self.grammar = grammar  # its parsed grammar (Vocab.parse_grammar), shared by the call's prompts, or None
         self.admitted = -1      # its place in the order the scheduler admitted prompts in
         self.arrival = -1       # its place in the order requests reached the scheduler (policy.WaitingQueue)
         self.arrived_step = 0   # the scheduler's step count then
 
     def start(self, seq: int, sampler, admitted: int) -> None:
-        """Admitted to a sequence, the admitted-th prompt: the C buffer that steps read (prompt, then
-        generated tokens) is made now, so that waiting requests hold only their prompt."""
+        """Admitted to a sequence, the admitted-th prompt: the array that steps read (prompt, then generated
+        tokens, with room for all of them: steps hold its address) is made now, so that waiting requests hold
+        only their prompt."""
         room = min(self.n_prompt + self.params.max_tokens, self.n_ctx_seq + 1)
-        self.tokens = ffi.new("int32_t[]", room)
-        ffi.memmove(self.tokens, self.key, len(self.key))
+        self.tokens = array(TOKEN_TYPECODE, self.key + bytes(TOKEN_BYTES * max(0, room - self.n_prompt)))
         self.seq = seq
         self.sampler = sampler
         self.n_past = 0
@@ -130,7 +131,7 @@ class Request:
         return [self.call]
 
     def after_step(self, slot) -> Optional[StepEvent]:
-        if slot.sampler != ffi.NULL:
+        if slot.sampler:  # the step sampled for it (a NULL pointer is false)
             return TokenSampled(self, slot.token, slot.is_eog)
         if slot.n_score_rows > 0:
             return FirstTokensScored(self)
@@ -186,7 +187,7 @@ class Request:
                 finish_reason=reason, error=error, n_prompt_tokens=self.n_prompt,
                 n_gen_tokens=self.n_gen if reason != "error" else 0, n_cached_tokens=self.n_cached,
                 engine_error=engine_error)
-        self.tokens = ffi.NULL
+        self.tokens = None
         self.call.finished(self)  # first: a stream that sees its end reads the completion
         if self.sink is not None:
             self._show(len(self.text), True)
@@ -292,22 +293,3 @@ class Call:
             tokens_per_second=n_gen / t_total if t_total > 0 else 0.0, n_decode_calls=self.n_decode_calls,
             n_fallbacks=self.n_fallbacks, n_failed=sum(c.finish_reason == "error" for c in done))
 
-
-def c_sampling_params(p: SamplingParams):
-    """The C form of the sampling part of p (stop strings and max_tokens stay in Python)."""
-    c = ffi.new("newrllama_sampling_params *")
-    c.max_tokens = p.max_tokens
-    c.top_k = p.top_k
-    c.top_p = p.top_p
-    c.min_p = p.min_p
-    c.temperature = p.temperature
-    c.repeat_last_n = p.repeat_last_n
-    c.penalty_repeat = p.penalty_repeat
-    c.seed = p.seed
-    return c
-
-
-def free_sampler(request: Request) -> None:
-    if request.sampler != ffi.NULL:
-        lib.newrllama_sampler_free(request.sampler)
-        request.sampler = ffi.NULL

@@ -32,11 +32,11 @@ from ..errors import ClosedError
 from .kv_store import KvStore
 from .label_flow import LabelFlow
 from .policy import SchedulerConfig, WaitingQueue
-from .prefix_cache import MIN_SHARED_TOKENS, TOKEN_BYTES, PrefixCache, common_prefix_length, shared_start_lengths, \
+from .prefix_cache import MIN_SHARED_TOKENS, PrefixCache, common_prefix_length, shared_start_lengths, \
     shares_start, worth_caching
 from .reproducibility import Determinism
 from .sequence_layout import SequenceLayout
-from .request import Call, Request, free_sampler
+from .request import Call, Request
 from .step_assembly import SlotHolder, StepAssembly
 from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathScored, PromptCleared, PromptFailed,
                           RunCleared, RunFailed, RunReady, StepEvent, TokenSampled)
@@ -187,13 +187,16 @@ class Scheduler:
         if refusal is not None:
             r.finish("error", refusal)
             return False
-        out = ffi.new("newrllama_sampler_handle *")  # NULL for choices: labels are scored, not sampled
-        if r.choice is None and lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, r.grammar, out,
-                                                                self._err) != lib.NEWRLLAMA_OK:
-            # Its grammar was checked when the call was prepared: what fails here is memory.
-            r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"), engine_error=True)
-            return False
-        r.start(seq, out[0], self._n_admitted)
+        sampler = None  # for choices: labels are scored, not sampled
+        if r.choice is None:
+            out = ffi.new("newrllama_sampler_handle *")
+            grammar = r.grammar if r.grammar is not None else ffi.NULL
+            if lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, grammar, out, self._err) != lib.NEWRLLAMA_OK:
+                # Its grammar was parsed when the call was prepared: what fails here is memory.
+                r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"), engine_error=True)
+                return False
+            sampler = out[0]
+        r.start(seq, sampler, self._n_admitted)
         self._n_admitted += 1
         self._active[seq] = r
         return True
@@ -371,7 +374,7 @@ class Scheduler:
             r.prefix = None
         if r.seq >= 0:
             if self.cache is not None and reason != "error" and r.n_past > 0:
-                self.cache.keep(r.seq, ffi.buffer(r.tokens, r.n_past * TOKEN_BYTES)[:], source, r.n_copied)
+                self.cache.keep(r.seq, r.tokens[:r.n_past].tobytes(), source, r.n_copied)
             self._kv.clear(r.seq)
             self._active[r.seq] = None
             r.seq = -1
@@ -396,3 +399,9 @@ class Scheduler:
             if closed:
                 r.call.closed = True
             r.finish("error", message, engine_error=True)
+
+
+def free_sampler(request: Request) -> None:
+    if request.sampler is not None:
+        lib.newrllama_sampler_free(request.sampler)
+        request.sampler = None

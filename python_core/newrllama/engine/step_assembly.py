@@ -7,6 +7,7 @@ prefill pieces share the room left in n_batch; the slots are then laid out by se
 from __future__ import annotations
 
 import itertools
+from array import array
 from typing import Iterable, List, Optional, Protocol
 
 from .._lib import ffi
@@ -23,10 +24,10 @@ class SlotHolder(Protocol):
     token sampled (sampler) or label rows scored (score), or neither."""
 
     seq: int
-    tokens: object
+    tokens: array
     n_past: int
     n_tokens: int
-    sampler: object
+    sampler: object  # a C sampler, or None
     score: Optional[ScoreRows]
 
     @property
@@ -53,6 +54,8 @@ class StepAssembly:
         """n_slots: every sequence of the context (prompts, cached runs, scratch), the most a step can hold."""
         self.slots = ffi.new("newrllama_slot[]", n_slots)
         self.holders: List[SlotHolder] = []
+        # What each slot's pointers point into, lent to C for the step: the holders' arrays stay Python's.
+        self._lent: List[tuple] = [()] * n_slots
         self._n_batch = n_batch
         self._config = config
         self._cache = cache
@@ -118,16 +121,22 @@ class StepAssembly:
         left = h.n_tokens - h.n_past
         n = left if left < room else room
         s = self.slots[i]
+        tokens = ffi.from_buffer("int32_t[]", h.tokens)
         s.seq_id = h.seq
         s.pos = h.n_past
-        s.tokens = h.tokens + h.n_past
+        s.tokens = tokens + h.n_past
         s.n_tokens = n
-        s.sampler = h.sampler if n == left else ffi.NULL
+        s.sampler = h.sampler if n == left and h.sampler is not None else ffi.NULL
         score = h.score if n == left else None
         if score is None:
             s.n_score_rows = 0
+            self._lent[i] = (tokens,)
         else:
-            score.write_to(s)
+            t = score.targets
+            lent = (tokens, ffi.from_buffer("int32_t[]", t.tokens), ffi.from_buffer("int32_t[]", t.rows),
+                    ffi.from_buffer("float[]", score.logprobs))
+            s.n_score_rows, s.n_targets, s.targets, s.target_rows, s.logprobs = t.n_rows, t.n, *lent[1:]
+            self._lent[i] = lent
         return n
 
     def _in_sequence_order(self) -> None:

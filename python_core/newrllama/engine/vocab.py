@@ -37,10 +37,13 @@ class Vocab:
             self._answer_ends = AnswerEnds(self)
         return self._answer_ends
 
-    def check_grammar(self, gbnf: str) -> None:
-        """Raises InvalidArgumentError unless gbnf parses for this vocabulary."""
+    def parse_grammar(self, gbnf: str):
+        """gbnf parsed for this vocabulary, once for all the samplers it constrains (freed when no request holds
+        it); raises InvalidArgumentError unless it parses."""
         err = _lib.new_error_slot()
-        _lib.check(lib.newrllama_grammar_check(self._model, gbnf.encode("utf-8"), err), err)
+        out = ffi.new("newrllama_grammar_handle *")
+        _lib.check(lib.newrllama_grammar_parse(self._model, gbnf.encode("utf-8"), out, err), err)
+        return ffi.gc(out[0], lib.newrllama_grammar_free)
 
     def tokenize(self, data: bytes, add_special: bool = True) -> List[int]:
         """Token ids of UTF-8 bytes; control tokens written as text become control tokens."""

@@ -27,6 +27,25 @@ def test_answers_follow_the_grammar_greedy_and_sampled(ctx4):
         assert c.text.isdigit() and c.finish_reason == "length"
 
 
+def test_a_grammar_is_parsed_once_per_call_for_all_its_prompts(ctx4, monkeypatch):
+    parses = []
+    parse = type(ctx4.model.vocab).parse_grammar
+
+    def counted(vocab, gbnf):
+        parses.append(gbnf)
+        return parse(vocab, gbnf)
+
+    monkeypatch.setattr(type(ctx4.model.vocab), "parse_grammar", counted)
+    digits = newrllama.SamplingParams(max_tokens=6, grammar="root ::= [0-9]+", temperature=0.8, seed=3)
+    yes_no = newrllama.SamplingParams(max_tokens=4, grammar='root ::= "yes" | "no"')
+    prompts = [f"Question {i}: how many?" for i in range(6)] + ["Is it raining?"] * 3
+    out = ctx4.generate_parallel(prompts, [digits] * 6 + [yes_no] * 3)
+    assert sorted(parses) == sorted(["root ::= [0-9]+", 'root ::= "yes" | "no"'])
+    assert all(c.text.isdigit() for c in out[:6]) and all(c.text in ("yes", "no") for c in out[6:])
+    # Each sampler copies the parsed grammar at its start: the same prompt alone gives the same answer.
+    assert ctx4.generate(prompts[2], digits).text == out[2].text
+
+
 def test_json_schema_gives_valid_json(ctx4):
     params = newrllama.SamplingParams(max_tokens=60, json_schema=SCHEMA)
     for c in ctx4.generate_parallel(STORIES, params):
@@ -103,7 +122,7 @@ def test_grammars_up_to_the_bounds_parse(model, ctx4):
     for grammar in (nested(lib.NEWRLLAMA_GRAMMAR_MAX_NESTING), alternatives(lib.NEWRLLAMA_GRAMMAR_MAX_BYTES),
                     repeated(lib.NEWRLLAMA_GRAMMAR_MAX_REPEATED)):
         assert len(grammar.encode()) <= lib.NEWRLLAMA_GRAMMAR_MAX_BYTES
-        model.vocab.check_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
+        model.vocab.parse_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
     deep = ctx4.generate("Say a:", newrllama.SamplingParams(max_tokens=4, grammar=nested(1000)))
     assert deep.text == "a" and deep.finish_reason == "stop"
 
@@ -121,14 +140,14 @@ def test_grammars_over_a_bound_are_refused_at_once(model, ctx4, grammar, bound):
     with pytest.raises(newrllama.InvalidArgumentError, match=f"^the grammar of prompt 1 .*{bound}"):
         ctx4.generate_parallel(["a", "b"], [newrllama.SamplingParams(max_tokens=4), params])
     with pytest.raises(newrllama.InvalidArgumentError, match=bound):  # the C API's own check
-        model.vocab.check_grammar(grammar)
+        model.vocab.parse_grammar(grammar)
     assert time.perf_counter() - start < 0.5
     assert ctx4.n_used_cells() == 0 and ctx4.engine_stats().n_waiting == 0  # nothing of the call was submitted
 
 
 def test_parentheses_in_literals_and_classes_do_not_count_as_nesting(model):
     grammar = 'root ::= "' + "(" * 2000 + '" [(((] "\\"((("'
-    model.vocab.check_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
+    model.vocab.parse_grammar(newrllama.SamplingParams(grammar=grammar).gbnf)
 
 
 def deep_schema(depth: int) -> dict:
