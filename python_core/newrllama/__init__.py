@@ -15,7 +15,7 @@ from .cluster import Cluster, ClusterStats
 from .engine.context import Context
 from .engine.convenience import generate_parallel
 from .runs.embedded import default_model_path
-from .findings import (CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
+from .findings import (CodingDesign, CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
                        methods_text, plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
@@ -33,7 +33,7 @@ from .version import __version__
 
 __all__ = [
     "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
-    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
+    "ClusterError", "ClusterStats", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",

@@ -207,31 +207,47 @@ def _r_columns(rows):
     return {_R_COLUMNS[k]: [row[k] for row in rows] for k in keys}
 
 
-def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference, inclusion_probs):
+def coding_design(kind, strata, inclusion_probs, how, finite):
+    """The CodingDesign of R's coding_design(): its constructor's checks speak."""
+    if kind == "stratified":
+        return newrllama.CodingDesign.stratified(strata or [], finite=finite)
+    if kind == "probabilities":
+        return newrllama.CodingDesign.probabilities(inclusion_probs or [])
+    if kind == "picked":
+        return newrllama.CodingDesign.picked(how or "")
+    if strata is not None or inclusion_probs is not None:
+        raise newrllama.InvalidArgumentError("strata and inclusion_probs belong to the stratified and probabilities "
+                                             "designs")
+    return newrllama.CodingDesign.random(finite=finite)
+
+
+def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference, inclusion_probs, design):
     annotations = labelled(labels, names, probs, errors)
     result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference,
-                                  inclusion_probs=inclusion_probs)
+                                  inclusion_probs=inclusion_probs, design=design)
     return _r_columns(result.rows())
 
 
-def regression(x, names, truth, predicted, predicted_regressors, family, alpha):
+def regression(x, names, truth, predicted, predicted_regressors, family, alpha, design):
     result = newrllama.regression(x, truth, predicted, predicted_regressors=predicted_regressors, names=names,
-                                  intercept=False, family=family, alpha=alpha)
+                                  intercept=False, family=family, alpha=alpha, design=design)
     rows = [{**row, "lam": result.lam, "n_coded": result.n_coded, "n_texts": result.n_texts} for row in result.rows()]
     return _r_columns(rows)
 
 
-def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha, predictions, seed, active):
+def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha, predictions, seed, active, strata):
+    """The plan's fields, its design kept as the Python object R's coding design holds."""
     annotations = labelled(labels, names, probs, errors)
-    return dataclasses.asdict(newrllama.plan_coding(annotations, truth, target_width, budget=budget, alpha=alpha,
-                                                    predictions=predictions, seed=seed, active=active))
+    plan = newrllama.plan_coding(annotations, truth, target_width, budget=budget, alpha=alpha,
+                                 predictions=predictions, seed=seed, active=active, strata=strata)
+    return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
 
 
-def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha):
+def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha, design):
     annotations = [dataclasses.replace(a, order_flip=f) for a, f in zip(
         labelled(labels, names, probs, errors, provenance),
         order_flip)]
-    return newrllama.methods_text(annotations, truth, calibration, alpha)
+    return newrllama.methods_text(annotations, truth, calibration, alpha, design)
 
 
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):

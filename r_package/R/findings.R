@@ -25,6 +25,11 @@
 #'   TRUE)$inclusion_probs`), each text's probability of being coded: the
 #'   coded texts are then weighted by 1 / probability and the intervals are
 #'   design-based (about these texts).
+#' @param design How the coded texts were drawn, from [coding_design()] or
+#'   `plan_coding()$design`: `NULL` is a simple random sample, each share
+#'   estimated among these texts (the coded share of them narrows the
+#'   interval). A stratified design is estimated stratum by stratum, each
+#'   weighted by its share of the texts; picked texts are refused.
 #' @param label The column of labels in `x`; its companions are read beside
 #'   it as [llm_annotate()] names them (`.probs`, or `<question>.probs` beside
 #'   `<question>.label`).
@@ -45,7 +50,7 @@
 #' prevalence(x, c("acquisition", "crude oil", "acquisition", NA, NA))
 #' @export
 prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs", "labels"), reference = NULL,
-                       inclusion_probs = NULL, label = ".label") {
+                       inclusion_probs = NULL, design = NULL, label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
   by <- column_or_values(x, substitute(by), parent.frame(), "by")
@@ -57,7 +62,8 @@ prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs
                                                   na_to_none(as.character(truth)),
                                                   if (is.null(by)) NULL else na_to_none(by), alpha, predictions,
                                                   if (is.null(reference)) NULL else reference[[1]],
-                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs)))
+                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs),
+                                                  python_design(design)))
   columns_frame(cols)
 }
 
@@ -108,6 +114,9 @@ columns_frame <- function(cols) {
 #' @param family `"gaussian"` (least squares) or `"binomial"` (logistic: the
 #'   outcome 0/1 or `TRUE`/`FALSE`, the prediction a probability).
 #' @param alpha The intervals' level is `1 - alpha`.
+#' @param design How the coded texts were drawn ([coding_design()]): `NULL`
+#'   is a simple random sample; picked texts are refused, and so are stratified
+#'   and weighted designs, for which this estimator does not hold.
 #' @return A tibble, one row per coefficient: `term`, `estimate`,
 #'   `std.error`, `conf.low`, `conf.high` (PPI++), `classical`,
 #'   `classical.std.error`, `classical.conf.low`, `classical.conf.high` (coded
@@ -124,7 +133,7 @@ columns_frame <- function(cols) {
 #' regression(words ~ coded, d, predicted_regressors = c(coded = "p"))
 #' @export
 regression <- function(formula, data, predicted = NULL, predicted_regressors = NULL,
-                       family = c("gaussian", "binomial"), alpha = 0.05) {
+                       family = c("gaussian", "binomial"), alpha = 0.05, design = NULL) {
   if (!inherits(formula, "formula") || length(formula) != 3) {
     abort_invalid("`formula` must be a two-sided formula, outcome ~ regressors")
   }
@@ -151,7 +160,7 @@ regression <- function(formula, data, predicted = NULL, predicted_regressors = N
   cols <- with_python(python_helpers()$regression(matrix_rows(x), as.list(colnames(x)),
                                                   as.list(unname(outcome)),
                                                   if (is.null(predicted)) NULL else as.list(unname(predicted)),
-                                                  x_predicted, family, alpha))
+                                                  x_predicted, family, alpha, python_design(design)))
   columns_frame(cols)
 }
 
@@ -207,11 +216,15 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #'   those the model is least sure of (`n_more` is then the expected number),
 #'   and give every text's probability of being coded (`inclusion_probs`, for
 #'   [prevalence()]).
+#' @param strata One stratum per text (a column of `x` or a vector): the texts
+#'   are drawn at random within each stratum, towards each stratum's share of
+#'   the texts.
 #' @return A list: `n_more`, `texts` (positions in `x`), `widths` and
 #'   `expected_widths` (per label, now and after coding them), `reachable`
 #'   (`FALSE` when no number of coded texts reaches the target: `texts` is then
-#'   every uncoded text), `n_coded`, `n`, and for an active plan
-#'   `inclusion_probs`.
+#'   every uncoded text), `n_coded`, `n`, `design` (the coded sample's
+#'   [coding_design()] once these texts are coded, for [prevalence()] and
+#'   [methods_text()]), and for an active plan `inclusion_probs`.
 #' @seealso [write_coding_sheet()] to hand the texts to a coder.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
@@ -220,7 +233,8 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #' plan_coding(x, c("acquisition", "crude oil", "acquisition", NA, NA), target_width = 0.5)
 #' @export
 plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.05,
-                        predictions = c("probs", "labels"), seed = 0L, active = FALSE, label = ".label") {
+                        predictions = c("probs", "labels"), seed = 0L, active = FALSE, strata = NULL,
+                        label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
   predictions <- match.arg(predictions)
@@ -229,12 +243,14 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
   alpha <- check_number(alpha, "alpha")
   seed <- check_count(seed, "seed")
   active <- check_flag(active, "active")
+  strata <- column_or_values(x, substitute(strata), parent.frame(), "strata")
+  if (!is.null(strata)) strata <- na_to_none(check_labels(strata, "strata"))
   plan <- with_python(python_helpers()$plan_coding(parts$labels, parts$names, parts$probs, parts$errors,
                                                    na_to_none(as.character(truth)), target_width, budget, alpha,
-                                                   predictions, seed, active))
+                                                   predictions, seed, active, strata))
   out <- list(n_more = plan$n_more, texts = as.integer(unlist(plan$texts)) + 1L, widths = unlist(plan$widths),
               expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
-              n = plan$n_texts)
+              n = plan$n_texts, design = new_coding_design(plan$design))
   if (active) out$inclusion_probs <- unlist(plan$inclusion_probs)
   out
 }
@@ -340,12 +356,12 @@ sheet_ids <- function(x) {
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
-methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, label = ".label") {
+methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, design = NULL, label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
   with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
-                                            parts$flips, truth, cal, alpha))
+                                            parts$flips, truth, cal, alpha, python_design(design)))
 }

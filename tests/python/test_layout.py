@@ -11,7 +11,7 @@ BASE_MODULES = {"errors", "_lib", "_capi", "version"}
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
     "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
-    "ClusterError", "ClusterStats", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
+    "ClusterError", "ClusterStats", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression",
     "ReliabilityBin", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",

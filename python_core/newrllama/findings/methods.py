@@ -1,10 +1,12 @@
 """A paragraph a methods section can cite: what labelled the texts, how, and what the estimates rest on."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from ..labels.annotation import check_annotations
 from ..errors import InvalidArgumentError
+from ..labels.agreement import missing
+from .design import CodingDesign, ordered_keys
 from .prevalence import prevalence
 
 ORDER_CURES = {
@@ -43,12 +45,28 @@ def _source_sentences(source: Any) -> List[str]:
     return out
 
 
+def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: CodingDesign
+                  ) -> Optional[List[Tuple[Hashable, int, int]]]:
+    """(stratum, coded texts, texts) of each stratum, over the texts that received a label."""
+    if design.strata is None:
+        return None
+    sizes: Dict[Hashable, List[int]] = {}
+    for a, t, s in zip(annotations, truth, design.strata):
+        if a.label is not None:
+            cell = sizes.setdefault(s, [0, 0])
+            cell[0] += not missing(t)
+            cell[1] += 1
+    return [(s, *sizes[s]) for s in ordered_keys(list(sizes))]
+
+
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
-                 alpha: float = 0.05) -> str:
+                 alpha: float = 0.05, design: Optional[CodingDesign] = None) -> str:
     """A paragraph for a methods section: the model (file and SHA-256), the prompt, the order cure, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
-    figures, and with ``truth`` (human codes, None where not coded) the coded sample and each label's share
-    estimated by PPI++ with its interval. ``annotations`` from annotate() (calibrated or not)."""
+    figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
+    prevalence() takes it; a simple random sample unless given) and each label's share estimated by PPI++ with its
+    interval (none for picked texts, which the paragraph says served for calibration only). ``annotations`` from
+    annotate() (calibrated or not)."""
     annotations = check_annotations(annotations, "annotations")
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
@@ -66,12 +84,17 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
                    f"per label, penalised; cross-validated accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
                    f"{calibration.cv_kappa:.2f}).")
     if truth is not None:
-        result = prevalence(annotations, truth, alpha=alpha)
+        design = design if design is not None else CodingDesign.random()
+        if design.kind == "picked":
+            n_coded = sum(not missing(t) for t in truth)
+            out.append(design.sentence(n_coded, len(annotations)))
+            return " ".join(out)
+        result = prevalence(annotations, truth, alpha=alpha, design=design)
         first = result.shares[0]
         level = round(100 * (1 - alpha))
         shares = "; ".join(f"{s.label} {s.estimate:.3f} [{s.lower:.3f}, {s.upper:.3f}]" for s in result.shares)
-        out.append(f"A random sample of {first.n_coded} of the {first.n_texts} texts was coded by hand. Each label's "
-                   "share was estimated by prediction-powered inference with power tuning (PPI++; Angelopoulos, "
-                   "Duchi and Zrnic 2023) from the model's probabilities on every text and the human codes, with "
-                   f"{level}% normal intervals: {shares}.")
+        out.append(design.sentence(first.n_coded, first.n_texts, _strata_sizes(annotations, truth, design)))
+        out.append("Each label's share was estimated by prediction-powered inference with power tuning (PPI++; "
+                   "Angelopoulos, Duchi and Zrnic 2023) from the model's probabilities on every text and the human "
+                   f"codes, with {level}% normal intervals: {shares}.")
     return " ".join(out)

@@ -5,12 +5,13 @@ import math
 import random
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Hashable, List, Optional, Sequence
 
 import numpy as np
 
 from ..errors import InvalidArgumentError
 from .coded import coded_texts
+from .design import CodingDesign, ordered_keys
 from .ppi import check_alpha, ppi_mean
 
 
@@ -24,7 +25,9 @@ class CodingPlan:
 
     An active plan (``active=True``) draws the texts one by one with probabilities that favour those whose
     labels the model is least sure of (``n_more`` is then the expected number) and gives every text's
-    probability of being coded in all (``inclusion_probs``), which prevalence() takes to weight the coded texts."""
+    probability of being coded in all (``inclusion_probs``), which prevalence() takes to weight the coded texts.
+    A stratified plan (``strata=``) draws within each stratum. ``design`` is the design of the coded texts once
+    these are coded, to give prevalence() and methods_text()."""
 
     n_more: int
     texts: List[int]
@@ -35,6 +38,7 @@ class CodingPlan:
     n_coded: int
     n_texts: int
     inclusion_probs: Optional[List[float]] = None  # active plans: each text's probability of being coded
+    design: CodingDesign = CodingDesign.random()  # how the coded texts will have been drawn: for prevalence()
 
 
 def _width(z: float, var_truth: float, cov: float, var_pred: float, n: int, n_unlabeled: int) -> float:
@@ -72,14 +76,43 @@ def _active_probs(probs: np.ndarray, uncoded: np.ndarray, n_more: int) -> np.nda
     return pi
 
 
+def _stratified_draw(strata: np.ndarray, coded: np.ndarray, n_more: int, rng: random.Random) -> List[int]:
+    """n_more uncoded texts drawn at random within strata, each stratum given what brings its coded count closest
+    to its share of n_coded + n_more (largest remainders, never more than its uncoded texts)."""
+    keys = ordered_keys(list(strata))
+    members = {s: [i for i in range(len(strata)) if strata[i] == s] for s in keys}
+    total = int(coded.sum()) + n_more
+    want = {s: total * len(members[s]) / len(strata) for s in keys}
+    room = {s: sum(not coded[i] for i in members[s]) for s in keys}
+    take = {s: min(room[s], max(0, math.floor(want[s]) - int(coded[members[s]].sum()))) for s in keys}
+    # What rounding and full strata leave goes to the strata furthest below their share, one text at a time.
+    while sum(take.values()) < n_more:
+        open_ = [s for s in keys if take[s] < room[s]]
+        s = max(open_, key=lambda s: (want[s] - coded[members[s]].sum() - take[s], -keys.index(s)))
+        take[s] += 1
+    while sum(take.values()) > n_more:
+        s = min((s for s in keys if take[s] > 0), key=lambda s: (want[s] - coded[members[s]].sum() - take[s]))
+        take[s] -= 1
+    chosen: List[int] = []
+    for s in keys:
+        chosen += rng.sample([i for i in members[s] if not coded[i]], take[s])
+    return sorted(chosen)
+
+
 def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: Optional[float] = None, *,
                 budget: Optional[int] = None, alpha: float = 0.05, predictions: str = "probs", seed: Optional[int] = 0,
-                active: bool = False) -> CodingPlan:
+                active: bool = False, strata: Optional[Sequence[Hashable]] = None) -> CodingPlan:
     """The number of further texts to code so that every label's PPI++ interval (see prevalence()) is at most
     ``target_width`` wide, from the variances seen on the texts coded so far (``truth``: None where not coded;
     at least 2 coded), and a uniform random draw of that many uncoded texts to code next (``seed`` fixes it).
     With ``budget`` instead of ``target_width``: that many texts (at most the uncoded ones), and the widths
-    they are expected to give."""
+    they are expected to give.
+
+    ``strata`` (one per text, e.g. the source or the year): the texts are drawn at random within each stratum so
+    that each stratum's coded share ends as close as the texts already coded allow to its share of the texts
+    (proportional allocation); the plan's ``design`` then says so, for prevalence() to estimate stratum by
+    stratum. The widths are those of a simple random sample of the same size, which proportional allocation
+    does not exceed but for rounding."""
     alpha = check_alpha(alpha)
     if (target_width is None) == (budget is None):
         raise InvalidArgumentError("give target_width (the widest interval wanted) or budget (how many texts), not "
@@ -116,20 +149,27 @@ def plan_coding(annotations: Sequence[Any], truth: Sequence[Any], target_width: 
         n_more = (max(needed) - len(coded)) if reachable else len(uncoded)
     if not isinstance(active, bool):
         raise InvalidArgumentError(f"active must be True or False, got {active!r}")
+    if active and strata is not None:
+        raise InvalidArgumentError("give active=True or strata, not both: an active plan draws text by text")
     rng = random.Random(seed)
     inclusion = None
-    if active:
+    design = CodingDesign.random()
+    if strata is not None:
+        design = CodingDesign.stratified(strata)
+        per_text = design.per_text(data.n_given, data.kept)
+        chosen = _stratified_draw(per_text, data.coded, n_more, rng)
+    elif active:
         pi = _active_probs(data.predictions, uncoded, n_more)
         chosen = [i for i in uncoded.tolist() if rng.random() < pi[i]]
         p0 = len(coded) / n_total
         inclusion = [p0] * data.n_given  # texts whose annotation failed are never estimated from
         for i in range(n_total):
             inclusion[int(data.kept[i])] = float(p0 + (1 - p0) * pi[i])
+        design = CodingDesign.probabilities(inclusion)
     else:
         chosen = sorted(rng.sample(uncoded.tolist(), n_more))
     positions = [int(data.kept[i]) for i in chosen]
     after = len(coded) + n_more
     expected = {label: _width(z, *terms[label], after, n_total - after) for label in data.labels}
     return CodingPlan(n_more, positions, None if target_width is None else float(target_width), widths, expected,
-                      reachable, len(coded), n_total,
-                      inclusion)
+                      reachable, len(coded), n_total, inclusion, design)

@@ -39,32 +39,38 @@ def check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
-def _power_tuning(cov_truth_pred: float, var_pred: float, n: int, n_unlabeled: int) -> float:
-    """The lambda that minimises the variance of the estimate, clipped to [0, 1]."""
-    if n_unlabeled == 0 or var_pred <= 0:
+def _power_tuning(cov_truth_pred: float, var_pred: float, n: int, n_unlabeled: int, fpc: float = 1.0) -> float:
+    """The lambda that minimises the variance of the estimate (its rectifier's part scaled by fpc), clipped to
+    [0, 1]."""
+    if n_unlabeled == 0 or var_pred <= 0 or fpc <= 0:
         return 0.0
-    return float(np.clip(cov_truth_pred / ((1 + n / n_unlabeled) * var_pred), 0.0, 1.0))
+    return float(np.clip(cov_truth_pred / ((1 + n / (fpc * n_unlabeled)) * var_pred), 0.0, 1.0))
 
 
 def ppi_mean(y: np.ndarray, f: np.ndarray, f_unlabeled: np.ndarray, alpha: float,
-             lam: Optional[float] = None) -> "tuple[Interval, float]":
-    """The PPI++ estimate of E[y] with its interval, and the lambda used."""
+             lam: Optional[float] = None, finite: bool = False) -> "tuple[Interval, float]":
+    """The PPI++ estimate of E[y] with its interval, and the lambda used. ``finite``: the estimand is the mean over
+    these texts, the coded ones a simple random sample of them: the rectifier's variance takes the
+    finite-population correction 1 - n / N (the interval stays conservative, by lambda * cov / N in variance)."""
     n, n_unlabeled = len(y), len(f_unlabeled)
+    fpc = n_unlabeled / (n + n_unlabeled) if finite else 1.0
     if lam is None:
         cov = float(np.mean((y - y.mean()) * (f - f.mean())))
         var = float(np.var(np.concatenate([f, f_unlabeled]), ddof=1)) if n + n_unlabeled > 1 else 0.0
-        lam = _power_tuning(cov, var, n, n_unlabeled)
+        lam = _power_tuning(cov, var, n, n_unlabeled, fpc)
     imputed = lam * float(f_unlabeled.mean()) if n_unlabeled else 0.0
     rectifier = y - lam * f
     estimate = imputed + float(rectifier.mean())
     var_imputed = lam * lam * float(np.var(f_unlabeled)) / n_unlabeled if n_unlabeled else 0.0
-    se = float(np.sqrt(var_imputed + np.var(rectifier) / n))
+    se = float(np.sqrt(var_imputed + fpc * np.var(rectifier) / n))
     return z_interval(estimate, se, alpha), lam
 
 
-def classical_mean(y: np.ndarray, alpha: float) -> Interval:
-    """The coded texts alone: their mean with its normal interval."""
-    return z_interval(float(y.mean()), float(np.std(y) / np.sqrt(len(y))), alpha)
+def classical_mean(y: np.ndarray, alpha: float, n_texts: Optional[int] = None) -> Interval:
+    """The coded texts alone: their mean with its normal interval; with ``n_texts`` (the texts they were drawn
+    from) for the mean over those texts, with the finite-population correction."""
+    fpc = 1.0 - len(y) / n_texts if n_texts else 1.0
+    return z_interval(float(y.mean()), float(np.std(y) * np.sqrt(fpc / len(y))), alpha)
 
 
 def _least_squares(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .coded import CodedTexts, coded_texts
+from .design import CodingDesign, ordered_keys
 from .ppi import Interval, check_alpha, classical_mean, ppi_mean, weighted_mean, z_interval
 
 
@@ -86,27 +87,44 @@ def _naive(hits: np.ndarray, alpha: float) -> Interval:
 
 
 def _share(data: CodedTexts, label: str, group: Optional[Hashable], rows: np.ndarray, alpha: float,
-           pi: Optional[np.ndarray]) -> Share:
-    coded = rows[data.coded[rows]]
-    uncoded = rows[~data.coded[rows]]
-    if len(coded) < 2:
-        where = f" in group {group!r}" if group is not None else ""
-        raise InvalidArgumentError(f"{len(coded)} coded text{'s' if len(coded) != 1 else ''}{where}: an interval "
-                                   "needs at least 2 (code more texts of the group, or leave it out)")
+           design: CodingDesign, per_text: Optional[np.ndarray]) -> Share:
+    where = f" in group {group!r}" if group is not None else ""
     k = data.labels.index(label)
-    y = data.truth_is(label)[coded]
-    f = data.predictions[:, k]
-    if pi is None:
-        est, lam = ppi_mean(y, f[coded], f[uncoded], alpha)
-        classical = classical_mean(y, alpha)
+    truth, f = data.truth_is(label), data.predictions[:, k]
+    if design.kind == "probabilities":
+        _enough(int(data.coded[rows].sum()), where)
+        drawn = data.coded[rows]
+        est, lam = weighted_mean(truth[rows], f[rows], per_text[rows], drawn, alpha)
+        classical, _ = weighted_mean(truth[rows], f[rows], per_text[rows], drawn, alpha, lam=0.0)
     else:
-        truth, drawn = data.truth_is(label)[rows], data.coded[rows]
-        est, lam = weighted_mean(truth, f[rows], pi[rows], drawn, alpha)
-        classical, _ = weighted_mean(truth, f[rows], pi[rows], drawn, alpha, lam=0.0)
+        cells = [rows] if per_text is None else [rows[per_text[rows] == s] for s in ordered_keys(per_text[rows])]
+        parts = []
+        for cell in cells:
+            coded, uncoded = cell[data.coded[cell]], cell[~data.coded[cell]]
+            _enough(len(coded), where + (f" in stratum {per_text[cell[0]]!r}" if per_text is not None else ""))
+            parts.append((len(cell) / len(rows), *ppi_mean(truth[coded], f[coded], f[uncoded], alpha,
+                                                           finite=design.finite),
+                          classical_mean(truth[coded], alpha, len(cell) if design.finite else None)))
+        est = _weighted([(w, e) for w, e, _, _ in parts], alpha)
+        classical = _weighted([(w, c) for w, _, _, c in parts], alpha)
+        lam = sum(w * lam for w, _, lam, _ in parts)
     naive = _naive((data.predicted == k)[rows], alpha)
     return Share(label, group, est.estimate, est.se, est.lower, est.upper, lam, naive.estimate, naive.lower,
-                 naive.upper, classical.estimate, classical.se, classical.lower, classical.upper, len(coded),
-                 len(rows))
+                 naive.upper, classical.estimate, classical.se, classical.lower, classical.upper,
+                 int(data.coded[rows].sum()), len(rows))
+
+
+def _enough(n_coded: int, where: str) -> None:
+    if n_coded < 2:
+        raise InvalidArgumentError(f"{n_coded} coded text{'s' if n_coded != 1 else ''}{where}: an interval "
+                                   "needs at least 2 (code more texts of the group, or leave it out)")
+
+
+def _weighted(parts: List[Tuple[float, Interval]], alpha: float) -> Interval:
+    """Strata's estimates combined with their shares of the texts as weights (one stratum: itself)."""
+    if len(parts) == 1:
+        return parts[0][1]
+    return z_interval(sum(w * e.estimate for w, e in parts), math.sqrt(sum((w * e.se) ** 2 for w, e in parts)), alpha)
 
 
 def _difference(a: Share, b: Share, alpha: float) -> ShareDifference:
@@ -124,31 +142,25 @@ def _groups(by: Optional[Sequence[Hashable]], n: int) -> Tuple[List[Optional[Has
         raise InvalidArgumentError(f"by has {len(keys)} groups for {n} annotations: give one per text")
     if any(k is None or (isinstance(k, float) and math.isnan(k)) for k in keys):
         raise InvalidArgumentError("by has missing groups (None or NaN): give every text a group, or leave it out")
-    order = list(dict.fromkeys(keys))
-    try:
-        order = sorted(order)
-    except TypeError:
-        pass  # groups of mixed types keep their first appearance's order
+    order = ordered_keys(keys)
     return order, np.array([order.index(k) for k in keys])
 
 
-def _inclusion(inclusion_probs: Any, data: CodedTexts) -> Optional[np.ndarray]:
-    if inclusion_probs is None:
-        return None
-    try:
-        pi = np.array(inclusion_probs.tolist() if hasattr(inclusion_probs, "tolist") else list(inclusion_probs),
-                      dtype=float)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError("inclusion_probs must be numbers, one per annotation") from None
-    if pi.shape != (data.n_given,) or not np.all((pi > 0) & (pi <= 1)):
-        raise InvalidArgumentError(f"inclusion_probs must be {data.n_given} probabilities in (0, 1], one per "
-                                   "annotation (CodingPlan.inclusion_probs)")
-    return pi[data.kept]
+def _design(design: Optional[CodingDesign], inclusion_probs: Optional[Sequence[float]]) -> CodingDesign:
+    if inclusion_probs is not None:
+        if design is not None:
+            raise InvalidArgumentError("give design or inclusion_probs (CodingDesign.probabilities), not both")
+        return CodingDesign.probabilities(inclusion_probs)
+    if design is None:
+        return CodingDesign.random()
+    if not isinstance(design, CodingDesign):
+        raise InvalidArgumentError(f"design must be a newrllama.CodingDesign, got {type(design).__name__}")
+    return design
 
 
 def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Sequence[Hashable]] = None,
                alpha: float = 0.05, predictions: str = "probs", reference: Optional[Hashable] = None,
-               inclusion_probs: Optional[Sequence[float]] = None) -> Prevalence:
+               inclusion_probs: Optional[Sequence[float]] = None, design: Optional[CodingDesign] = None) -> Prevalence:
     """Each label's share of the texts, with intervals valid whatever the model's errors.
 
     ``annotations``: what ``annotate()`` returned for every text (or labels, with ``predictions="labels"``);
@@ -165,15 +177,25 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     ``reference`` (the first group in sorted order unless given) with its interval. Texts whose annotation
     failed are left out (``n_failed``).
 
-    ``inclusion_probs``: when the coded texts were drawn text by text with known probabilities (an active coding
-    plan: ``plan_coding(..., active=True).inclusion_probs``), each text's probability of being coded. The
-    estimates then weight the coded texts' errors by 1/probability (Horvitz-Thompson) and the intervals are
-    design-based: they are about these texts, and stay valid however the probabilities favoured some texts."""
+    ``design`` (a CodingDesign): how the coded texts were drawn. The default, a simple random sample, estimates
+    each share among these texts: the coded share of them narrows the interval (finite-population correction;
+    ``CodingDesign.random(finite=False)`` gives published PPI++, for the process the texts come from). A
+    stratified sample (``CodingDesign.stratified(strata)``) is estimated stratum by stratum, each weighted by
+    its share of the texts (of the group). Texts picked rather than drawn (``CodingDesign.picked(how)``, such as
+    those least_confident() gives) are refused, with the reason.
+
+    ``inclusion_probs`` (short for ``design=CodingDesign.probabilities(...)``): when the coded texts were drawn
+    text by text with known probabilities (an active coding plan: ``plan_coding(..., active=True).inclusion_probs``),
+    each text's probability of being coded. The estimates then weight the coded texts' errors by 1/probability
+    (Horvitz-Thompson) and the intervals are design-based: they are about these texts, and stay valid however the
+    probabilities favoured some texts."""
     alpha = check_alpha(alpha)
     if predictions not in ("probs", "labels"):
         raise InvalidArgumentError(f"predictions must be 'probs' or 'labels', got {predictions!r}")
+    design = _design(design, inclusion_probs)
+    design.check_estimable("prevalence()")
     data = coded_texts(annotations, truth, predictions)
-    pi = _inclusion(inclusion_probs, data)
+    per_text = design.per_text(data.n_given, data.kept)
     groups, group_of = _groups(by, data.n_given)
     if group_of is not None:
         group_of = group_of[data.kept]
@@ -183,7 +205,7 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     differences: List[ShareDifference] = []
     for label in data.labels:
         by_group = {g: _share(data, label, g, np.flatnonzero(group_of == i) if group_of is not None
-                              else np.arange(data.n), alpha, pi) for i, g in enumerate(groups)}
+                              else np.arange(data.n), alpha, design, per_text) for i, g in enumerate(groups)}
         shares += by_group.values()
         if group_of is not None:
             ref = groups[0] if reference is None else reference

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from .design import CodingDesign
 from .ppi import check_alpha, classical_glm, ppi_glm
 
 
@@ -122,7 +123,7 @@ def _coded_texts(m: np.ndarray, y: np.ndarray, outcome_coded_by_model: bool) -> 
 
 def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressors: Any = None,
                names: Optional[Sequence[str]] = None, intercept: bool = True, family: str = "gaussian",
-               alpha: float = 0.05) -> Regression:
+               alpha: float = 0.05, design: Optional[CodingDesign] = None) -> Regression:
     """Coefficients of a regression in which the model codes the outcome, regressors, or both, and a random sample
     of the texts is coded by hand: least squares (``family="gaussian"``) or logistic regression (``"binomial"``:
     the truth 0 or 1, the prediction a probability).
@@ -135,8 +136,21 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
     regressor for every text, a dict by regressor name (``names``, else ``x1``, ``x2``, ...) or a table of x's
     shape. PPI++ (power-tuned, as ppi-python's ``ppi_ols_ci`` and ``ppi_logistic_ci`` where only the outcome is
     model-coded; PPI++'s M-estimation where regressors are) gives each coefficient its interval; beside it, the
-    fit on the coded texts alone."""
+    fit on the coded texts alone. The coefficients are those of the process the texts come from (no
+    finite-population correction).
+
+    ``design`` (a CodingDesign): how the coded texts were drawn; a simple random sample unless given. Texts
+    picked rather than drawn are refused, and so, for now, are stratified and weighted samples: this estimator
+    assumes every text had the same chance of being coded."""
     alpha = check_alpha(alpha)
+    if design is not None:
+        if not isinstance(design, CodingDesign):
+            raise InvalidArgumentError(f"design must be a newrllama.CodingDesign, got {type(design).__name__}")
+        design.check_estimable("regression()")
+        if design.kind != "random":
+            raise InvalidArgumentError(f"regression() assumes every text had the same chance of being coded (a simple "
+                                       f"random sample); it has no estimator for a {design.kind} design: estimate "
+                                       "shares with prevalence(), which takes it")
     if family not in ("gaussian", "binomial"):
         raise InvalidArgumentError(f"family must be 'gaussian' or 'binomial', got {family!r}")
     if not isinstance(intercept, bool):

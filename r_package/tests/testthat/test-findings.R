@@ -224,3 +224,35 @@ test_that("cross_fit() calibrates each coded text without its own code, as Pytho
   expect_error(cross_fit(x, ifelse(seq_len(n) <= 5, truth, NA)), "cross-fitting needs at least 10",
                class = "newrllama_invalid_argument")
 })
+
+test_that("a coding design travels from plan_coding() to prevalence() and methods_text()", {
+  first <- ifelse(seq_len(n) %% 12 == 0 & group == "wire", truth, NA)
+  plan <- plan_coding(x, first, budget = 40, strata = group, seed = 2)
+  expect_s3_class(plan$design, "newrllama_coding_design")
+  expect_equal(plan$design$kind, "stratified")
+  expect_output(print(plan$design), "random sample within 2 strata")
+  codes <- first
+  codes[plan$texts] <- truth[plan$texts]
+  expect_equal(sum(group[!is.na(codes)] == "paper"), sum(!is.na(codes)) / 2)
+  out <- prevalence(x, codes, design = plan$design)
+  design <- coding_design("stratified", strata = group)
+  py <- py_newrllama()$prevalence(
+    lapply(seq_len(n), function(i) py_newrllama()$Annotation(predicted[[i]], as.list(probs[i, ]))),
+    lapply(codes, function(v) if (is.na(v)) NULL else v), design = design$py)$share("earnings")
+  row <- out[out$label == "earnings", ]
+  expect_equal(c(row$estimate, row$conf.low, row$conf.high), c(py$estimate, py$lower, py$upper))
+  expect_match(methods_text(x, codes, design = plan$design), "drawn at random within 2 strata")
+})
+
+test_that("picked texts are refused for estimates, with the reason, in R's condition", {
+  picked <- coding_design("picked", how = "as the least confident labels")
+  codes <- ifelse(seq_along(truth) %in% least_confident(x, 30), truth, NA)
+  expect_error(prevalence(x, codes, design = picked), "picked .*calibrate", class = "newrllama_invalid_argument")
+  expect_match(methods_text(x, codes, design = picked), "used for calibration only")
+  expect_error(coding_design("picked"), "says how", class = "newrllama_invalid_argument")
+  expect_error(coding_design("stratified", strata = c("a", NA)), "missing", class = "newrllama_invalid_argument")
+  expect_error(prevalence(x, coded, design = "random"), "coding_design", class = "newrllama_invalid_argument")
+  finite <- prevalence(x, coded)
+  published <- prevalence(x, coded, design = coding_design(finite = FALSE))
+  expect_true(all(finite$conf.high - finite$conf.low < published$conf.high - published$conf.low))
+})

@@ -76,7 +76,8 @@ def test_prevalence_is_ppi_on_each_labels_probability():
     rng, truth, annotations = population(7)
     coded = set(rng.choice(len(truth), 60, replace=False).tolist())
     codes = [t if i in coded else None for i, t in enumerate(truth)]
-    result = newrllama.prevalence(annotations, codes)
+    # Published PPI++ (the process the texts come from): no finite-population correction, as in ppi-python.
+    result = newrllama.prevalence(annotations, codes, design=newrllama.CodingDesign.random(finite=False))
     mask = np.array([c is not None for c in codes])
     for k, label in enumerate(LABELS):
         share = result.share(label)
@@ -89,7 +90,8 @@ def test_prevalence_is_ppi_on_each_labels_probability():
         assert share.classical == pytest.approx(y[mask].mean())
         assert (share.n_coded, share.n_texts) == (60, len(truth))
     assert sum(s.estimate for s in result.shares) == pytest.approx(1.0, abs=0.15)
-    by_labels = newrllama.prevalence(annotations, codes, predictions="labels").share("crude oil")
+    by_labels = newrllama.prevalence(annotations, codes, predictions="labels",
+                                     design=newrllama.CodingDesign.random(finite=False)).share("crude oil")
     f = np.array([a.label == "crude oil" for a in annotations], dtype=float)
     y = np.array([t == "crude oil" for t in truth], dtype=float)
     assert (by_labels.lower, by_labels.upper) == pytest.approx(
