@@ -15,8 +15,8 @@ from .cluster import Cluster, ClusterStats
 from .engine.context import Context
 from .engine.convenience import generate_parallel
 from .runs.embedded import default_model_path
-from .findings import (CodingDesign, CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
-                       methods_text, plan_coding, prevalence, read_coding_sheet, regression, write_coding_sheet)
+from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
+                       methods_text, plan_coding, prevalence, read_coding_sheet, read_codings, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .engine.model import Model
@@ -32,12 +32,12 @@ from .engine.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
-    "ClusterError", "ClusterStats", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
+    "Adjudication", "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
+    "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
-    "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "regression", "system_info", "validate",
+    "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "read_codings", "regression", "system_info", "validate",
     "write_coding_sheet",
 ]

@@ -1,12 +1,13 @@
 """Findings: shares and coefficients with valid intervals from the model's labels and a hand-coded sample, how
 many texts to code next, and the sheets they are coded on."""
+from .coders import Adjudication, CoderAgreement, Codings
 from .cross_fit import cross_fit
 from .design import CodingDesign
 from .methods import methods_text
 from .plan import CodingPlan, plan_coding
 from .prevalence import Prevalence, Share, ShareDifference, prevalence
 from .regression import Coefficient, Regression, regression
-from .sheet import read_coding_sheet, write_coding_sheet
+from .sheet import read_coding_sheet, read_codings, write_coding_sheet
 
-__all__ = ["CodingDesign", "CodingPlan", "Coefficient", "Prevalence", "Regression", "Share", "ShareDifference", "cross_fit", "methods_text",
-           "plan_coding", "prevalence", "read_coding_sheet", "regression", "write_coding_sheet"]
+__all__ = ["Adjudication", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Prevalence", "Regression", "Share", "ShareDifference", "cross_fit", "methods_text",
+           "plan_coding", "prevalence", "read_coding_sheet", "read_codings", "regression", "write_coding_sheet"]

@@ -6,6 +6,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 from ..labels.annotation import check_annotations
 from ..errors import InvalidArgumentError
 from ..labels.agreement import missing
+from .coders import Adjudication
 from .design import CodingDesign, ordered_keys
 from .prevalence import prevalence
 
@@ -60,13 +61,15 @@ def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: Codi
 
 
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
-                 alpha: float = 0.05, design: Optional[CodingDesign] = None) -> str:
+                 alpha: float = 0.05, design: Optional[CodingDesign] = None,
+                 coding: Optional[Adjudication] = None) -> str:
     """A paragraph for a methods section: the model (file and SHA-256), the prompt, the order cure, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
     figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
     prevalence() takes it; a simple random sample unless given) and each label's share estimated by PPI++ with its
-    interval (none for picked texts, which the paragraph says served for calibration only). ``annotations`` from
-    annotate() (calibrated or not)."""
+    interval (none for picked texts, which the paragraph says served for calibration only). ``coding``: the
+    Adjudication of several coders' codes (Codings.adjudicate()), whose coders, agreement and rule it reports;
+    ``truth`` is then its truth unless given. ``annotations`` from annotate() (calibrated or not)."""
     annotations = check_annotations(annotations, "annotations")
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
@@ -83,6 +86,15 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         out.append(f"The probabilities were calibrated on {calibration.n} hand-coded texts (a scale and one offset "
                    f"per label, penalised; cross-validated accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
                    f"{calibration.cv_kappa:.2f}).")
+    if coding is not None:
+        if not isinstance(coding, Adjudication):
+            raise InvalidArgumentError(f"coding must be an Adjudication (Codings.adjudicate()), got "
+                                       f"{type(coding).__name__}")
+        if len(coding.truth) != len(annotations):
+            raise InvalidArgumentError(f"coding holds {len(coding.truth)} texts' codes for {len(annotations)} "
+                                       "annotations")
+        out.append(coding.sentence())
+        truth = coding.truth if truth is None else truth
     if truth is not None:
         design = design if design is not None else CodingDesign.random()
         if design.kind == "picked":

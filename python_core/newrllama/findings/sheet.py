@@ -1,53 +1,116 @@
-"""Coding sheets: the texts to code by hand as CSV (id, text, an empty code column), and the codes read back."""
+"""Coding sheets: the texts to code by hand as CSV (id, text, an empty code column; with several coders a coder
+column too), and the codes read back: one coder's as one code per text, several coders' as Codings."""
 from __future__ import annotations
 
 import csv
 import os
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import InvalidArgumentError
+from .coders import Codings
 
 COLUMNS = ("id", "text", "code")
+CODER_COLUMNS = ("id", "coder", "text", "code")
 
 
 def write_coding_sheet(path: Union[str, os.PathLike], texts: Sequence[str], positions: Sequence[int],
-                       ids: Optional[Sequence[Any]] = None) -> Path:
+                       ids: Optional[Sequence[Any]] = None, coders: Optional[Sequence[str]] = None) -> Path:
     """Writes the texts at ``positions`` (e.g. ``CodingPlan.texts``) to a CSV sheet with an empty ``code`` column,
-    each under its id (``ids``, one per text; else its position)."""
+    each under its id (``ids``, one per text; else its position). With ``coders`` (their names), every text goes
+    to each coder, coder by coder, in a ``coder`` column (one call per coder, ``coders=[name]``, gives each coder
+    a sheet of their own, so that none sees another's codes); read_codings() reads them back."""
     if ids is not None and len(ids) != len(texts):
         raise InvalidArgumentError(f"ids has {len(ids)} entries for {len(texts)} texts")
     bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < len(texts)]
     if bad:
         raise InvalidArgumentError(f"positions {bad[:5]} are not positions of the {len(texts)} texts")
-    path = Path(path)
-    with path.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
-        writer.writerow(COLUMNS)
-        for p in positions:
-            writer.writerow([p if ids is None else ids[p], texts[p], ""])
+    rows = [[p if ids is None else ids[p], texts[p], ""] for p in positions]
+    if coders is None:
+        return _write(Path(path), COLUMNS, rows)
+    names = None if isinstance(coders, str) else list(coders)
+    if not names or any(not isinstance(c, str) or not c.strip() for c in names) or len(set(names)) != len(names):
+        raise InvalidArgumentError("coders must be a list of distinct non-blank names")
+    return _write(Path(path), CODER_COLUMNS, [[r[0], c, r[1], r[2]] for c in names for r in rows])
+
+
+def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(header)
+            writer.writerows(rows)
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot write the coding sheet {path}: {exc.strerror}") from None
     return path
 
 
 def read_coding_sheet(path: Union[str, os.PathLike], labels: Sequence[str],
                       ids: Sequence[Any]) -> List[Optional[str]]:
     """The codes of a filled-in sheet, one per text of ``ids`` (the ids of every text, as the sheet names them;
-    None where the sheet has no code). Refuses codes that are not labels, ids it does not know and ids twice."""
+    None where the sheet has no code). Refuses codes that are not labels, ids it does not know and ids twice; a
+    sheet of several coders (a ``coder`` column) is read by read_codings()."""
+    header, rows = _read(path)
+    if "coder" in header:
+        raise InvalidArgumentError(f"the coding sheet {path} has a coder column: read several coders' codes with "
+                                   "read_codings()")
+    return _codes(path, rows, labels, _known(ids))
+
+
+def read_codings(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], labels: Sequence[str],
+                 ids: Sequence[Any]) -> Codings:
+    """Several coders' codes of the texts of ``ids``: sheets with a ``coder`` column, or one sheet per coder
+    without it (the coder then named by the file's name). Each coder's codes are checked as read_coding_sheet()
+    checks them; a coder found in two sheets, or an id twice for one coder, is refused."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+        raise InvalidArgumentError("read_codings() needs at least one sheet")
+    known = _known(ids)
+    by_coder: Dict[str, List[Optional[str]]] = {}
+    for path in paths:
+        header, rows = _read(path)
+        groups: Dict[str, List[Tuple[int, dict]]] = {}
+        for line, row in enumerate(rows, start=2):
+            coder = (row.get("coder") or "").strip() if "coder" in header else Path(path).stem
+            if not coder:
+                raise InvalidArgumentError(f"the coding sheet {path} line {line} names no coder")
+            groups.setdefault(coder, []).append((line, row))
+        for coder, lines in groups.items():
+            if coder in by_coder:
+                raise InvalidArgumentError(f"coder {coder!r} appears in two sheets ({path} is the second)")
+            by_coder[coder] = _codes(path, [row for _, row in lines], labels, known, [line for line, _ in lines])
+    names = sorted(by_coder)
+    return Codings(tuple(labels), tuple(names), tuple(tuple(by_coder[c]) for c in names))
+
+
+def _known(ids: Sequence[Any]) -> Dict[str, int]:
     known = {str(i): k for k, i in enumerate(ids)}
     if len(known) != len(ids):
         raise InvalidArgumentError("ids must name each text once")
+    return known
+
+
+def _read(path: Union[str, os.PathLike]) -> Tuple[List[str], List[dict]]:
     try:
         with Path(path).open(newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.DictReader(f))
-            header = rows and list(rows[0]) or []
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
     except OSError as exc:
         raise InvalidArgumentError(f"cannot read the coding sheet {path}: {exc.strerror}") from None
     if rows and not {"id", "code"} <= set(header):
         raise InvalidArgumentError(f"the coding sheet {path} needs the columns id and code, it has {header}")
-    codes: List[Optional[str]] = [None] * len(ids)
+    return header, rows
+
+
+def _codes(path: Union[str, os.PathLike], rows: Sequence[dict], labels: Sequence[str], known: Dict[str, int],
+           lines: Optional[Sequence[int]] = None) -> List[Optional[str]]:
+    """One code per text from rows of one coder, every problem listed at once."""
+    codes: List[Optional[str]] = [None] * len(known)
     seen = set()
     problems = []
-    for line, row in enumerate(rows, start=2):
+    for n, row in enumerate(rows):
+        line = lines[n] if lines is not None else n + 2
         key, code = (row.get("id") or "").strip(), (row.get("code") or "").strip()
         if key not in known:
             problems.append(f"line {line}: id {key!r} is not one of the texts")
