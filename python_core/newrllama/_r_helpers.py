@@ -243,11 +243,11 @@ def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha
     return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
 
 
-def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha, design):
+def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha, design, coding):
     annotations = [dataclasses.replace(a, order_flip=f) for a, f in zip(
         labelled(labels, names, probs, errors, provenance),
         order_flip)]
-    return newrllama.methods_text(annotations, truth, calibration, alpha, design)
+    return newrllama.methods_text(annotations, truth, calibration, alpha, design, coding)
 
 
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):

@@ -268,6 +268,9 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
 #' @param which Positions in `x` of the texts to write.
 #' @param path The sheet's file: `.csv`, or `.xlsx` for a workbook.
 #' @param labels The labels a code may be.
+#' @param coders Names of several coders: every text goes to each of them,
+#'   coder by coder, in a `coder` column (one call per coder gives each a sheet
+#'   of their own); [read_codings()] reads such sheets back.
 #' @return `write_coding_sheet()`: `path`, invisibly. `read_coding_sheet()`: a
 #'   character vector of codes, one per text of `x` (`NA` where the sheet has
 #'   none), to use as `truth`.
@@ -277,7 +280,7 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
 #' write_coding_sheet(texts, 2, path)
 #' read_coding_sheet(path, texts, c("acquisition", "crude oil"))
 #' @export
-write_coding_sheet <- function(x, which, path) {
+write_coding_sheet <- function(x, which, path, coders = NULL) {
   x <- check_sheet_texts(x)
   path <- check_string(path, "path")
   if (!is.numeric(which) || anyNA(which) || any(which != round(which))) {
@@ -285,7 +288,8 @@ write_coding_sheet <- function(x, which, path) {
   }
   csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
   with_python(py_newrllama()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
-                                                ids = as.list(sheet_ids(x))))
+                                                ids = as.list(sheet_ids(x)),
+                                                coders = if (is.null(coders)) NULL else as.list(coders)))
   if (is_xlsx(path)) {
     on.exit(unlink(csv))
     sheet <- utils::read.csv(csv, colClasses = "character", encoding = "UTF-8")
@@ -301,16 +305,25 @@ read_coding_sheet <- function(path, x, labels) {
   x <- check_sheet_texts(x)
   path <- check_string(path, "path")
   labels <- check_labels(labels, "labels")
-  csv <- path
-  if (is_xlsx(path)) {
-    if (!file.exists(path)) abort_invalid(sprintf("cannot read the coding sheet %s: no such file", path))
-    csv <- tempfile(fileext = ".csv")
-    on.exit(unlink(csv))
-    sheet <- openxlsx::read.xlsx(path, sheet = 1, colNames = TRUE, skipEmptyRows = FALSE, na.strings = character())
-    utils::write.csv(sheet, csv, row.names = FALSE, na = "", fileEncoding = "UTF-8")
-  }
+  csv <- sheet_as_csv(path)
+  on.exit(if (csv != path) unlink(dirname(csv), recursive = TRUE))
   codes <- with_python(py_newrllama()$read_coding_sheet(csv, as.list(as.character(labels)), as.list(sheet_ids(x))))
   stats::setNames(vapply(codes, function(code) if (is.null(code)) NA_character_ else code, character(1)), names(x))
+}
+
+# A sheet as a CSV file Python reads: the path itself, or a workbook's first sheet written to a CSV file of the same
+# name in a directory of its own (the name names the coder of a sheet without a coder column).
+sheet_as_csv <- function(path, call = sys.call(-1)) {
+  if (!is_xlsx(path)) {
+    return(path)
+  }
+  if (!file.exists(path)) abort_invalid(sprintf("cannot read the coding sheet %s: no such file", path), call = call)
+  dir <- tempfile("sheet")
+  dir.create(dir)
+  csv <- file.path(dir, sub("[.]xlsx$", ".csv", basename(path), ignore.case = TRUE))
+  sheet <- openxlsx::read.xlsx(path, sheet = 1, colNames = TRUE, skipEmptyRows = FALSE, na.strings = character())
+  utils::write.csv(sheet, csv, row.names = FALSE, na = "", fileEncoding = "UTF-8")
+  csv
 }
 
 # A workbook's sheet goes through a CSV, so that Python alone checks it.
@@ -350,18 +363,23 @@ sheet_ids <- function(x) {
 #' @param calibration Optional: the calibration from [calibrate_labels()] applied to
 #'   `x`.
 #' @param alpha The intervals' level is `1 - alpha`.
+#' @param coding Several coders' codes made one by [adjudicate()]: the paragraph
+#'   reports the coders, their agreement and the rule, and `truth` defaults to
+#'   the adjudicated codes.
 #' @return A string.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
-methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, design = NULL, label = ".label") {
+methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, design = NULL, coding = NULL,
+                         label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
   with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
-                                            parts$flips, truth, cal, alpha, python_design(design)))
+                                            parts$flips, truth, cal, alpha, python_design(design),
+                                            python_adjudication(coding)))
 }
