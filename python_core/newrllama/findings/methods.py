@@ -82,7 +82,12 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     if flips:
         out.append(f"The preferred label changed with the listing order for {sum(flips)} of {len(flips)} texts "
                    f"({100 * sum(flips) / len(flips):.1f}%).")
-    if calibration is not None:
+    if calibration is not None and not calibration.calibrated:
+        out.append(f"Calibration on {calibration.n} hand-coded texts was considered and not applied: the model's own "
+                   "probabilities predicted the held-out coded texts at least as well as any calibration "
+                   f"(cross-validated log-loss; accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
+                   f"{calibration.cv_kappa:.2f}).")
+    elif calibration is not None:
         out.append(f"The probabilities were calibrated on {calibration.n} hand-coded texts (a scale and one offset "
                    f"per label, penalised; cross-validated accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
                    f"{calibration.cv_kappa:.2f}).")

@@ -11,7 +11,11 @@ docs/benchmarks.md, "Labels on real text"):
   coded sample itself, unless given: the right strength depends on how far off the model
   is, which no constant fits (a fixed 1.0 agreed far less with the human codes than the
   strength chosen, and in the benchmark's draws of coded stories the strength chosen differs
-  from one draw to the next: the ``penalties`` of bench/results/validity-*.json).
+  from one draw to the next: the ``penalties`` of bench/results/validity-*.json). An infinite
+  penalty, no calibration at all, is one of the candidates: where the model's own probabilities
+  predict the held-out coded texts at least as well as any fit, the coded texts choose to leave
+  them as they are (``Calibration.calibrated`` is then False), so calibrating cannot make the
+  cross-validated fit worse than not calibrating.
 - With ``balanced=True`` (the default) every label weighs the same in the fit whatever its
   share of the coded sample, so a rare label is not given up for the frequent one; the
   calibrated probabilities are then those of a corpus where the labels are equally
@@ -40,7 +44,7 @@ from .validation import validate
 
 CALIBRATION_FORMAT = "newrllama-calibration-1"
 _FLOOR = -100.0  # log-probabilities below this carry no information the fit could use
-PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0)
+PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0, math.inf)  # inf: no calibration
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,11 @@ class Calibration:
     penalty: float
     balanced: bool = True
     fitted_on: Optional[Provenance] = None  # what made the coded texts' labels (None: annotations that do not say)
+
+    @property
+    def calibrated(self) -> bool:
+        """False when the coded texts chose no calibration (an infinite penalty): it then changes nothing."""
+        return not math.isinf(self.penalty)
 
     def probs(self, order_free: Dict[str, float]) -> Dict[str, float]:
         """Calibrated probabilities from one text's order-free probabilities."""
@@ -137,9 +146,11 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 def _fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, penalty: float) -> np.ndarray:
     """Damped Newton on the penalised, weighted negative log-likelihood; x: texts x labels log-probabilities,
-    y: label index, w: weights. Returns (scale, offsets...)."""
+    y: label index, w: weights. Returns (scale, offsets...); an infinite penalty leaves them where it pulls."""
     n, k = x.shape
     prior = np.concatenate([[1.0], np.zeros(k)])  # scale, offsets: where the penalty pulls
+    if math.isinf(penalty):
+        return prior
     onehot = np.eye(k)[y]
 
     def objective(theta: np.ndarray) -> Tuple[float, np.ndarray]:
@@ -197,7 +208,8 @@ def _held_out(x: np.ndarray, y: np.ndarray, balanced: bool, folds: List[List[int
 
 
 def _choose_penalty(x: np.ndarray, y: np.ndarray, balanced: bool, seed: int, folds: int = 5) -> float:
-    """The penalty of PENALTIES with the smallest cross-validated (weighted) log-loss."""
+    """The penalty of PENALTIES with the smallest cross-validated (weighted) log-loss; of equal ones the weakest,
+    so no calibration (the last) only where it predicts the held-out texts strictly better than every fit."""
     if len(y) < 2:
         return PENALTIES[-1]
     split = fold_indices(len(y), folds, seed)

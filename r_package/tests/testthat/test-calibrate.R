@@ -85,7 +85,7 @@ test_that("methods_text() writes Python's paragraph from the labels' provenance"
   text <- methods_text(coded, ifelse(seq_along(texts) %% 2 == 1, truth, NA))
   expect_type(text, "character")
   expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
-  expect_match(text, "A random sample of 3 of the 6 texts", fixed = TRUE)
+  expect_match(text, "A simple random sample of 3 of the 6 texts", fixed = TRUE)
   expect_match(text, "(contextual calibration; Zhao et al. 2021), and for longer texts", fixed = TRUE)
   cal <- calibrate_labels(coded, truth, folds = 3)
   expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)

@@ -181,7 +181,7 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimat
                   'instruction "Give the topic."', '2 labels ("sports", "business")', source.codebook_digest,
                   "the list and of its reverse", "batch-invariant", "with 2 threads", "8 of 8 texts received a label",
                   "calibrated on 8 hand-coded texts", f"cross-validated accuracy {cal.cv_accuracy:.2f}",
-                  "A random sample of 4 of the 8 texts", "PPI++",
+                  "A simple random sample of 4 of the 8 texts", "PPI++",
                   f"sports {share.estimate:.3f} [{share.lower:.3f}, {share.upper:.3f}]"):
         assert piece in text, piece
     flips = sum(a.order_flip for a in done)
@@ -199,3 +199,16 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimat
                     "8 of 8 texts received a label.")
     with pytest.raises(newrllama.InvalidArgumentError, match="every text failed"):
         newrllama.methods_text([newrllama.Annotation(None, error="x")])
+
+
+def test_the_coded_texts_choose_no_calibration_where_the_model_is_already_calibrated():
+    # A model whose probabilities are the true ones: most coded samples leave them as they are; a leaning model's
+    # never do.
+    chosen = [newrllama.calibrate(*leaning(30, shift=0.0, seed=s)) for s in range(10)]
+    assert sum(not c.calibrated for c in chosen) >= 5
+    none = next(c for c in chosen if not c.calibrated)
+    assert math.isinf(none.penalty) and none.scale == 1.0 and set(none.offsets.values()) == {0.0}
+    rest, _ = leaning(20, shift=0.0, seed=11)
+    assert [a.probs["crude oil"] for a in none.apply(rest)] == pytest.approx([a.probs["crude oil"] for a in rest])
+    assert newrllama.Calibration.from_dict(none.to_dict()) == none
+    assert all(newrllama.calibrate(*leaning(30, shift=6.0, seed=s)).calibrated for s in range(10))
