@@ -72,16 +72,18 @@ def fortunes(rng: random.Random) -> List[Tuple[str, str]]:
     return out
 
 
-def packages(rng: random.Random) -> List[Tuple[str, str]]:
+def packages(rng: random.Random, sections: Sequence[str] = SECTIONS, per_label: int = PER_LABEL
+             ) -> List[Tuple[str, str]]:
+    """Debian packages' one-line descriptions by archive section, per_label of each."""
     dump = subprocess.run(["apt-cache", "dumpavail"], capture_output=True, text=True, check=True).stdout
-    by_section: Dict[str, set] = {s: set() for s in SECTIONS}
+    by_section: Dict[str, set] = {s: set() for s in sections}
     section = None
     for line in dump.splitlines():
         if line.startswith("Section: "):
             section = line.split(": ", 1)[1].split("/")[-1]
         elif line.startswith("Description: ") and section in by_section:
             by_section[section].add(line.split(": ", 1)[1].strip())
-    return [(d, s) for s in SECTIONS for d in rng.sample(sorted(by_section[s]), PER_LABEL)]
+    return [(d, s) for s in sections for d in rng.sample(sorted(by_section[s]), per_label)]
 
 
 def wordnet(rng: random.Random) -> List[Tuple[str, str]]:

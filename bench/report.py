@@ -357,6 +357,23 @@ def short_texts(r: dict) -> List[str]:
                  ["set", "texts", "layout", "seconds", "x reference", "accuracy", "kappa", "order agreement"], rows)
 
 
+def calibration(r: dict) -> List[str]:
+    rows = []
+    for name, st in r["sets"].items():
+        for cure, c in st["cures"].items():
+            m = c["median_kappa"]
+            rows.append([name, f"{st['texts']}", cure, f"{c['coded']}", f"{m['uncalibrated']:.3f}",
+                         f"{m['calibrated']:.3f}", f"{c['chose_no_calibration']}/{c['draws']}",
+                         f"{c['draws_lowered']['calibrated']}", f"{m['previous rule']:.3f}",
+                         f"{c['draws_lowered']['previous rule']}"])
+    return table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
+                 "Cohen's kappa on the texts not coded over the draws, uncalibrated, calibrated as calibrate() does "
+                 "(no calibration one of the candidates), and by the previous rule (always a fit); how often the "
+                 "coded texts chose no calibration, and in how many draws calibrating lowered kappa:",
+                 ["set", "texts", "cure", "coded", "uncalibrated", "calibrated", "none chosen", "lowered",
+                  "previous rule", "lowered"], rows)
+
+
 def choice_rounding(r: dict) -> List[str]:
     shapes = [str(n) for n in r["shapes"]]
     return table(f"Log-probability of a label's first token when the prompt's step held other rows, {r['machine']['cpu']} "
@@ -410,7 +427,7 @@ REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
-    "short-texts": short_texts, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
+    "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
     "attention": attention, "unified-kv": unified_kv}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
@@ -434,6 +451,8 @@ SECTIONS = {
                  "with each order cure and calibration (`bench/bench_validity.py`)."),
     "short-texts": ("Short texts", "Prompt layouts on one-line human-sorted texts and on Reuters stories "
                     "(`bench/bench_short_texts.py`)."),
+    "calibration": ("Calibration that never hurts", "Calibration on a few coded texts of sets it was never tuned "
+                    "on, with each order cure (`bench/bench_calibration.py`)."),
     "question-layout": ("Where the definitions go", "Label definitions in the instruction or beside the labels "
                         "(`bench/bench_question_layout.py`)."),
     "questions": ("Several questions per text", "A codebook of several questions against one call per question "

@@ -1,0 +1,106 @@
+"""Calibration on a few coded texts, with each order cure: does it help, and does it ever hurt?
+
+Two sets the cures and the calibration were never tuned on, both labelled once per cure by the instruct model:
+  - held-back one-liners: the one-line descriptions of Debian packages in six archive sections that no earlier
+    benchmark used (`apt-cache dumpavail`), 40 per section (--seed);
+  - the 70 Reuters stories of r-cran-tm (2 labels), cut at 1500 characters.
+For each cure (annotate()'s default "auto", and "reverse"), --draws draws of --coded coded texts (short texts) or
+20 (Reuters): calibrate() on the coded ones and score the others, Cohen's kappa against the human sorting,
+uncalibrated, calibrated as calibrate() does now (no calibration is one of the candidates its cross-validation
+compares), and calibrated by the previous rule (a fit always: the candidate left out). Reported: the medians
+over the draws, how often the coded texts chose no calibration, and the number of draws in which calibrating
+lowered kappa.
+
+    .venv/bin/python bench/bench_calibration.py [--draws 10] [--coded 30] [--seed 53] [--model PATH]
+Writes bench/results/calibration-<date>-<cpu>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import newrllama  # noqa: E402
+from newrllama.labels import calibration as calibration_rules  # noqa: E402
+from bench_results import write_results  # noqa: E402
+from bench_short_texts import INSTRUCTIONS, packages, reuters  # noqa: E402
+from fetch_instruct_model import instruct_model_path  # noqa: E402
+
+HELD_BACK_SECTIONS = ("electronics", "fonts", "hamradio", "kernel", "video", "web")
+CURES = ("auto", "reverse")
+
+
+def previous_rule(coded: Sequence, truth: Sequence) -> newrllama.Calibration:
+    """calibrate() as it was: the penalty chosen among the fits only."""
+    kept = calibration_rules.PENALTIES
+    calibration_rules.PENALTIES = tuple(p for p in kept if not math.isinf(p))
+    try:
+        return newrllama.calibrate(coded, truth)
+    finally:
+        calibration_rules.PENALTIES = kept
+
+
+def draws_of(annotations: List, truth: List[str], draws: int, n_coded: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    kappas: Dict[str, List[float]] = {"uncalibrated": [], "calibrated": [], "previous rule": []}
+    chose_none = 0
+    for _ in range(draws):
+        coded = sorted(rng.sample(range(len(truth)), n_coded))
+        rest = [i for i in range(len(truth)) if i not in set(coded)]
+        fits = {"calibrated": newrllama.calibrate([annotations[i] for i in coded], [truth[i] for i in coded]),
+                "previous rule": previous_rule([annotations[i] for i in coded], [truth[i] for i in coded])}
+        chose_none += not fits["calibrated"].calibrated
+        scored = {"uncalibrated": [annotations[i] for i in rest],
+                  **{k: cal.apply([annotations[i] for i in rest]) for k, cal in fits.items()}}
+        for k, done in scored.items():
+            kappas[k].append(newrllama.validate([a.label for a in done], [truth[i] for i in rest]).kappa)
+    return {"draws": draws, "coded": n_coded,
+            "median_kappa": {k: statistics.median(v) for k, v in kappas.items()},
+            "kappas": kappas, "chose_no_calibration": chose_none,
+            "draws_lowered": {k: sum(c < u - 1e-12 for c, u in zip(kappas[k], kappas["uncalibrated"]))
+                              for k in ("calibrated", "previous rule")}}
+
+
+def run_set(ctx, name: str, items: List[Tuple[str, str]], instruction: str, draws: int, n_coded: int,
+            seed: int) -> dict:
+    texts, truth = [t for t, _ in items], [label for _, label in items]
+    labels = sorted(set(truth))
+    out = {"texts": len(texts), "labels": labels, "cures": {}}
+    for cure in CURES:
+        annotations = newrllama.annotate(texts, labels, instruction, debias=cure, context=ctx)
+        v = newrllama.validate([a.label for a in annotations], truth)
+        result = {"kappa_all_uncalibrated": v.kappa, **draws_of(annotations, truth, draws, n_coded, seed)}
+        out["cures"][cure] = result
+        m = result["median_kappa"]
+        print(f"{name} {cure}: median kappa uncalibrated {m['uncalibrated']:.3f}, calibrated {m['calibrated']:.3f} "
+              f"(no calibration chosen {result['chose_no_calibration']}/{draws}), previous rule "
+              f"{m['previous rule']:.3f}; draws lowered {result['draws_lowered']}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--coded", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=53)
+    ap.add_argument("--model", default=None, help="a GGUF instruct model (default: scripts/fetch_instruct_model.py's)")
+    args = ap.parse_args()
+    path = args.model or instruct_model_path()
+    held_back = packages(random.Random(args.seed), HELD_BACK_SECTIONS, 40)
+    instruction = INSTRUCTIONS["packages"]
+    with newrllama.Model(path) as model, newrllama.Context(model, n_ctx=16 * 1024, n_seq_max=16, n_threads=2) as ctx:
+        sets = {"held-back packages": run_set(ctx, "held-back packages", held_back, instruction, args.draws,
+                                              args.coded, args.seed),
+                "reuters": run_set(ctx, "reuters", reuters(), INSTRUCTIONS["reuters"], args.draws, 20, args.seed)}
+    write_results("calibration", {"model": Path(path).name, "sections": list(HELD_BACK_SECTIONS), "sets": sets})
+
+
+if __name__ == "__main__":
+    main()
