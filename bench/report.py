@@ -451,7 +451,7 @@ SECTIONS = {
                  "with each order cure and calibration (`bench/bench_validity.py`)."),
     "short-texts": ("Short texts", "Prompt layouts on one-line human-sorted texts and on Reuters stories "
                     "(`bench/bench_short_texts.py`)."),
-    "calibration": ("Calibration that never hurts", "Calibration on a few coded texts of sets it was never tuned "
+    "calibration": ("Calibration on sets never tuned on", "Calibration on a few coded texts of sets it was never tuned "
                     "on, with each order cure (`bench/bench_calibration.py`)."),
     "question-layout": ("Where the definitions go", "Label definitions in the instruction or beside the labels "
                         "(`bench/bench_question_layout.py`)."),
