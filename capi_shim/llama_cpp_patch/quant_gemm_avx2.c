@@ -21,7 +21,8 @@
 // the activation rows four at a time (see qg_panel_cols). The threads split the weight rows 8 at a time. A tile
 // that runs past the last weight row repeats a valid one and does not store it.
 
-#if defined(__AVX2__) && defined(__FMA__)
+// F16C converts 8 rows' fp16 scales at once; every CPU with AVX2 and FMA has it.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define GGML_QUANT_GEMM_AVX2 1
 
 // The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
@@ -31,20 +32,35 @@ const char newrllama_llama_cpp_patch_quant_gemm_avx2[] = "newrllama-llama-cpp-pa
 enum {
     QG_LANES = 8,       // outputs per tile
     QG_RUNS = QK_K / 32, // runs of 32 codes per block
+    QG_PREFETCH = 2048,  // how far ahead of its block decode asks for a row's bytes
 };
 
 // A block of weights as the kernel reads it: the codes and what multiplies them. For Q4_K and Q5_K, sm holds the
 // sub-blocks' 6-bit scales (bytes 0-7) and mins (bytes 8-15).
 typedef struct {
-    enum ggml_type type;
     const void * b;
     uint8_t sm[16];
     float d;
     float dmin;
 } qg_block;
 
+// The 12 bytes of 6-bit scales and mins of a Q4_K or Q5_K block (read as 16: the 4 after them are codes, and go
+// unused), spread to a byte each: scales 0-3 are the low 6 bits of bytes 0-3, scales 4-7 the low nibbles of bytes
+// 8-11 under the top 2 bits of bytes 0-3; mins 0-3 the low 6 bits of bytes 4-7, mins 4-7 the high nibbles of bytes
+// 8-11 under the top 2 bits of bytes 4-7.
+static inline __m128i qg_scales_mins(const uint8_t * packed) {
+    const __m128i v = _mm_loadu_si128((const __m128i *) packed);
+    const __m128i low = _mm_and_si128(_mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, -1, -1, -1, -1)),
+                                      _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m128i nibbles = _mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15)),
+                                             _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m128i top = _mm_shuffle_epi8(_mm_and_si128(_mm_srli_epi16(v, 2), _mm_set1_epi8(0x30)),
+                                         _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    return _mm_or_si128(_mm_or_si128(low, nibbles), top);
+}
+
 static inline qg_block qg_read(enum ggml_type type, const void * row, int l) {
-    qg_block k = { .type = type };
+    qg_block k;
     if (type == GGML_TYPE_Q6_K) {
         const block_q6_K * b = (const block_q6_K *) row + l;
         k.b = b;
@@ -60,63 +76,40 @@ static inline qg_block qg_read(enum ggml_type type, const void * row, int l) {
         const block_q4_K * b = (const block_q4_K *) row + l;
         k.b = b; packed = b->scales; k.d = GGML_CPU_FP16_TO_FP32(b->d); k.dmin = GGML_CPU_FP16_TO_FP32(b->dmin);
     }
-    uint32_t u[4];  // the 12 bytes of 6-bit scales and mins, spread to a byte each
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    const uint32_t m = u[1] & 0x3f3f3f3f;
-    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    u[2] = m;
-    u[0] &= 0x3f3f3f3f;
-    memcpy(k.sm, u, 16);
+    _mm_storeu_si128((__m128i *) k.sm, qg_scales_mins(packed));
     return k;
 }
 
-// Codes 32j .. 32j + 31 of the block, unsigned. Q4_K and Q5_K: sub-block j, the low nibbles of 32 bytes for even j
+// Bits `from` and up of each byte moved to bit 4 and up (bits that cross into the next byte must be masked off).
+static inline __m256i qg_to_bit4(__m256i v, int from) {
+    return from <= 4 ? _mm256_slli_epi16(v, 4 - from) : _mm256_srli_epi16(v, from - 4);
+}
+
+// Codes 32j .. 32j + 31 of block b, unsigned. Q4_K and Q5_K: sub-block j, the low nibbles of 32 bytes for even j
 // and their high nibbles for odd j (Q5_K: bit j of each of 32 bytes is the fifth bit). Q6_K: a half block (128
 // codes) has 64 bytes of low nibbles and 32 of 2-bit pairs, and its four runs of 32 codes hold two sub-blocks of
-// 16 each.
-static inline __m256i qg_codes(const qg_block * k, int j) {
+// 16 each. Runs that share bytes load them again, which the compiler merges.
+static inline __m256i qg_codes(enum ggml_type type, const void * b, int j) {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    if (k->type == GGML_TYPE_Q6_K) {
-        const block_q6_K * b = (const block_q6_K *) k->b;
+    if (type == GGML_TYPE_Q6_K) {
+        const block_q6_K * q6 = (const block_q6_K *) b;
         const int h = j / 4, i = j % 4;
-        __m256i lo = _mm256_loadu_si256((const __m256i *) (b->ql + 64 * h + 32 * (i % 2)));
+        __m256i lo = _mm256_loadu_si256((const __m256i *) (q6->ql + 64 * h + 32 * (i % 2)));
         if (i >= 2) {
             lo = _mm256_srli_epi16(lo, 4);
         }
-        const __m256i hi = _mm256_loadu_si256((const __m256i *) (b->qh + 32 * h));
-        return _mm256_or_si256(_mm256_and_si256(lo, low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 2 * i), _mm256_set1_epi8(3)), 4));
+        const __m256i hi = _mm256_and_si256(_mm256_loadu_si256((const __m256i *) (q6->qh + 32 * h)),
+                                            _mm256_set1_epi8((char) (3 << (2 * i))));
+        return _mm256_or_si256(_mm256_and_si256(lo, low4), qg_to_bit4(hi, 2 * i));
     }
-    const uint8_t * qs = k->type == GGML_TYPE_Q5_K ? ((const block_q5_K *) k->b)->qs : ((const block_q4_K *) k->b)->qs;
+    const uint8_t * qs = type == GGML_TYPE_Q5_K ? ((const block_q5_K *) b)->qs : ((const block_q4_K *) b)->qs;
     __m256i q = _mm256_loadu_si256((const __m256i *) (qs + 32 * (j / 2)));
     q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
-    if (k->type == GGML_TYPE_Q5_K) {
-        const __m256i bit = _mm256_set1_epi8((char) (1 << j));
-        const __m256i h = _mm256_loadu_si256((const __m256i *) ((const block_q5_K *) k->b)->qh);
-        q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(16)));
+    if (type == GGML_TYPE_Q5_K) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *) ((const block_q5_K *) b)->qh);
+        q = _mm256_or_si256(q, _mm256_and_si256(qg_to_bit4(h, j), _mm256_set1_epi8(16)));
     }
     return q;
-}
-
-// What multiplies run j's 16 pair sums: the first 16 codes' scale in the low 128-bit lane, the last 16 codes' in
-// the high one (one scale for the 32-code sub-blocks of Q4_K and Q5_K; Q6_K's sub-blocks 2j and 2j + 1).
-static inline __m256i qg_scales(const qg_block * k, int j) {
-    if (k->type == GGML_TYPE_Q6_K) {
-        const int8_t * s = ((const block_q6_K *) k->b)->scales;
-        return _mm256_setr_m128i(_mm_set1_epi16(s[2 * j]), _mm_set1_epi16(s[2 * j + 1]));
-    }
-    return _mm256_set1_epi16(k->sm[j]);
-}
-
-// What multiplies the block's 16 sums of 16 activations: Q4_K and Q5_K the sub-blocks' mins, each twice (the M
-// term); Q6_K its 16 scales (the offset 32, applied to S).
-static inline __m256i qg_sum_weights(const qg_block * k) {
-    if (k->type == GGML_TYPE_Q6_K) {
-        return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) ((const block_q6_K *) k->b)->scales));
-    }
-    const __m128i m = _mm_loadl_epi64((const __m128i *) (k->sm + 8));
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
 }
 
 // The 8 sums of 8 registers' int32 lanes, sum i in lane i.
@@ -126,46 +119,102 @@ static inline __m256i qg_fold8(const __m256i v[QG_LANES]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// A block's floats for a tile, from its 8 exact sums S (lane i) and sum terms M:
-//   Q4_K, Q5_K: acc = fma(S, d * d_a, acc); acc = fma(-M, dmin * d_a, acc)
-//   Q6_K:       acc = fma(S - 32 M, d * d_a, acc)
-static inline __m256 qg_floats(enum ggml_type type, __m256 acc, const __m256i sum[QG_LANES],
-                               const __m256i term[QG_LANES], __m256 d, __m256 dmin, __m256 da) {
-    const __m256i s = qg_fold8(sum);
-    const __m256i m = qg_fold8(term);
-    if (type == GGML_TYPE_Q6_K) {
-        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s, _mm256_slli_epi32(m, 5))), _mm256_mul_ps(d, da), acc);
-    }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, da), acc);
-    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, da), acc);
+// Int16 word j of each 128-bit lane of v, in all 8 words of that lane.
+static inline __m256i qg_word(__m256i v, int j) {
+    return _mm256_shuffle_epi8(v, _mm256_set1_epi16((short) (0x0100 + 0x0202 * j)));
 }
 
-// Decode: 8 weight rows (w) by one activation row (x), straight from the blocks. Each row is read whole before the
-// next, one stream the prefetcher follows (8 rows block by block were 8 streams, and slower); its blocks' partial
-// sums wait in part (per block and row, S's lanes then M's) for the floats, taken 8 rows at a time.
+// What the decode tile needs of the activation block x, the same for every weight row: Q4_K and Q5_K the sums of
+// 32 of its 8 sub-blocks (int16, at most 32 * 127), in the low 128 bits; Q6_K its 16 sums of 16, even ones in the
+// low 128 bits and odd ones in the high, as the scales are in qg_block_sums.
+static inline __m256i qg_activation_sums(enum ggml_type type, const block_q8_K * x) {
+    if (type == GGML_TYPE_Q6_K) {
+        const __m256i even_odd = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                  0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+        const __m256i s = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *) x->bsums), even_odd);
+        return _mm256_permute4x64_epi64(s, 0xd8);
+    }
+    const __m128i s = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) x->bsums),
+                                     _mm_loadu_si128((const __m128i *) (x->bsums + 8)));
+    return _mm256_castsi128_si256(s);
+}
+
+// One weight row's block b by the activation block x, to what the block's floats need of its exact sums:
+// Q4_K and Q5_K 4 partial sums of S then 4 of M, Q6_K 8 partial sums of S (with its -32 (sum of a) terms).
+// xs is qg_activation_sums(x). The run's scales come from one register by a byte shuffle: Q4_K and Q5_K the 8
+// scales as int16 in both 128-bit lanes (run j: scale j for all 32 codes), Q6_K the even sub-blocks' scales in the
+// low lane and the odd ones' in the high (run j: sub-blocks 2j and 2j + 1, its first and last 16 codes).
+static inline __m256i qg_block_sums(enum ggml_type type, const void * b, const block_q8_K * x, __m256i xs) {
+    const __m256i * a = (const __m256i *) x->qs;
+    __m256i s = _mm256_setzero_si256();
+    if (type == GGML_TYPE_Q6_K) {
+        const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const __m256i sc = _mm256_cvtepi8_epi16(
+            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) ((const block_q6_K *) b)->scales), even_odd));
+        for (int j = 0; j < QG_RUNS; j++) {
+            const __m256i p = _mm256_maddubs_epi16(qg_codes(type, b, j), _mm256_loadu_si256(a + j));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, qg_word(sc, j)));
+        }
+        return _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc, xs), 5));
+    }
+    const __m128i sm = qg_scales_mins(type == GGML_TYPE_Q5_K ? ((const block_q5_K *) b)->scales
+                                                             : ((const block_q4_K *) b)->scales);
+    const __m256i sc = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sm, sm));
+    for (int j = 0; j < QG_RUNS; j++) {
+        const __m256i p = _mm256_maddubs_epi16(qg_codes(type, b, j), _mm256_loadu_si256(a + j));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, qg_word(sc, j)));
+    }
+    const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), _mm256_castsi256_si128(xs));
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(s4), m, 1);
+}
+
+// Decode: 8 weight rows (w) by one activation row (x, its blocks' qg_activation_sums in xs), straight from the
+// blocks. Each row is read whole before the next, one stream (8 rows block by block were 8 streams, and slower);
+// the hardware prefetcher alone left it short of the memory's speed, so each block asks for the bytes
+// QG_PREFETCH ahead (the rows of a thread follow one another, so past a row's end is the next row). Its blocks'
+// qg_block_sums wait in part (per block and row) and their d and dmin, as stored (fp16), in h, for the floats,
+// taken 8 rows at a time.
 static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type type, const char * const * w,
-                                                                  const block_q8_K * x, int nb, __m256i * part) {
-    float * d = (float *) (part + 2 * QG_LANES * nb);  // d then dmin, per block and row
+                                                                  const block_q8_K * x, const __m256i * xs, int nb,
+                                                                  __m256i * part, uint16_t * h) {
+    const size_t block_size = type == GGML_TYPE_Q6_K ? sizeof(block_q6_K)
+                              : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
     for (int r = 0; r < QG_LANES; r++) {
         for (int l = 0; l < nb; l++) {
-            const qg_block k = qg_read(type, w[r], l);
-            __m256i s = _mm256_setzero_si256();
-            for (int j = 0; j < QG_RUNS; j++) {
-                const __m256i a = _mm256_loadu_si256((const __m256i *) (x[l].qs + 32 * j));
-                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(qg_codes(&k, j), a), qg_scales(&k, j)));
+            const char * b = w[r] + l * block_size;
+            for (size_t o = 0; o < block_size; o += 64) {
+                _mm_prefetch(b + QG_PREFETCH + o, _MM_HINT_T0);
             }
-            part[(2 * l) * QG_LANES + r] = s;
-            part[(2 * l + 1) * QG_LANES + r] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *) x[l].bsums),
-                                                                 qg_sum_weights(&k));
-            d[(2 * l) * QG_LANES + r] = k.d;
-            d[(2 * l + 1) * QG_LANES + r] = k.dmin;
+            part[l * QG_LANES + r] = qg_block_sums(type, b, x + l, xs[l]);
+            if (type == GGML_TYPE_Q6_K) {
+                memcpy(h + l * QG_LANES + r, &((const block_q6_K *) b)->d, sizeof(ggml_half));
+            } else {  // d then dmin, at the start of the block
+                memcpy(h + 2 * (l * QG_LANES + r), b, 2 * sizeof(ggml_half));
+            }
         }
     }
     __m256 acc = _mm256_setzero_ps();
     for (int l = 0; l < nb; l++) {
-        acc = qg_floats(type, acc, part + 2 * l * QG_LANES, part + (2 * l + 1) * QG_LANES,
-                        _mm256_loadu_ps(d + 2 * l * QG_LANES), _mm256_loadu_ps(d + (2 * l + 1) * QG_LANES),
-                        _mm256_set1_ps(x[l].d));
+        const __m256i * v = part + l * QG_LANES;
+        const __m256 da = _mm256_set1_ps(x[l].d);
+        if (type == GGML_TYPE_Q6_K) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + l * QG_LANES)));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qg_fold8(v)), _mm256_mul_ps(d, da), acc);
+            continue;
+        }
+        // rows 0-3 and 4-7: S of each row in the low 128 bits, M in the high
+        const __m256i lo = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        // the rows' d and dmin pairs to 8 d then 8 dmin
+        const __m256i pairs = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *) (h + 2 * l * QG_LANES)),
+                                                  _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                                                   0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+        const __m256i dm = _mm256_permute4x64_epi64(pairs, 0xd8);
+        const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
+        const __m256 dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(lo, hi, 0x20)), _mm256_mul_ps(d, da), acc);
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_permute2x128_si256(lo, hi, 0x31)), _mm256_mul_ps(dmin, da), acc);
     }
     return acc;
 }
@@ -272,7 +321,7 @@ static inline __attribute__((always_inline)) void qg_unpack_panel(enum ggml_type
         for (int j = 0; j < QG_RUNS; j++) {
             __m256i v[QG_LANES];
             for (int r = 0; r < QG_LANES; r++) {
-                v[r] = qg_codes(&k[r], j);
+                v[r] = qg_codes(type, k[r].b, j);
             }
             qg_transpose8(v, p->codes + l * QG_GROUPS + 8 * j);
         }
@@ -399,8 +448,8 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const int64_t t0 = tiles * params->ith / params->nth;
     const int64_t t1 = tiles * (params->ith + 1) / params->nth;
 
-    // decode: each block's partial sums per row; more rows: a panel
-    const size_t part_size = (size_t) nb * 2 * QG_LANES * (sizeof(__m256i) + sizeof(float));
+    // decode: the activation blocks' sums, and each block's sums and scales per row; more rows: a panel
+    const size_t part_size = (size_t) nb * ((QG_LANES + 1) * sizeof(__m256i) + 2 * QG_LANES * sizeof(ggml_half));
     const size_t codes_size = (size_t) nb * QG_GROUPS * sizeof(__m256i);
     const size_t scales_size = (size_t) nb * (QK_K / qg_sub_codes(type)) * sizeof(__m256i);
     const size_t pairs_size = (size_t) nb * qg_sum_pairs(type) * sizeof(__m256i);
@@ -423,6 +472,13 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
             const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
             const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
             float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+            if (ne11 == 1) {
+                for (int l = 0; l < nb; l++) {
+#define QG_SUMS(T) qg_activation_sums(T, b + l)
+                    part[QG_LANES * nb + l] = QG_BY_TYPE(type, QG_SUMS);
+#undef QG_SUMS
+                }
+            }
             for (int64_t j0 = 0; j0 < ne11; j0 += QG_CHUNK_COLS) {
                 const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
                 for (int64_t tile = t0; tile < t1; tile++) {
@@ -434,7 +490,7 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                     }
                     float out[QG_PANEL_COLS * QG_LANES];
                     if (ne11 == 1) {
-#define QG_ROWS(T) qg_tile_rows(T, w, b, nb, part)
+#define QG_ROWS(T) qg_tile_rows(T, w, b, part + QG_LANES * nb, nb, part, (uint16_t *) (part + (QG_LANES + 1) * nb))
                         _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
 #undef QG_ROWS
                         memcpy(c + i0, out, rows * sizeof(float));
