@@ -15,7 +15,6 @@ in this checkout or its .venv changes. Exit status: 0 when everything asked for 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
 import subprocess
@@ -31,15 +30,9 @@ KERNEL_TESTS = ["tests/python/install/test_llama_cpp_patch.py", "tests/python/en
                 "tests/python/engine/test_determinism.py"]
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(ROOT / "scripts"))  # also when a test loads this file by path
+import build_llama_cpp as build  # noqa: E402
 
-
-build = _load("build_llama_cpp", ROOT / "scripts" / "build_llama_cpp.py")
 patch = build.llama_cpp_patch
 
 
