@@ -9,6 +9,7 @@ from .engine.aio import AsyncTextStream
 from .labels.agreement import Agreement, agreement
 from .labels.annotate import annotate
 from .labels.annotation import Annotation, least_confident
+from .labels.annotations import Annotations
 from .labels.annotation_task import AnnotationTask
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
@@ -32,7 +33,7 @@ from .engine.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
+    "Adjudication", "Agreement", "Annotation", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",

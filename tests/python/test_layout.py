@@ -7,10 +7,10 @@ import newrllama
 PACKAGE = Path(newrllama.__file__).resolve().parent
 # Lower layers never import higher ones; the doors import anything below them but not each other.
 LAYERS = {"base": 0, "runs": 1, "engine": 2, "labels": 3, "findings": 4, "server": 5, "cluster": 5, "doors": 6}
-BASE_MODULES = {"errors", "_lib", "_capi", "version"}
+BASE_MODULES = {"errors", "_lib", "_capi", "version", "columns", "frames"}  # below every layer: the caller's data in and out
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
+    "Adjudication", "Agreement", "Annotation", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression",

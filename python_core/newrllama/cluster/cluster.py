@@ -6,8 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..labels.annotate import warn_if_split, warn_if_suspect
+from ..labels.annotate import warn_if_split, warn_about_results
 from ..labels.annotation import check_texts
+from ..labels.annotations import Annotations
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
@@ -165,7 +166,7 @@ class Cluster:
                  examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
                  debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Any]:
+                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> Annotations:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
         chunk; a text's labels are a local call's. "prior" and "batch" estimate their correction per chunk (a
@@ -175,13 +176,13 @@ class Cluster:
         return self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),
-                    *, progress: bool = False) -> List[Any]:
+                    *, progress: bool = False) -> Annotations:
         """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
         checked = check_texts(texts)
         warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
         results = self._run(AnnotationJob(checked, task), recording, progress)
-        warn_if_suspect(results, list(task.books), stacklevel=4)
-        return results
+        warn_about_results(results, list(task.books), stacklevel=4)
+        return Annotations(results)
 
     def _run(self, job: Job, recording: Recording, progress: bool) -> list:
         t_start = time.perf_counter()

@@ -8,7 +8,7 @@ from .context import Context, _positive_int
 from ..errors import InvalidArgumentError
 from .model import Model
 from .params import SamplingParams
-from .parallel import Prompt
+from .parallel import Prompt, check_prompts
 from .results import Completion
 
 # The sequences of a context sized for one call, unless n_seq_max is given: more prompts per step make more
@@ -45,8 +45,7 @@ def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.Pat
     keywords are SamplingParams fields (``max_tokens``, ``temperature``, ``stop`` ...).
     The context is sized so that the longest prompt and its answer fit in one sequence.
     """
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
-        raise InvalidArgumentError("prompts must be a list of str")
+    prompts = check_prompts(prompts)
     params = SamplingParams(**sampling)
     own_model = not isinstance(model, Model)
     use = Model(model) if own_model else model

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple, Union
 
+from ..columns import column_values
 from ..errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
 from .._lib import ffi, lib
@@ -39,8 +40,7 @@ def normalize_params(params: ParamsArg, n_prompts: int) -> List[SamplingParams]:
 
 
 def check_prompts(prompts: object) -> Sequence[Prompt]:
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
-        raise InvalidArgumentError("prompts must be a list of str")
+    prompts = column_values(prompts, "prompts", "str")
     if len(prompts) > MAX_PROMPTS:
         raise InvalidArgumentError(f"too many prompts in one call: {len(prompts)} (at most {MAX_PROMPTS})")
     return prompts

@@ -10,6 +10,7 @@ from typing import Any, List, Sequence
 
 from ..labels.annotation import Annotation, check_annotations
 from ..labels.calibration import calibrate, fold_indices
+from ..columns import column_values
 from ..errors import InvalidArgumentError
 from ..labels.agreement import missing
 
@@ -21,8 +22,10 @@ def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 
     probabilities fitted on the same coded sample they estimate from. ``penalty`` and ``balanced`` as in
     calibrate(); ``folds`` splits the coded texts (drawn with ``seed``)."""
     annotations = check_annotations(annotations, "annotations")
-    if isinstance(truth, (str, bytes)) or not isinstance(truth, Sequence) or len(truth) != len(annotations):
-        raise InvalidArgumentError("truth must be a list with one label (or None) per annotation")
+    truth = column_values(truth, "truth", "labels (or None), one per annotation")
+    if len(truth) != len(annotations):
+        raise InvalidArgumentError(f"truth has {len(truth)} labels for {len(annotations)} annotations: give one label "
+                                   "(or None) per annotation")
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise InvalidArgumentError(f"folds must be an int of at least 2, got {folds!r}")
     coded = [i for i, (a, t) in enumerate(zip(annotations, truth)) if a.label is not None and not missing(t)]

@@ -8,6 +8,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..frames import Tabular
 from .coded import CodedTexts, coded_texts
 from .design import CodingDesign, ordered_keys
 from .ppi import Interval, check_alpha, classical_mean, ppi_mean, weighted_mean, z_interval
@@ -54,7 +55,7 @@ class ShareDifference:
 
 
 @dataclass(frozen=True)
-class Prevalence:
+class Prevalence(Tabular):
     """The shares of every label (by group), and with groups the differences from the reference group."""
 
     shares: List[Share]

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..frames import Tabular
 from .design import CodingDesign
 from .ppi import check_alpha, classical_glm, ppi_glm
 
@@ -28,7 +29,7 @@ class Coefficient:
 
 
 @dataclass(frozen=True)
-class Regression:
+class Regression(Tabular):
     """The coefficients of `regression()`, each with its PPI++ interval and the coded texts' own
     (classical) estimate, and the weight given to the model's predictions."""
     coefficients: List[Coefficient]

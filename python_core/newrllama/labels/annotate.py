@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .annotation import Annotation, check_texts, suspect_labels
 from .annotation_job import AnnotationJob
+from .annotations import Annotations
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
 from ..engine.context import Context
@@ -47,8 +48,9 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
              progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
              output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
-             **context_kwargs: Any) -> List[Any]:
-    """Labels every text with one of ``labels``, in input order.
+             **context_kwargs: Any) -> Annotations:
+    """Labels every text with one of ``labels``, in input order (an Annotations list: ``to_pandas()`` and
+    ``to_polars()`` give it as a table).
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
     definitions (put after the text, before the list of labels: on the Reuters stories the
@@ -95,16 +97,16 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
 
 def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,
                 context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-                progress: bool = False, **context_kwargs: Any) -> List[Any]:
+                progress: bool = False, **context_kwargs: Any) -> Annotations:
     """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
     texts = check_texts(texts)
     if recording.writes:
-        return _label_recorded(texts, task, recording, progress, context, model, context_kwargs)
+        return Annotations(_label_recorded(texts, task, recording, progress, context, model, context_kwargs))
     with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
         warnings.simplefilter("ignore", AnnotationWarning)
         out = _label(texts, task, progress, context, model, context_kwargs)
-    warn_if_suspect(out, list(task.books), stacklevel=4)
-    return out
+    warn_about_results(out, list(task.books), stacklevel=4)
+    return Annotations(out)
 
 
 def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, context: Optional[Context],
@@ -156,8 +158,15 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, con
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
 
 
-def warn_if_suspect(results: Sequence[Any], questions: Sequence[Optional[str]], stacklevel: int = 3) -> None:
-    """Warns of a question whose labels collapsed or moved with the listing order (AnnotationWarning)."""
+def warn_about_results(results: Sequence[Any], questions: Sequence[Optional[str]], stacklevel: int = 3) -> None:
+    """Warns (AnnotationWarning) of texts that failed, and of a question whose labels collapsed or moved with the
+    listing order."""
+    first = [r if questions[0] is None else r[questions[0]] for r in results]  # a text fails for every question
+    failed = [i for i, a in enumerate(first) if a.label is None]
+    if failed:
+        warnings.warn(f"{len(failed)} of {len(first)} texts failed (first: text {failed[0]}, "
+                      f"{first[failed[0]].error}); their label is None and their Annotation.error says why",
+                      AnnotationWarning, stacklevel=stacklevel)
     for q in questions:
         for message in suspect_labels([r if q is None else r[q] for r in results]):
             warnings.warn(message if q is None else f"question {q!r}: {message}", AnnotationWarning,
@@ -207,7 +216,7 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
     with _model_of(context, model) as use:
         results, _, _ = run_recorded(job, recording, use.identity, run,
                                      context.engine_stats().determinism if context is not None else None)
-    warn_if_suspect(results, list(task.books), stacklevel=5)
+    warn_about_results(results, list(task.books), stacklevel=5)
     return results
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .codebook import check_codebook
+from ..columns import column_values
 from ..errors import InvalidArgumentError
 from .provenance import Provenance
 
@@ -84,9 +85,7 @@ def least_confident(annotations: Sequence[Annotation], n: int) -> List[int]:
 
 
 def check_texts(texts: object) -> List[Any]:
-    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
-        raise InvalidArgumentError("texts must be a list of str")
-    return list(texts)
+    return column_values(texts, "texts", "str")
 
 
 def check_annotate_args(texts: object, labels: object, instruction: object) -> Tuple[List[Any], Tuple[str, ...]]:

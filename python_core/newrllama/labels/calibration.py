@@ -37,6 +37,7 @@ import numpy as np
 
 from .agreement import missing
 from .annotation import Annotation, check_annotations
+from ..columns import column_values
 from ..errors import InvalidArgumentError
 from .order_bias import softmax
 from .provenance import Provenance
@@ -230,9 +231,7 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
     weighs every label alike. Texts whose annotation failed or whose truth is missing (None or NaN) are
     left out."""
     annotations = check_annotations(annotations, "annotations")
-    if isinstance(truth, (str, bytes)) or not isinstance(truth, Sequence):
-        raise InvalidArgumentError("truth must be a list of labels, one per annotation")
-    truth = list(truth)
+    truth = column_values(truth, "truth", "labels, one per annotation")
     if len(truth) != len(annotations):
         raise InvalidArgumentError(f"truth has {len(truth)} labels but there are {len(annotations)} annotations")
     if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float))

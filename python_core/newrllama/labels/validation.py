@@ -4,11 +4,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from .agreement import missing
+from ..columns import column_values
 from ..errors import InvalidArgumentError
+from ..frames import Tabular
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240229
@@ -37,7 +39,7 @@ class ReliabilityBin:
 
 
 @dataclass(frozen=True)
-class Validation:
+class Validation(Tabular):
     """Predicted labels against the truth.
 
     Pairs whose truth is missing are left out; a missing prediction (a prompt that
@@ -71,6 +73,10 @@ class Validation:
     ece: Optional[float] = None
     reliability: List[ReliabilityBin] = field(default_factory=list)
     order_flip_share: Optional[float] = None  # of the texts scored in several listing orders, coded or not
+
+    def rows(self) -> List[Dict[str, Any]]:
+        """One row per label: its precision, recall, F1 and support (the figures of the whole set are fields)."""
+        return [{"label": label, **asdict(scores)} for label, scores in self.per_label.items()]
 
     def plot(self, ax=None):
         """A reliability diagram (matplotlib, the optional extra 'plot'): the accuracy of each bin against its
@@ -166,9 +172,7 @@ def validate(predicted: Sequence[Any], truth: Sequence[Any], probs: Optional[Seq
     """Predicted labels against the truth (see Validation); ``probs``: each text's label -> probability dict
     (``Annotation.probs``), None where the prediction is missing; ``order_flip``: each text's
     ``Annotation.order_flip``, whose share of True among the texts scored in several orders is reported."""
-    if isinstance(predicted, (str, bytes)) or isinstance(truth, (str, bytes)):
-        raise InvalidArgumentError("predicted and truth must be sequences of labels, not a single string")
-    predicted, truth = list(predicted), list(truth)
+    predicted, truth = column_values(predicted, "predicted", "labels"), column_values(truth, "truth", "labels")
     if len(predicted) != len(truth):
         raise InvalidArgumentError(f"predicted has {len(predicted)} labels but truth has {len(truth)}")
     checked_probs = _check_probs(probs, len(truth)) if probs is not None else None

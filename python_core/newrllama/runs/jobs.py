@@ -8,6 +8,7 @@ import hashlib
 import json
 from typing import Any, Hashable, List, Optional, Protocol, Sequence, Tuple
 
+from ..columns import column_values
 from ..errors import InvalidArgumentError
 
 MAX_ID_LENGTH = 1024
@@ -17,9 +18,7 @@ def check_ids(ids: object, n: int) -> Optional[List[Hashable]]:
     """The caller's ids of the prompts (str or int, distinct), which name them in the output file."""
     if ids is None:
         return None
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-        raise InvalidArgumentError("ids must be a list with one str or int per prompt")
-    out = list(ids)
+    out = column_values(ids, "ids", "str or int, one per prompt")
     if len(out) != n:
         raise InvalidArgumentError(f"ids has {len(out)} entries for {n} prompts; give one per prompt")
     for i, x in enumerate(out):

@@ -1,0 +1,28 @@
+"""What annotate() returns: a list of annotations (one per text, or per text a dict question -> Annotation) that
+also gives them as a table, one row per text, for pandas or polars."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..frames import Tabular
+
+
+class Annotations(list, Tabular):
+    """A list, in input order, of Annotation (or, with a codebook, of dicts question -> Annotation);
+    ``to_pandas()`` / ``to_polars()`` give one row per text: ``label``, ``prob_<label>`` for each label,
+    ``order_flip`` and ``error`` (with a codebook ``<question>_label``, ``<question>_prob_<label>`` and
+    ``<question>_order_flip`` for each question, and one ``error``)."""
+
+    def rows(self) -> List[Dict[str, Any]]:
+        out = []
+        for result in self:
+            per_question = result if isinstance(result, dict) else {None: result}
+            row: Dict[str, Any] = {}
+            for question, a in per_question.items():
+                prefix = "" if question is None else f"{question}_"
+                row[f"{prefix}label"] = a.label
+                row.update({f"{prefix}prob_{label}": p for label, p in (a.probs or {}).items()})
+                row[f"{prefix}order_flip"] = a.order_flip
+            row["error"] = next((a.error for a in per_question.values() if a.error is not None), None)
+            out.append(row)
+        return out
