@@ -357,21 +357,34 @@ def short_texts(r: dict) -> List[str]:
                  ["set", "texts", "layout", "seconds", "x reference", "accuracy", "kappa", "order agreement"], rows)
 
 
+CALIBRATION_RULES = {  # the rules a calibration results file compares, as its keys name them
+    "calibrated": "calibrated as calibrate() does",
+    "previous rule": "by the rule before (always a fit)",
+    "log-loss": "decided by cross-validated log-loss (criterion \"log-loss\")",
+}
+
+
 def calibration(r: dict) -> List[str]:
+    first = next(c for st in r["sets"].values() for c in st["cures"].values())
+    rules = [k for k in first["median_kappa"] if k != "uncalibrated"]
+    by_rule = isinstance(first["chose_no_calibration"], dict)  # files before the criterion: the default's count
     rows = []
     for name, st in r["sets"].items():
         for cure, c in st["cures"].items():
-            m = c["median_kappa"]
-            rows.append([name, f"{st['texts']}", cure, f"{c['coded']}", f"{m['uncalibrated']:.3f}",
-                         f"{m['calibrated']:.3f}", f"{c['chose_no_calibration']}/{c['draws']}",
-                         f"{c['draws_lowered']['calibrated']}", f"{m['previous rule']:.3f}",
-                         f"{c['draws_lowered']['previous rule']}"])
+            m, none = c["median_kappa"], c["chose_no_calibration"]
+            row = [name, f"{st['texts']}", cure, f"{c['coded']}", f"{m['uncalibrated']:.3f}"]
+            for rule in rules:
+                chose = none[rule] if by_rule else (none if rule == "calibrated" else None)
+                row += [f"{m[rule]:.3f}", "" if chose is None else f"{chose}/{c['draws']}", f"{c['draws_lowered'][rule]}"]
+            rows.append(row)
+    default = ("(by default: a fit applied only where it gives the held-out coded texts better labels, criterion "
+               "\"kappa\")" if by_rule else "(when this ran: no calibration one of the candidates, by log-loss)")
+    described = ", ".join(CALIBRATION_RULES[rule] + (f" {default}" if rule == "calibrated" else "") for rule in rules)
     return table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
-                 "Cohen's kappa on the texts not coded over the draws, uncalibrated, calibrated as calibrate() does "
-                 "(no calibration one of the candidates), and by the previous rule (always a fit); how often the "
-                 "coded texts chose no calibration, and in how many draws calibrating lowered kappa:",
-                 ["set", "texts", "cure", "coded", "uncalibrated", "calibrated", "none chosen", "lowered",
-                  "previous rule", "lowered"], rows)
+                 f"Cohen's kappa on the texts not coded over the draws: uncalibrated, {described}; for each, how "
+                 "often the coded texts chose no calibration, and in how many draws calibrating lowered kappa:",
+                 ["set", "texts", "cure", "coded", "uncalibrated"] + [h for rule in rules
+                                                                      for h in (rule, "none chosen", "lowered")], rows)
 
 
 def choice_rounding(r: dict) -> List[str]:

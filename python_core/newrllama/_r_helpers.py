@@ -164,9 +164,11 @@ def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors
             for label, p, r, f, error in zip(labels, probs, raw_probs, order_free_probs, errors)]
 
 
-def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, penalty, folds, balanced):
+def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, penalty, folds, balanced,
+              criterion):
     annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
-    return newrllama.calibrate(annotations, truth, penalty=penalty, folds=folds, balanced=balanced)
+    return newrllama.calibrate(annotations, truth, penalty=penalty, folds=folds, balanced=balanced,
+                               criterion=criterion)
 
 
 def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors, provenance):
@@ -175,10 +177,10 @@ def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, er
 
 
 def cross_fit(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, folds, seed, penalty,
-              balanced):
+              balanced, criterion):
     annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
     return unpack_annotations(newrllama.cross_fit(annotations, truth, folds=folds, seed=seed, penalty=penalty,
-                                                  balanced=balanced))
+                                                  balanced=balanced, criterion=criterion))
 
 
 def calibration_json(cal):

@@ -4,8 +4,12 @@
 #' label's probability becomes proportional to
 #' `exp(scale * log(p) + offset[label])`, with `p` the order-free probability
 #' from [llm_annotate()] and a penalty pulling `scale` to 1 and the offsets to
-#' 0, so that a few dozen coded texts are enough. The penalty's strength is
-#' chosen by cross-validation on the coded texts unless given; with `balanced`
+#' 0, so that a few dozen coded texts are enough. Unless `penalty` is given,
+#' cross-validation on the coded texts decides whether to calibrate at all and
+#' how strongly, by `criterion`: `"kappa"` calibrates only where the held-out
+#' coded texts get labels that agree with their codes better than the model's
+#' own labels do, `"log-loss"` where their probabilities are predicted better
+#' (what [prevalence()] and [regression()] use). With `balanced`
 #' every label weighs the same in the fit, however rare in the coded sample
 #' (the calibrated probabilities are then those of a corpus where the labels
 #' are equally frequent). Its accuracy and kappa are cross-validated on the
@@ -19,12 +23,16 @@
 #' @param folds The number of folds of the cross-validation.
 #' @param balanced Weigh every label alike (`TRUE`) or by its share of the
 #'   coded texts (`FALSE`).
+#' @param criterion What decides whether to calibrate: `"kappa"` (the labels)
+#'   or `"log-loss"` (the probabilities).
 #' @param label The column of labels in `x` (or `newdata`); its companions are
 #'   read beside it as [llm_annotate()] names them (`.probs`, or
 #'   `<question>.probs` beside `<question>.label`).
 #' @return A `newrllama_calibration`: `labels`, `scale`, `offsets` (a named
 #'   numeric vector), `n` (the coded texts used), `cv_accuracy`, `cv_kappa`,
-#'   `penalty` (the one used), `balanced`.
+#'   `penalty` (the one used; `Inf`: no calibration), `calibrated` (`FALSE`
+#'   when the coded texts chose no calibration: it then changes nothing),
+#'   `balanced`, `criterion`.
 #'   `predict(cal, y)` applies it to a data frame `y` from [llm_annotate()]
 #'   (its label columns replaced by calibrated ones);
 #'   `llm_annotate(..., calibration = cal)` applies it as it labels.
@@ -35,15 +43,17 @@
 #' cal <- calibrate_labels(coded, c("acquisition", "crude oil", "acquisition"))
 #' predict(cal, coded)
 #' @export
-calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE, label = ".label") {
+calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TRUE, criterion = "kappa",
+                             label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
   if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
   folds <- check_count(folds, "folds", min = 2)
   balanced <- check_flag(balanced, "balanced")
+  criterion <- check_string(criterion, "criterion")
   cal <- with_python(do.call(python_helpers()$calibrate, c(unname(estimator_parts(parts)),
                                                            list(na_to_none(as.character(truth)), penalty, folds,
-                                                                balanced))))
+                                                                balanced, criterion))))
   calibration_object(cal)
 }
 
@@ -51,7 +61,8 @@ calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TR
 calibration_object <- function(cal) {
   structure(
     list(py = cal, labels = unlist(cal$labels), scale = cal$scale, offsets = unlist(cal$offsets), n = cal$n,
-         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa, penalty = cal$penalty, balanced = cal$balanced,
+         cv_accuracy = cal$cv_accuracy, cv_kappa = cal$cv_kappa, penalty = cal$penalty, calibrated = cal$calibrated,
+         balanced = cal$balanced, criterion = cal$criterion,
          json = python_helpers()$calibration_json(cal)),
     class = "newrllama_calibration"
   )
@@ -103,6 +114,9 @@ read_calibration <- function(path) {
 #' @param truth The human codes, `NA` where a text is not coded: a column of
 #'   `x` or a vector.
 #' @param seed The seed of the split into folds.
+#' @param criterion What decides, in each fold, whether to calibrate:
+#'   `"log-loss"` (the default here: the probabilities, which [prevalence()]
+#'   and [regression()] estimate from) or `"kappa"` (the labels).
 #' @return `x` with its label columns calibrated.
 #' @seealso [calibrate_labels()], [prevalence()].
 #' @examplesIf newrllama::newrllama_available()
@@ -111,16 +125,18 @@ read_calibration <- function(path) {
 #' x$code <- c(rep(c("acquisition", "crude oil"), 6), NA, NA, NA, NA)
 #' prevalence(cross_fit(x, code, folds = 2), code)
 #' @export
-cross_fit <- function(x, truth, folds = 5L, seed = 0L, penalty = NULL, balanced = TRUE, label = ".label") {
+cross_fit <- function(x, truth, folds = 5L, seed = 0L, penalty = NULL, balanced = TRUE, criterion = "log-loss",
+                      label = ".label") {
   parts <- annotation_parts(x, label)
   truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
   folds <- check_count(folds, "folds", min = 2)
   seed <- check_count(seed, "seed")
   if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
   balanced <- check_flag(balanced, "balanced")
+  criterion <- check_string(criterion, "criterion")
   out <- with_python(do.call(python_helpers()$cross_fit, c(unname(estimator_parts(parts)),
                                                            list(na_to_none(as.character(truth)), folds, seed,
-                                                                penalty, balanced))))
+                                                                penalty, balanced, criterion))))
   relabelled(x, out, parts, label)
 }
 
@@ -147,6 +163,9 @@ relabelled <- function(x, out, parts, label) {
 #' @export
 print.newrllama_calibration <- function(x, ...) {
   cat("<newrllama_calibration> ", length(x$labels), " labels, fitted on ", x$n, " coded texts\n", sep = "")
+  if (isFALSE(x$calibrated)) {
+    cat(sprintf("  no calibration chosen (by cross-validated %s): it changes nothing\n", x$criterion))
+  }
   cat(sprintf("  cross-validated accuracy %.3f, kappa %.3f; scale %.2f, penalty %g%s\n", x$cv_accuracy, x$cv_kappa,
               x$scale, x$penalty, if (isTRUE(x$balanced)) ", labels weighed alike" else ""))
   invisible(x)

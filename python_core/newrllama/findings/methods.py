@@ -83,10 +83,12 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         out.append(f"The preferred label changed with the listing order for {sum(flips)} of {len(flips)} texts "
                    f"({100 * sum(flips) / len(flips):.1f}%).")
     if calibration is not None and not calibration.calibrated:
+        why = ("labels agreed with the held-out coded texts' codes at least as well as a calibration's "
+               "(cross-validated Cohen's kappa" if calibration.criterion == "kappa" else
+               "probabilities predicted the held-out coded texts at least as well as any calibration "
+               "(cross-validated log-loss")
         out.append(f"Calibration on {calibration.n} hand-coded texts was considered and not applied: the model's own "
-                   "probabilities predicted the held-out coded texts at least as well as any calibration "
-                   f"(cross-validated log-loss; accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "
-                   f"{calibration.cv_kappa:.2f}).")
+                   f"{why}; accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa {calibration.cv_kappa:.2f}).")
     elif calibration is not None:
         out.append(f"The probabilities were calibrated on {calibration.n} hand-coded texts (a scale and one offset "
                    f"per label, penalised; cross-validated accuracy {calibration.cv_accuracy:.2f}, Cohen's kappa "

@@ -7,15 +7,14 @@ texts cannot overfit it: K + 1 numbers for K labels.
 
 Two choices, made by measurement on the Reuters stories (bench/bench_validity.py, its results in
 docs/benchmarks.md, "Labels on real text"):
-- The penalty's strength is chosen from ``PENALTIES`` by cross-validated log-loss on the
-  coded sample itself, unless given: the right strength depends on how far off the model
-  is, which no constant fits (a fixed 1.0 agreed far less with the human codes than the
-  strength chosen, and in the benchmark's draws of coded stories the strength chosen differs
-  from one draw to the next: the ``penalties`` of bench/results/validity-*.json). An infinite
-  penalty, no calibration at all, is one of the candidates: where the model's own probabilities
-  predict the held-out coded texts at least as well as any fit, the coded texts choose to leave
-  them as they are (``Calibration.calibrated`` is then False), so calibrating cannot make the
-  cross-validated fit worse than not calibrating.
+- Whether and how much to calibrate is decided on the coded sample itself, unless a penalty is given: the
+  strength from ``FITTED_PENALTIES`` with the smallest cross-validated log-loss (the right strength depends on how
+  far off the model is, which no constant fits, and differs between draws of coded stories: the ``penalties`` of
+  bench/results/validity-*.json), and that fit is applied only where the labels it gives the held-out coded texts
+  agree with their codes better (Cohen's kappa) than the model's own labels do. Log-loss alone calibrated nearly
+  always, since a fit nearly always predicts probabilities better, and lowered kappa on texts never coded in some
+  draws (bench/bench_calibration.py, "Calibration on sets never tuned on" in docs/benchmarks.md). Without a gain
+  the penalty is infinite (``NO_CALIBRATION``) and ``Calibration.calibrated`` False: it changes nothing.
 - With ``balanced=True`` (the default) every label weighs the same in the fit whatever its
   share of the coded sample, so a rare label is not given up for the frequent one; the
   calibrated probabilities are then those of a corpus where the labels are equally
@@ -45,7 +44,9 @@ from .validation import validate
 
 CALIBRATION_FORMAT = "newrllama-calibration-1"
 _FLOOR = -100.0  # log-probabilities below this carry no information the fit could use
-PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0, math.inf)  # inf: no calibration
+FITTED_PENALTIES = (0.001, 0.01, 0.1, 1.0, 10.0)
+NO_CALIBRATION = math.inf
+CRITERIA = ("kappa", "log-loss")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Calibration:
     penalty: float
     balanced: bool = True
     fitted_on: Optional[Provenance] = None  # what made the coded texts' labels (None: annotations that do not say)
+    criterion: str = "kappa"  # what decided whether to calibrate (CRITERIA)
 
     @property
     def calibrated(self) -> bool:
@@ -99,7 +101,7 @@ class Calibration:
         return {"format": CALIBRATION_FORMAT, "labels": list(self.labels), "scale": self.scale,
                 "offsets": dict(self.offsets), "n": self.n, "cv_accuracy": self.cv_accuracy, "cv_kappa": self.cv_kappa,
                 "penalty": self.penalty, "balanced": self.balanced,
-                "fitted_on": self.fitted_on.to_dict() if self.fitted_on else None}
+                "fitted_on": self.fitted_on.to_dict() if self.fitted_on else None, "criterion": self.criterion}
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "Calibration":
@@ -110,7 +112,9 @@ class Calibration:
             offsets = {label: float(d["offsets"][label]) for label in labels}
             return cls(labels, float(d["scale"]), offsets, int(d["n"]), float(d["cv_accuracy"]), float(d["cv_kappa"]),
                        float(d["penalty"]), bool(d["balanced"]),
-                       Provenance.from_dict(d["fitted_on"]) if d.get("fitted_on") else None)
+                       Provenance.from_dict(d["fitted_on"]) if d.get("fitted_on") else None,
+                       # files saved before the criterion was recorded were decided by log-loss
+                       str(d.get("criterion", "log-loss")))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"a calibration record that lacks or garbles {exc}") from None
 
@@ -195,41 +199,56 @@ def fold_indices(n: int, folds: int, seed: int) -> List[List[int]]:
 
 
 def _held_out(x: np.ndarray, y: np.ndarray, balanced: bool, folds: List[List[int]], penalty: Optional[float],
-              seed: int) -> np.ndarray:
-    """Each text's calibrated log-scores from a fit on the other folds (the penalty chosen inside the fold)."""
+              seed: int, criterion: str = "kappa") -> np.ndarray:
+    """Each text's calibrated log-scores from a fit on the other folds (with no penalty given, the penalty chosen
+    inside the fold by ``criterion``)."""
     z = np.full(x.shape, np.nan)  # a text with no other to fit on stays unscored
     for held in folds:
         train = np.setdiff1d(np.arange(len(y)), held)
         if len(train) == 0:
             continue
         theta = _fit(x[train], y[train], _weights(y[train], balanced),
-                     penalty if penalty is not None else _choose_penalty(x[train], y[train], balanced, seed))
+                     penalty if penalty is not None else _choose_penalty(x[train], y[train], balanced, seed,
+                                                                          criterion))
         z[held] = theta[0] * x[held] + theta[1:]
     return z
 
 
-def _choose_penalty(x: np.ndarray, y: np.ndarray, balanced: bool, seed: int, folds: int = 5) -> float:
-    """The penalty of PENALTIES with the smallest cross-validated (weighted) log-loss; of equal ones the weakest,
-    so no calibration (the last) only where it predicts the held-out texts strictly better than every fit."""
+def _choose_penalty(x: np.ndarray, y: np.ndarray, balanced: bool, seed: int, criterion: str,
+                    folds: int = 5) -> float:
+    """Whether and how much to calibrate, decided on the coded texts alone: the fitted penalty with the smallest
+    cross-validated (weighted) log-loss, kept where ``criterion`` says it beats no calibration (an infinite
+    penalty): "kappa", where the labels it gives the held-out texts agree with their codes better than the
+    model's own labels do; "log-loss", where it predicts them strictly better."""
     if len(y) < 2:
-        return PENALTIES[-1]
+        return NO_CALIBRATION
     split = fold_indices(len(y), folds, seed)
     w = _weights(y, balanced)
+    held = {penalty: _held_out(x, y, balanced, split, penalty, seed) for penalty in FITTED_PENALTIES}
+    held[NO_CALIBRATION] = x
 
     def loss(penalty: float) -> float:
-        log_p = _log_softmax(_held_out(x, y, balanced, split, penalty, seed))
-        return float(-(w * log_p[np.arange(len(y)), y]).sum())
+        return float(-(w * _log_softmax(held[penalty])[np.arange(len(y)), y]).sum())
 
-    return min(PENALTIES, key=loss)
+    best = min(FITTED_PENALTIES, key=loss)
+    better = _kappa(held[best], y) > _kappa(x, y) if criterion == "kappa" else loss(best) < loss(NO_CALIBRATION)
+    return best if better else NO_CALIBRATION
+
+
+def _kappa(scores: np.ndarray, y: np.ndarray) -> float:
+    """Cohen's kappa of each row's highest score against the codes y (label indices)."""
+    return validate([int(row.argmax()) for row in scores], [int(v) for v in y]).kappa
 
 
 def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Optional[float] = None,
-              balanced: bool = True, folds: int = 5, seed: int = 0) -> Calibration:
+              balanced: bool = True, folds: int = 5, seed: int = 0, criterion: str = "kappa") -> Calibration:
     """Fits a Calibration to annotations (from annotate()) of hand-coded texts and their true labels.
 
-    ``penalty`` None chooses the penalty's strength by cross-validation on the coded texts; ``balanced``
-    weighs every label alike. Texts whose annotation failed or whose truth is missing (None or NaN) are
-    left out."""
+    ``penalty`` None decides by cross-validation on the coded texts whether to calibrate and how strongly, by
+    ``criterion``: "kappa" (the default, for labels) calibrates only where the held-out coded texts get labels
+    that agree with their codes better; "log-loss" (for probabilities, as prevalence() and regression() use them)
+    where their probabilities are predicted better. ``balanced`` weighs every label alike. Texts whose annotation
+    failed or whose truth is missing (None or NaN) are left out."""
     annotations = check_annotations(annotations, "annotations")
     truth = column_values(truth, "truth", "labels, one per annotation")
     if len(truth) != len(annotations):
@@ -239,6 +258,8 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
         raise InvalidArgumentError(f"penalty must be a positive number or None, got {penalty!r}")
     if not isinstance(balanced, bool):
         raise InvalidArgumentError(f"balanced must be True or False, got {balanced!r}")
+    if criterion not in CRITERIA:
+        raise InvalidArgumentError(f"criterion must be one of {list(CRITERIA)}, got {criterion!r}")
     if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
         raise InvalidArgumentError(f"folds must be an int of at least 2, got {folds!r}")
     used = [(a, t) for a, t in zip(annotations, truth) if a.label is not None and not missing(t)]
@@ -258,9 +279,9 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
                                        "one way's labels")
     x = np.array([[_log((a.order_free_probs or a.probs)[label]) for label in labels] for a, _ in used])
     y = np.array([labels.index(t) for _, t in used])
-    chosen = float(penalty) if penalty is not None else _choose_penalty(x, y, balanced, seed, folds)
+    chosen = float(penalty) if penalty is not None else _choose_penalty(x, y, balanced, seed, criterion, folds)
     theta = _fit(x, y, _weights(y, balanced), chosen)
-    held = _held_out(x, y, balanced, fold_indices(len(y), folds, seed), penalty, seed)
+    held = _held_out(x, y, balanced, fold_indices(len(y), folds, seed), penalty, seed, criterion)
     v = validate([None if np.isnan(row).any() else labels[int(row.argmax())] for row in held], [t for _, t in used])
     return Calibration(labels, float(theta[0]), {label: float(o) for label, o in zip(labels, theta[1:])},
-                       len(used), v.accuracy, v.kappa, chosen, balanced, fitted_on)
+                       len(used), v.accuracy, v.kappa, chosen, balanced, fitted_on, criterion)

@@ -19,6 +19,12 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
   expect_true(cal$cv_accuracy >= 0 && cal$cv_accuracy <= 1)
   expect_output(print(cal), "fitted on 6 coded texts")
   expect_true(cal$balanced && cal$penalty > 0)
+  expect_identical(cal$calibrated, is.finite(cal$penalty))
+  expect_output(print(cal), if (cal$calibrated) "penalty" else "no calibration chosen [(]by cross-validated kappa[)]")
+  by_loss <- calibrate_labels(coded, truth, folds = 3, criterion = "log-loss")
+  expect_equal(c(cal$criterion, by_loss$criterion), c("kappa", "log-loss"))
+  expect_error(calibrate_labels(coded, truth, criterion = "accuracy"), "criterion must be one of",
+               class = "newrllama_invalid_argument")
   expect_equal(calibrate_labels(coded, truth, penalty = 2, balanced = FALSE)[c("penalty", "balanced")],
                list(penalty = 2, balanced = FALSE))
   coded$code <- truth
@@ -87,6 +93,9 @@ test_that("methods_text() writes Python's paragraph from the labels' provenance"
   expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
   expect_match(text, "A simple random sample of 3 of the 6 texts", fixed = TRUE)
   expect_match(text, "(contextual calibration; Zhao et al. 2021), and for longer texts", fixed = TRUE)
-  cal <- calibrate_labels(coded, truth, folds = 3)
+  cal <- calibrate_labels(coded, truth, folds = 3, penalty = 1)  # a fit, whatever the coded texts say
   expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)
+  declined <- calibrate_labels(coded, truth, folds = 3)
+  expect_match(methods_text(predict(declined, coded), calibration = declined),
+               if (declined$calibrated) "calibrated on 6 hand-coded texts" else "considered and not applied", fixed = TRUE)
 })

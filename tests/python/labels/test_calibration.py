@@ -9,19 +9,20 @@ import pytest
 
 import newrllama
 from newrllama.labels.annotation import Annotation
-from newrllama.labels.calibration import PENALTIES
+from newrllama.labels.calibration import FITTED_PENALTIES, NO_CALIBRATION
 
 LABELS = ("acquisition", "crude oil")
 
 
-def leaning(n, shift, seed=0):
-    """Annotations whose model leans towards 'acquisition' by ``shift`` in log-odds, and the truth."""
+def leaning(n, shift, seed=0, sharpness=1.0):
+    """Annotations whose model leans towards 'acquisition' by ``shift`` in log-odds (and is ``sharpness`` times as
+    sure as it should be), and the truth."""
     rng = random.Random(seed)
     out, truth = [], []
     for _ in range(n):
         t = rng.choice(LABELS)
         evidence = rng.gauss(1.5 if t == "crude oil" else -1.5, 1.0)
-        p_crude = 1 / (1 + math.exp(-(3 * evidence - shift)))  # 3 * evidence: the true log-odds
+        p_crude = 1 / (1 + math.exp(-(sharpness * 3 * evidence - shift)))  # 3 * evidence: the true log-odds
         probs = {"acquisition": 1 - p_crude, "crude oil": p_crude}
         out.append(Annotation(max(probs, key=probs.get), probs, None, probs, probs))
         truth.append(t)
@@ -48,7 +49,7 @@ def test_a_leaning_model_is_set_straight_and_says_how_well():
 def test_a_calibrated_model_keeps_its_labels():
     coded, truth = leaning(60, shift=0.0, seed=4)
     cal = newrllama.calibrate(coded, truth)
-    assert cal.penalty in PENALTIES and cal.balanced
+    assert cal.penalty in FITTED_PENALTIES + (NO_CALIBRATION,) and cal.balanced
     assert abs(cal.offsets["crude oil"] - cal.offsets["acquisition"]) < 0.8
     rest, _ = leaning(300, shift=0.0, seed=5)
     same = sum(a.label == b.label for a, b in zip(rest, cal.apply(rest))) / len(rest)
@@ -172,7 +173,7 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimat
     auto_text = newrllama.methods_text(by_default)
     assert "for texts shorter than two lists of labels" in auto_text and "contextual calibration" in auto_text
     assert all(a.order_flip is None for a in by_default) and "changed with the listing order" not in auto_text
-    cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
+    cal = newrllama.calibrate(done, STORY_TRUTH, folds=2, penalty=1.0)  # a fit, whatever the coded texts say
     codes = [t if i % 2 == 0 else None for i, t in enumerate(STORY_TRUTH)]
     text = newrllama.methods_text(cal.apply(done), codes, calibration=cal)
     source = done[0].provenance
@@ -212,3 +213,21 @@ def test_the_coded_texts_choose_no_calibration_where_the_model_is_already_calibr
     assert [a.probs["crude oil"] for a in none.apply(rest)] == pytest.approx([a.probs["crude oil"] for a in rest])
     assert newrllama.Calibration.from_dict(none.to_dict()) == none
     assert all(newrllama.calibrate(*leaning(30, shift=6.0, seed=s)).calibrated for s in range(10))
+
+
+def test_a_fit_that_would_not_change_the_held_out_labels_for_the_better_is_not_applied():
+    # An overconfident model that orders the texts well: a fit predicts the coded texts' probabilities better
+    # (it would soften them) but gives the held-out texts no better labels, so the coded texts keep them as they are.
+    samples = [leaning(30, shift=0.0, seed=s, sharpness=4.0) for s in range(10)]
+    assert sum(newrllama.calibrate(*s, penalty=1.0).scale < 0.6 for s in samples) >= 8
+    chosen = [newrllama.calibrate(*s) for s in samples]
+    assert sum(not c.calibrated for c in chosen) >= 8
+    none = next(c for c in chosen if not c.calibrated)
+    assert none.criterion == "kappa" and newrllama.Calibration.from_dict(none.to_dict()) == none
+    assert ("was considered and not applied: the model's own labels agreed with the held-out coded texts' codes at "
+            "least as well as a calibration's (cross-validated Cohen's kappa;") in newrllama.methods_text(
+                samples[0][0], calibration=none)
+    # Deciding by the probabilities, a fit is applied to most of the same samples.
+    assert sum(newrllama.calibrate(*s, criterion="log-loss").calibrated for s in samples) >= 6
+    with pytest.raises(newrllama.InvalidArgumentError, match="criterion must be one of"):
+        newrllama.calibrate(*samples[0], criterion="accuracy")
