@@ -64,7 +64,8 @@ def test_a_series_of_texts_is_labelled_as_its_list_is(model):
     assert from_list[2].label is None and from_list[0].label in LABELS
     table = from_list.to_pandas()
     assert set(table.columns) == {"label", "error", "order_flip", *(f"prob_{label}" for label in LABELS)}
-    assert table["label"].tolist() == [a.label for a in from_list]
+    assert [x for x in table["label"] if not pd.isna(x)] == [a.label for a in from_list if a.label is not None]
+    assert pd.isna(table["label"][2])
     assert table["prob_sports"].tolist()[0] == from_list[0].probs["sports"] and pd.isna(table["prob_sports"][2])
     assert table["error"].tolist()[2] == from_list[2].error
     assert from_list.to_polars().to_dicts()[1] == {**table.iloc[1].to_dict(), "error": None}
