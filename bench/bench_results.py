@@ -28,12 +28,17 @@ def commit() -> str:
     return git("rev-parse", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+# Taken when a benchmark starts, as it imports this module: a long run must name the code it loaded, not what the
+# checkout held when it finished.
+STARTED_AT_COMMIT = commit()
+
+
 def machine(model: Optional[str] = None) -> dict:
-    """The CPU, the commit, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
+    """The CPU, the commit the benchmark started from, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
     from), the model (the embedded one unless the benchmark names another), the command that ran the benchmark
     and when (UTC)."""
     import newrllama
-    return {"cpu": cpu_name(), "commit": commit(), "python": platform.python_version(), "newrllama": newrllama.__version__,
+    return {"cpu": cpu_name(), "commit": STARTED_AT_COMMIT, "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
             "model": model or Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
