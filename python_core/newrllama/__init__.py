@@ -10,6 +10,7 @@ from .labels.agreement import Agreement, agreement
 from .labels.annotate import annotate
 from .labels.annotation import Annotation, least_confident
 from .labels.annotations import Annotations
+from .labels.annotation_plan import AnnotationPlan, plan_annotation
 from .labels.annotation_task import AnnotationTask
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
@@ -33,12 +34,12 @@ from .engine.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Adjudication", "Agreement", "Annotation", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
-    "methods_text", "plan_coding", "prevalence", "read_coding_sheet", "read_codings", "regression", "system_info", "validate",
+    "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_sheet", "read_codings", "regression", "system_info", "validate",
     "write_coding_sheet",
 ]

@@ -10,13 +10,14 @@ LAYERS = {"base": 0, "runs": 1, "engine": 2, "labels": 3, "findings": 4, "server
 BASE_MODULES = {"errors", "_lib", "_capi", "version", "columns", "frames"}  # below every layer: the caller's data in and out
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
-    "Adjudication", "Agreement", "Annotation", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression",
     "ReliabilityBin", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
-    "default_model_path", "generate_parallel", "least_confident", "methods_text", "plan_coding", "prevalence",
+    "default_model_path", "generate_parallel", "least_confident", "methods_text", "plan_annotation", "plan_coding",
+    "prevalence",
     "read_coding_sheet", "read_codings", "regression", "system_info", "validate", "write_coding_sheet",
 ]
 

@@ -18,6 +18,7 @@ from ..engine.model import Model, check_messages
 from ..runs.model_hash import ModelIdentity
 from ..labels.order_bias import DEFAULT_DEBIAS
 from ..engine.parallel import ParamsArg, Prompt
+from ..engine.progress import progress_bar
 from ..engine.results import Completion
 from .dispatch import Chunk, run_chunks
 from ..labels.annotation_job import AnnotationJob
@@ -155,7 +156,7 @@ class Cluster:
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                          resume: bool = False, retry_errors: bool = False, progress: bool = False) -> List[Completion]:
+                          resume: bool = False, retry_errors: bool = False, progress: Optional[bool] = None) -> List[Completion]:
         """Answers to ``prompts`` in input order (see Context.generate_parallel), run by the workers
         in chunks of ``n_seq_max`` prompts. A resumed prompt's Completion has its text, finish
         reason and token counts from the file, and empty ``token_ids``."""
@@ -166,17 +167,19 @@ class Cluster:
                  examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
                  debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, retry_errors: bool = False, progress: bool = False) -> Annotations:
+                 resume: bool = False, retry_errors: bool = False, progress: Optional[bool] = None,
+                 too_long: str = "error") -> Annotations:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
         chunk; a text's labels are a local call's. "prior" and "batch" estimate their correction per chunk (a
         warning says so when the texts take more than one)."""
         task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                                 debias=debias, calibration=calibration, examples_in=examples_in)
+                                 debias=debias, calibration=calibration, examples_in=examples_in,
+                                 too_long=too_long)
         return self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),
-                    *, progress: bool = False) -> Annotations:
+                    *, progress: Optional[bool] = None) -> Annotations:
         """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
         checked = check_texts(texts)
         warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
@@ -184,7 +187,7 @@ class Cluster:
         warn_about_results(results, list(task.books), stacklevel=4)
         return Annotations(results)
 
-    def _run(self, job: Job, recording: Recording, progress: bool) -> list:
+    def _run(self, job: Job, recording: Recording, progress: Optional[bool]) -> list:
         t_start = time.perf_counter()
         pool = self._open_pool()
         stats = None
@@ -192,7 +195,7 @@ class Cluster:
         def run(todo: List[int], record) -> List[Any]:
             nonlocal stats
             results: Dict[int, Any] = {}
-            bar = _progress_bar(len(todo), progress)
+            bar = progress_bar(len(todo), progress, "prompt", "newrllama cluster")
 
             def done(chunk: Chunk, chunk_results: List[Any]) -> None:
                 results.update(zip(chunk.indices, chunk_results))
@@ -276,6 +279,3 @@ def _check_room(ray: Any, num_workers: int, threads: int) -> None:
                            "threads: close the other Cluster of this process, or ask for fewer workers or threads")
 
 
-def _progress_bar(total: int, show: bool):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, disable=not show, unit="prompt", desc="newrllama cluster")

@@ -174,7 +174,7 @@ class Context(OwnedHandle):
         return self.generate_parallel([prompt], _one_params(params))[0]
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
-                          progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
+                          progress: Optional[bool] = None, ids: Optional[Sequence[Hashable]] = None,
                           output: Union[str, os.PathLike, None] = None, resume: bool = False,
                           retry_errors: bool = False) -> List[Completion]:
         """Answers to many prompts, in input order, decoded together in batches.
@@ -192,7 +192,8 @@ class Context(OwnedHandle):
         by another model file (each line records its SHA-256), is refused, and a
         resumed prompt's Completion has empty ``token_ids``. ``retry_errors=True``
         (with ``resume=True``) runs again the prompts whose line holds an error.
-        ``last_stats`` covers the prompts run by this call.
+        ``last_stats`` covers the prompts run by this call. ``progress``: a progress bar (None, the default: on a
+        terminal, once the call has run a few seconds; see engine/progress.py).
         """
         recording = Recording(output, ids, resume, retry_errors)
         if not recording.writes:
@@ -208,7 +209,7 @@ class Context(OwnedHandle):
                                      self._scheduler.determinism)
         return results
 
-    def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: bool,
+    def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: Optional[bool],
                   on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]]) -> List[Completion]:
         call, requests = self._call(prompts, params)
         self._submit(call, requests)

@@ -25,20 +25,32 @@ def _n_tokens(model: Model, prompt: Prompt, index: int) -> int:
     return len(model.tokenize(prompt)) if isinstance(prompt, (str, bytes)) else len(prompt)
 
 
+def _sequences(n_prompts: int, n_seq_max: Optional[int]) -> int:
+    return _positive_int("n_seq_max", n_seq_max) if n_seq_max is not None else min(_DEFAULT_MAX_SEQ, max(n_prompts, 1))
+
+
+def sequence_budget(model: Model, n_prompts: int, n_seq_max: Optional[int] = None, n_ctx: Optional[int] = None) -> int:
+    """The most cells a context sized for ``n_prompts`` prompts gives each sequence without growing past its budget:
+    ``n_ctx`` shared by the sequences where given, else the model's training context within _MAX_CELLS in all."""
+    n_seq = _sequences(n_prompts, n_seq_max)
+    if n_ctx is not None:
+        return _positive_int("n_ctx", n_ctx) // n_seq
+    return min(model.n_ctx_train, _MAX_CELLS // n_seq)
+
+
 def sized_context(model: Model, prompts: Sequence[Prompt], answer_tokens: int, n_seq_max: Optional[int] = None,
                   **settings: Any) -> Context:
     """A context on ``model`` whose sequences fit the longest prompt and ``answer_tokens`` more;
     ``settings`` (``n_threads``, ``n_ctx`` ...) override what is derived."""
     longest = max((_n_tokens(model, p, i) for i, p in enumerate(prompts)), default=0)
-    n_seq = (_positive_int("n_seq_max", n_seq_max) if n_seq_max is not None
-             else min(_DEFAULT_MAX_SEQ, max(len(prompts), 1)))
-    room = max(min(model.n_ctx_train, _MAX_CELLS // n_seq), longest + 1)
+    n_seq = _sequences(len(prompts), n_seq_max)
+    room = max(sequence_budget(model, len(prompts), n_seq), longest + 1)
     per_seq = min(longest + answer_tokens + 1, room)
     return Context(model, **{"n_ctx": max(per_seq, 16) * n_seq, "n_seq_max": n_seq, **settings})
 
 
 def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.PathLike, None] = None, *,
-                      progress: bool = False, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
+                      progress: Optional[bool] = None, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
     """Answers to ``prompts`` in input order.
 
     ``model`` is a Model, a GGUF path, or None for the embedded model; the other

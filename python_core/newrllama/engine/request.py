@@ -17,6 +17,7 @@ from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
 from .prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
+from .progress import progress_bar
 from .step_events import FirstTokensScored, PromptCleared, PromptFailed, StepEvent, TokenSampled
 from .stops import StopMatcher
 
@@ -247,15 +248,12 @@ class Call:
     def n_done(self) -> int:
         return self._n_done
 
-    def wait(self, progress: bool, cancel: Callable[["Call"], None],
+    def wait(self, progress: Optional[bool], cancel: Callable[["Call"], None],
              on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]] = None) -> None:
         """Blocks until every request is finished. An exception here (Ctrl-C, or from on_done) cancels
         this call's requests, waits until the engine has freed their sequences, and propagates.
         ``on_done`` receives, in the waiting thread, the prompts finished since its last call (index, answer)."""
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(self.completions), unit="prompt", desc="newrllama")
+        bar = progress_bar(len(self.completions), progress, "prompt", "newrllama")
         shown = 0
         handed = 0
         try:
@@ -263,7 +261,7 @@ class Call:
             finished = False
             while not finished:
                 finished = self._done.wait(0.1)
-                if bar is not None and self._n_done > shown:
+                if self._n_done > shown:
                     bar.update(self._n_done - shown)
                     shown = self._n_done
                 if on_done is not None and len(self.done_order) > handed:
@@ -276,9 +274,8 @@ class Call:
                 pass
             raise
         finally:
-            if bar is not None:
-                bar.update(self._n_done - shown)
-                bar.close()
+            bar.update(self._n_done - shown)
+            bar.close()
         if self.closed:
             raise ClosedError("the context was closed while this call was running")
 

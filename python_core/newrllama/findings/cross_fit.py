@@ -6,6 +6,8 @@ each coded text gets the calibration fitted on the other folds, and every uncode
 folds' calibrations."""
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, List, Sequence
 
 from ..labels.annotation import Annotation, check_annotations
@@ -51,6 +53,6 @@ def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 
             continue
         each = [cal.apply([a])[0] for _, cal in fits]
         probs = {label: sum(e.probs[label] for e in each) / len(each) for label in each[0].probs}
-        out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, each[0].order_free_probs,
-                              a.order_flip, a.provenance))
+        out.append(dataclasses.replace(a, label=max(probs, key=probs.get), probs=probs,
+                                       order_free_probs=each[0].order_free_probs))
     return out

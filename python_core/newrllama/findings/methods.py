@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from ..labels.annotation import check_annotations
+from ..labels.text_fit import CUT_WORDS
 from ..errors import InvalidArgumentError
 from ..labels.agreement import missing
 from .coders import Adjudication
@@ -78,6 +79,11 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     out = _source_sentences(source) if source else [
         "Texts were labelled with newrllama (the annotations do not record the model or the prompt)."]
     out.append(f"{len(labelled)} of {len(annotations)} texts received a label.")
+    cut = [a.tokens_cut for a in labelled if a.tokens_cut]
+    if cut:
+        how = CUT_WORDS.get(source.too_long, "they were cut") if source else "they were cut"
+        out.append(f"Texts longer than the model's context held were cut to fit, by tokens ({how}): {len(cut)} of "
+                   f"{len(labelled)} texts, {sum(cut)} tokens in all, at most {max(cut)} from one text.")
     flips = [a.order_flip for a in labelled if a.order_flip is not None]
     if flips:
         out.append(f"The preferred label changed with the listing order for {sum(flips)} of {len(flips)} texts "

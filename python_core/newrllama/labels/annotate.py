@@ -16,8 +16,6 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from tqdm.auto import tqdm
-
 from .annotation import Annotation, check_texts, suspect_labels
 from .annotation_job import AnnotationJob
 from .annotations import Annotations
@@ -28,11 +26,13 @@ from ..engine.convenience import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
 from ..engine.model import Model
 from ..runs.model_hash import ModelIdentity
-from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, cure_of,
-                         order_free_scores, scoring_jobs, softmax)
+from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
+                         softmax)
 from ..engine.params import SamplingParams
 from ..engine.parallel import Prompt, ends_in_a_word, tokens_or_error
+from ..engine.progress import progress_bar
 from .provenance import Provenance, codebook_digest
+from .prepared_call import call_prompts, cure_groups, prepare_call, tokens_cut_of
 from ..engine.results import Completion
 from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
@@ -46,9 +46,9 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
              examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
              debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-             progress: bool = False, ids: Optional[Sequence[Hashable]] = None,
+             progress: Optional[bool] = None, ids: Optional[Sequence[Hashable]] = None,
              output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
-             **context_kwargs: Any) -> Annotations:
+             too_long: str = "error", **context_kwargs: Any) -> Annotations:
     """Labels every text with one of ``labels``, in input order (an Annotations list: ``to_pandas()`` and
     ``to_polars()`` give it as a table).
 
@@ -79,6 +79,13 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
     with ``error`` set; the others are labelled.
 
+    ``too_long``: what happens to a text whose prompt and longest label do not fit a sequence (``n_ctx /
+    n_seq_max`` of the context; without one, the model's training context within the budget of a context made for
+    the call): "error" (the default) fails it with its length; "truncate_end" keeps its start, "truncate_start" its
+    end, "truncate_middle" both halves joined by " [...] ", cut by tokens until it fits. ``Annotation.tokens_cut``
+    counts the tokens cut from each text, the provenance records the rule and methods_text() says how many texts
+    were cut. Without a context and with "error", the context made for the call grows to fit the longest text.
+
     ``output``: a JSON Lines file to which the labels are appended as groups of texts finish,
     so that a run killed half-way loses nothing; ``resume=True`` then labels only the texts not
     yet in it (``ids`` name the texts in it, else their positions), and with ``retry_errors=True``
@@ -90,14 +97,14 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     An AnnotationTask made once (``AnnotationTask(labels, instruction, ...)``, with the arguments above) may stand
     in the place of ``labels``: ``annotate(texts, task)``."""
     task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                             debias=debias, calibration=calibration, examples_in=examples_in)
+                             debias=debias, calibration=calibration, examples_in=examples_in, too_long=too_long)
     return label_texts(texts, task, Recording(output, ids, resume, retry_errors), context=context, model=model,
                        progress=progress, **context_kwargs)
 
 
 def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,
                 context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-                progress: bool = False, **context_kwargs: Any) -> Annotations:
+                progress: Optional[bool] = None, **context_kwargs: Any) -> Annotations:
     """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
     texts = check_texts(texts)
     if recording.writes:
@@ -109,27 +116,15 @@ def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording:
     return Annotations(out)
 
 
-def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, context: Optional[Context],
+def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Optional[bool], context: Optional[Context],
            model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
-    books, debias, examples_in, calibrations = task.books, task.debias, task.examples_in, task.calibrations
-    with _model_of(context, model) as use:
-        runnable = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-        # The layout rule reads each text's and list's length: measured once per call, not per prompt.
-        list_lengths = {q: book.list_length(use) for q, book in books.items() if not book.definitions}
-        text_lengths = {i: len(use.tokenize(texts[i])) for i in runnable} if list_lengths else {}
-        layout = {(q, i): q in list_lengths and books[q].lists_first(text_lengths[i], list_lengths[q])
-                  for q in books for i in runnable}
-        cures = {qi: cure_of(debias, first) for qi, first in layout.items()}
-        groups = _cure_groups(books, runnable, cures)
-        # (question, text, order): a text's prompts in a row, so that they share its prefix while it is cached.
-        jobs = sorted(((q, i, order) for (q, cure), members in groups.items()
-                       for i, order in scoring_jobs(cure, members, base_order(debias, books[q].labels))),
-                      key=lambda job: job[1])
-        prompts = [books[q].in_order(order).prompt(use, texts[i], examples_in, layout[q, i]) for q, i, order in jobs]
-        # "contextual": the content-free texts of each question and layout its texts use, after the texts.
-        probes = sorted({(q, layout[q, i]) for (q, i), cure in cures.items() if cure == "contextual"})
-        prompts += [books[q].in_order(base_order(debias, books[q].labels)).prompt(use, blank, examples_in, first)
-                    for q, first in probes for blank in CONTENT_FREE]
+    books, debias, calibrations = task.books, task.debias, task.calibrations
+    with model_of(context, model) as use:
+        call = prepare_call(use, texts, task, context, context_kwargs)
+        runnable, layout, cures, jobs, probes, fits, failed = (call.runnable, call.layout, call.cures, call.jobs,
+                                                               call.probes, call.fits, call.failed)
+        groups = cure_groups(books, runnable, cures)
+        prompts = call_prompts(use, task, call)
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
         questions_of = [q for q, _, _ in jobs] + [q for q, _ in probes for _ in CONTENT_FREE]
         completions = (_run(use, context, prompts, [params[q] for q in questions_of], progress, context_kwargs)
@@ -140,6 +135,8 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, con
         determinism = dataclasses.asdict(context.engine_stats().determinism) if context is not None else None
         for q, book in books.items():
             results = [Annotation(None, error=MISSING)] * len(texts)
+            for i, why in failed.items():
+                results[i] = Annotation(None, error=why)
             for (gq, cure), members in groups.items():
                 if gq != q:
                     continue
@@ -150,8 +147,9 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: bool, con
                                      if cure == "contextual" else None)
                 for i in members:
                     results[i] = scored[i]
-            source = _provenance(identity, determinism, book, debias, examples_in)
-            results = [dataclasses.replace(a, provenance=source) for a in results]
+            source = _provenance(identity, determinism, book, debias, task.examples_in, task.too_long)
+            results = [dataclasses.replace(a, provenance=source, tokens_cut=tokens_cut_of(fits.get(i)))
+                       for i, a in enumerate(results)]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
     if task.questions is None:
         return per_question[None]
@@ -191,13 +189,13 @@ def warn_if_split(debias: str, n_texts: int, group: int, where: str, stacklevel:
 RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 
 
-def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: bool,
+def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: Optional[bool],
                     context: Optional[Context], model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
     job = AnnotationJob(texts, task)
 
     def run(todo: List[int], record) -> List[Any]:
         warn_if_split(task.debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=7)
-        bar = tqdm(total=len(todo), disable=not progress, unit="text", desc="newrllama annotate")
+        bar = progress_bar(len(todo), progress, "text", "newrllama annotate")
         done: List[Any] = []
         try:
             with warnings.catch_warnings():  # suspect labels are judged on the whole call, below
@@ -213,7 +211,7 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
             bar.close()
         return done
 
-    with _model_of(context, model) as use:
+    with model_of(context, model) as use:
         results, _, _ = run_recorded(job, recording, use.identity, run,
                                      context.engine_stats().determinism if context is not None else None)
     warn_about_results(results, list(task.books), stacklevel=5)
@@ -221,7 +219,7 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
 
 
 @contextmanager
-def _model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
+def model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
     """The model a call labels with: its context's, the Model given, or one loaded for the call and closed after it."""
     if context is not None and not isinstance(context, Context):
         raise InvalidArgumentError(f"context must be a newrllama.Context, got {type(context).__name__}")
@@ -235,21 +233,10 @@ def _model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
 
 
 def _provenance(identity: ModelIdentity, determinism: Optional[Dict[str, Any]], book: Codebook, debias: str,
-                examples_in: str) -> Provenance:
+                examples_in: str, too_long: str) -> Provenance:
     return Provenance(os.path.basename(identity.path), identity.sha256, book.labels, book.instruction,
                       codebook_digest(book, examples_in), debias, examples_in, len(book.examples), determinism,
-                      __version__)
-
-
-def _cure_groups(books: Mapping[Optional[str], Codebook], runnable: Sequence[int],
-                 cures: Mapping[Tuple[Optional[str], int], str]) -> Dict[Tuple[Optional[str], str], List[int]]:
-    """The texts of each question scored with each cure ("auto" gives a call two), in input order: a cure that
-    estimates over texts ("prior", "batch") estimates over all of a question's texts, as one group."""
-    groups: Dict[Tuple[Optional[str], str], List[int]] = {}
-    for q in books:
-        for i in runnable:
-            groups.setdefault((q, cures[q, i]), []).append(i)
-    return groups
+                      __version__, too_long)
 
 
 def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Sequence[Completion],
@@ -296,7 +283,7 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
 
 
 def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
-         progress: bool, context_kwargs: Dict[str, Any]):
+         progress: Optional[bool], context_kwargs: Dict[str, Any]):
     # Each prompt is tokenized once, here: the context's sizing and the call take its tokens. A prompt that
     # cannot be tokenized goes as text, and the call gives it its error.
     vocab = model.vocab

@@ -49,11 +49,11 @@ class AnnotationJob:
 def _annotation_record(result: Annotation) -> dict:
     return {"label": result.label, "probs": result.probs, "error": result.error, "raw_probs": result.raw_probs,
             "order_free_probs": result.order_free_probs, "order_flip": result.order_flip,
-            "provenance": result.provenance.to_dict() if result.provenance else None}
+            "provenance": result.provenance.to_dict() if result.provenance else None, "tokens_cut": result.tokens_cut}
 
 
 def _annotation_from_record(record: dict) -> Annotation:
     source = record.get("provenance")
     return Annotation(record["label"], record.get("probs"), record.get("error"), record.get("raw_probs"),
                       record.get("order_free_probs"), record.get("order_flip"),
-                      Provenance.from_dict(source) if source else None)
+                      Provenance.from_dict(source) if source else None, record.get("tokens_cut", 0))

@@ -11,6 +11,7 @@ from .calibration import Calibration
 from .codebook import Codebook, ExamplesIn, check_codebook, check_questions
 from .order_bias import DEFAULT_DEBIAS, check_debias
 from .provenance import PROMPT_LAYOUT
+from .text_fit import check_too_long
 from ..runs.jobs import digest
 
 Labels = Union[Sequence[str], Mapping[str, str]]
@@ -31,6 +32,7 @@ class AnnotationTask:
     debias: str = DEFAULT_DEBIAS
     calibration: Any = None
     examples_in: ExamplesIn = "system"
+    too_long: str = "error"
     books: Dict[Optional[str], Codebook] = field(init=False, repr=False)
     calibrations: Dict[Optional[str], Calibration] = field(init=False, repr=False)
 
@@ -45,6 +47,7 @@ class AnnotationTask:
         else:
             books = {None: check_codebook(self.labels, self.instruction, self.definitions, self.examples)}
         check_debias(self.debias)
+        check_too_long(self.too_long)
         if self.examples_in not in ("turns", "system"):
             raise InvalidArgumentError(f"examples_in must be 'turns' or 'system', got {self.examples_in!r}")
         object.__setattr__(self, "books", books)
@@ -74,6 +77,8 @@ class AnnotationTask:
         settings = {"definitions": self.definitions, "examples": self.examples, "codebook": self.codebook,
                     "debias": self.debias, "calibration": _calibration_dicts(self.calibration),
                     "examples_in": self.examples_in, "labels": self.labels, "layout": PROMPT_LAYOUT}
+        if self.too_long != "error":  # files recorded before the rule existed resume under its default
+            settings["too_long"] = self.too_long
         return [digest(t, label_set, self.instruction, settings) for t in texts]
 
 

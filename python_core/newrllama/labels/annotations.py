@@ -10,8 +10,8 @@ from ..frames import Tabular
 class Annotations(list, Tabular):
     """A list, in input order, of Annotation (or, with a codebook, of dicts question -> Annotation);
     ``to_pandas()`` / ``to_polars()`` give one row per text: ``label``, ``prob_<label>`` for each label,
-    ``order_flip`` and ``error`` (with a codebook ``<question>_label``, ``<question>_prob_<label>`` and
-    ``<question>_order_flip`` for each question, and one ``error``)."""
+    ``order_flip``, ``tokens_cut`` and ``error`` (with a codebook ``<question>_label``, ``<question>_prob_<label>``
+    and ``<question>_order_flip`` for each question, and one ``tokens_cut`` and ``error``)."""
 
     def rows(self) -> List[Dict[str, Any]]:
         out = []
@@ -23,6 +23,7 @@ class Annotations(list, Tabular):
                 row[f"{prefix}label"] = a.label
                 row.update({f"{prefix}prob_{label}": p for label, p in (a.probs or {}).items()})
                 row[f"{prefix}order_flip"] = a.order_flip
+            row["tokens_cut"] = next(iter(per_question.values())).tokens_cut  # a text is cut once for all questions
             row["error"] = next((a.error for a in per_question.values() if a.error is not None), None)
             out.append(row)
         return out

@@ -24,6 +24,8 @@ a fixed seed), the choice of the penalty made anew inside each fold.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import os
@@ -35,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .agreement import missing
-from .annotation import Annotation, check_annotations
+from .annotation import check_annotations
 from ..columns import column_values
 from ..errors import InvalidArgumentError
 from .order_bias import softmax
@@ -93,8 +95,7 @@ class Calibration:
                     raise InvalidArgumentError(f"this calibration was fitted on labels made otherwise ({why}): "
                                                "fit one on coded texts labelled this way")
             probs = self.probs(base)
-            out.append(Annotation(max(probs, key=probs.get), probs, None, a.raw_probs, base, a.order_flip,
-                                  a.provenance))
+            out.append(dataclasses.replace(a, label=max(probs, key=probs.get), probs=probs, order_free_probs=base))
         return out
 
     def to_dict(self) -> Dict[str, Any]:

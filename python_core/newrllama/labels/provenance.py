@@ -16,8 +16,8 @@ LABELLING = ("model_sha256", "codebook_digest", "debias")
 @dataclass(frozen=True)
 class Provenance:
     """The model file and its SHA-256, the codebook (labels, instruction, definitions, examples and where they go)
-    and its digest, the order cure, the determinism held (None when annotate() made its own context) and the
-    newrllama version."""
+    and its digest, the order cure, the determinism held (None when annotate() made its own context), the
+    newrllama version and the rule for texts too long for a sequence."""
 
     model_file: str
     model_sha256: str
@@ -29,6 +29,7 @@ class Provenance:
     n_examples: int
     determinism: Optional[Dict[str, Any]]
     newrllama: str
+    too_long: str = "error"  # the rule for texts longer than a sequence (text_fit.py); records before it had none
 
     def differs_from(self, other: "Provenance") -> Optional[str]:
         """How other's scores were made otherwise (model, prompt or order cure), or None if they were not."""
