@@ -113,6 +113,15 @@ def annotate(texts, task, recording, context, model, progress, **settings):
     return {q: unpack_annotations([r[q] for r in done]) for q in task.questions}
 
 
+def plan_annotation(texts, task, context, model, sample, **settings):
+    """plan_annotation()'s plan as plain values (positions from 0), with its summary."""
+    plan = newrllama.plan_annotation(texts, task, context=context, model=model, sample=int(sample), **settings)
+    fields = ("text_tokens", "prompt_tokens", "tokens_cut", "errors", "too_long", "n_prompts", "n_ctx", "n_seq_max",
+              "model_bytes", "context_bytes", "sample", "sample_seconds", "seconds")
+    return {**{name: getattr(plan, name) for name in fields}, "too_long_texts": plan.too_long_texts,
+            "summary": str(plan)}
+
+
 def context(model, **settings):
     """A context and the message of the DeterminismWarning it gave (None without one), which R raises as its own."""
     with warnings.catch_warnings(record=True) as caught:
@@ -145,7 +154,8 @@ def unpack_annotations(done):
     return {"label": [a.label for a in done], "probs": [_values(a.probs) for a in done],
             "raw_probs": [_values(a.raw_probs) for a in done],
             "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done],
-            "order_flip": [a.order_flip for a in done], "suspect": suspect_labels(done),
+            "order_flip": [a.order_flip for a in done], "tokens_cut": [a.tokens_cut for a in done],
+            "suspect": suspect_labels(done),
             "provenance": next((json.dumps(a.provenance.to_dict()) for a in done if a.provenance), None)}
 
 
@@ -245,10 +255,10 @@ def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha
     return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
 
 
-def methods_text(labels, names, probs, errors, provenance, order_flip, truth, calibration, alpha, design, coding):
-    annotations = [dataclasses.replace(a, order_flip=f) for a, f in zip(
-        labelled(labels, names, probs, errors, provenance),
-        order_flip)]
+def methods_text(labels, names, probs, errors, provenance, order_flip, tokens_cut, truth, calibration, alpha, design,
+                 coding):
+    annotations = [dataclasses.replace(a, order_flip=f, tokens_cut=int(cut)) for a, f, cut in zip(
+        labelled(labels, names, probs, errors, provenance), order_flip, tokens_cut)]
     return newrllama.methods_text(annotations, truth, calibration, alpha, design, coding)
 
 

@@ -11,18 +11,21 @@
 #' hand-coded texts ([calibrate_labels()]) may correct them.
 #'
 #' @param .data A data frame.
-#' @param col The column holding the texts: a bare name or a string.
+#' @param col The column holding the texts: a bare name, a string, or a variable holding its name.
 #' @param x A character vector of texts.
 #' @param labels A character vector of at least two labels, or a named
 #'   character vector (or list) whose names are the labels and whose values
 #'   define them (`""` for a label left undefined).
 #' @param instruction What the model is to do, before the list of labels.
 #' @param context A context from [context_create()], a cluster from
-#'   [cluster_create()] (every argument reaches its workers), or `NULL` to
-#'   make a context on the embedded model, sized for the texts (the model is
-#'   loaded once per session and kept, so that a grouped `dplyr::mutate()`
-#'   does not load it for every group).
+#'   [cluster_create()] (every argument reaches its workers), or `NULL` for the
+#'   session's ([llm_use()]) or, without one, to make a context on the
+#'   embedded model, sized for the texts (the model is loaded once per session
+#'   and kept, so that a grouped `dplyr::mutate()` does not load it for every
+#'   group).
 #' @param pred_name The name of the new label column.
+#' @param columns `llm_vec_annotate()`: return the columns `llm_annotate()`
+#'   adds (a tibble) rather than the labels alone.
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
 #' @param progress Show a progress bar.
@@ -66,6 +69,15 @@
 #'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
 #'   each an earlier user turn answered by its label. The benchmarks page
 #'   ("Labels on real text") gives what each achieves on real coded text.
+#' @param too_long What happens to a text whose prompt and longest label do
+#'   not fit a sequence of the context (`n_ctx / n_seq_max`; with `context =
+#'   NULL`, the model's training context within the budget of the context made
+#'   for the call). `NULL`: the library's default, `"error"` (the text fails,
+#'   and its `.error` gives its length; a context made for the call grows to
+#'   fit every text). `"truncate_end"` keeps the text's start, `"truncate_start"`
+#'   its end, `"truncate_middle"` both halves joined by `" [...] "`, cut by
+#'   tokens until it fits; `.tokens_cut` counts what was cut, the provenance
+#'   records the rule and [methods_text()] says how many texts were cut.
 #' @param codebook Several questions about each text, instead of `labels`: a
 #'   named list, question = its labels (a character vector, or named: label =
 #'   definition). Each text comes before its question, so it is decoded once
@@ -79,6 +91,7 @@
 #'   `debias = "none"` in the order given), `.order_free_probs`
 #'   (before any calibration), `.order_flip` (whether the label changed
 #'   between the listing orders scored; `NA` where one order was scored),
+#'   `.tokens_cut` (how many of the text's tokens were cut to fit, `too_long`),
 #'   `.error` (why a text failed; `NA` where it did not) and `.provenance`
 #'   (what made the labels, as JSON: the model file and its SHA-256, the
 #'   codebook and its digest, `debias`, the determinism held, the newrllama
@@ -88,7 +101,10 @@
 #'   columns are what [calibrate_labels()], [prevalence()], [validate_labels()]
 #'   and the other findings functions read. `llm_vec_annotate()`: the labels
 #'   alone, a character vector (with a `codebook`, a tibble with one column
-#'   per question). A text that is `NA` or empty gets `NA`, and one warning of
+#'   per question); with `columns = TRUE`, a tibble of the columns
+#'   `llm_annotate()` adds, which `dplyr::mutate()` splices in when it is left
+#'   unnamed: `mutate(d, llm_vec_annotate(text, labels, columns = TRUE))` keeps
+#'   the probabilities the findings functions read. A text that is `NA` or empty gets `NA`, and one warning of
 #'   class `newrllama_failed_prompts` carries the reasons. A call whose labels
 #'   look wrong as a whole (one label for nearly every text, or many labels
 #'   that change with the listing order) warns.
@@ -102,21 +118,19 @@
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
                          progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                         debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
-  if (!is.data.frame(.data)) {
-    abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
-  }
-  col <- substitute(col)
-  name <- if (is.character(col) && length(col) == 1) col else if (is.name(col)) as.character(col) else NULL
-  if (is.null(name) || !name %in% names(.data)) {
-    abort_invalid("`col` must name a column of `.data` (a bare name or a string)")
-  }
+                         debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
+                         too_long = NULL) {
+  x <- text_column(.data, substitute(col), parent.frame())
   pred_name <- check_string(pred_name, "pred_name")
-  x <- .data[[name]]
   out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
                         resume = resume, definitions = definitions, examples = examples, debias = debias,
                         calibration = calibration, codebook = codebook, examples_in = examples_in,
-                        retry_errors = retry_errors, call = sys.call())
+                        retry_errors = retry_errors, too_long = too_long, call = sys.call())
+  with_annotation_columns(.data, out, labels, codebook, pred_name)
+}
+
+# `.data` with the columns of a labelling call's results (Python's named columns, by question with a codebook).
+with_annotation_columns <- function(.data, out, labels, codebook, pred_name) {
   if (is.null(codebook)) {
     return(put_annotation_columns(.data, out, label_names(labels), pred_name))
   }
@@ -130,11 +144,17 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
 #' @export
 llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
                              output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
-                             calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE) {
+                             calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
+                             too_long = NULL, columns = FALSE, pred_name = ".label") {
+  columns <- check_flag(columns, "columns")
+  pred_name <- check_string(pred_name, "pred_name")
   out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
                         resume = resume, definitions = definitions, examples = examples, debias = debias,
                         calibration = calibration, codebook = codebook, examples_in = examples_in,
-                        retry_errors = retry_errors, call = sys.call())
+                        retry_errors = retry_errors, too_long = too_long, call = sys.call())
+  if (columns) {
+    return(with_annotation_columns(tibble::tibble(.rows = length(x)), out, labels, codebook, pred_name))
+  }
   if (is.null(codebook)) {
     return(stats::setNames(chosen_labels(out), names(x)))
   }
@@ -145,31 +165,53 @@ llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL,
 # labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts that failed (their
 # reasons in the warning's `errors`). Returns Python's named columns (by question with a codebook).
 annotate_texts <- function(x, labels, instruction, context, ..., progress, output, resume, definitions, examples,
-                           debias, calibration, codebook, examples_in, retry_errors, call) {
+                           debias, calibration, codebook, examples_in, retry_errors, too_long, call) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)), call = call)
   }
-  questions <- check_questions(codebook, call = call)
-  task <- with_python(python_helpers()$annotation_task(
-    if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
-    check_string(instruction, "instruction", call = call),
-    definitions = check_definitions(definitions, call = call), examples = check_examples(examples, call = call),
-    codebook = questions, debias = if (is.null(debias)) NULL else check_string(debias, "debias", call = call),
-    calibration = python_calibrations(calibration, !is.null(codebook), call = call),
-    examples_in = if (is.null(examples_in)) NULL else check_string(examples_in, "examples_in", call = call)
-  ), call = call)
+  task <- annotation_task(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                          too_long, call)
   progress <- check_flag(progress, "progress", call = call)
   recording <- check_output(output, resume, retry_errors, names(x), "x", call = call)
   if (in_grouped_call()) {
     message <- with_python(python_helpers()$group_warning(task), call = call)
     if (!is.null(message)) warn_group_dependent(message)
   }
-  out <- label_texts(context, x, task, progress, recording, call, ...)
+  out <- label_texts(session_runner(context), x, task, progress, recording, call, ...)
   warn_annotations(if (is.null(codebook)) list(out) else out)
   out
+}
+
+# The checked task (Python's AnnotationTask) of a labelling call's arguments; NULL options take the library's default.
+annotation_task <- function(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                            too_long, call) {
+  optional_string <- function(x, name) if (is.null(x)) NULL else check_string(x, name, call = call)
+  with_python(python_helpers()$annotation_task(
+    if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
+    check_string(instruction, "instruction", call = call),
+    definitions = check_definitions(definitions, call = call), examples = check_examples(examples, call = call),
+    codebook = check_questions(codebook, call = call), debias = optional_string(debias, "debias"),
+    calibration = python_calibrations(calibration, !is.null(codebook), call = call),
+    examples_in = optional_string(examples_in, "examples_in"), too_long = optional_string(too_long, "too_long")
+  ), call = call)
+}
+
+# The texts of llm_annotate()'s `col`: a bare column name, a string, or a variable of the caller's (`env`) holding
+# a column's name.
+text_column <- function(.data, col, env, call = sys.call(-1)) {
+  if (!is.data.frame(.data)) {
+    abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)), call = call)
+  }
+  name <- if (is.name(col) && as.character(col) %in% names(.data)) as.character(col) else
+    tryCatch(eval(col, env), error = function(e) NULL)
+  if (!is.character(name) || length(name) != 1 || !name %in% names(.data)) {
+    abort_invalid(paste0("`col` must name a column of `.data`: a bare name, a string, or a variable holding a ",
+                         "column's name"), call = call)
+  }
+  .data[[name]]
 }
 
 # The warnings of a labelling call, from each question's columns: labels that look wrong as a whole, and the texts

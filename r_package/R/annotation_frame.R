@@ -26,6 +26,7 @@ put_annotation_columns <- function(.data, out, labels, label) {
   .data[[paste0(prefix, ".order_free_probs")]] <- named_rows(out$order_free_probs)
   .data[[paste0(prefix, ".order_flip")]] <- vapply(out$order_flip, function(f) if (is.null(f)) NA else isTRUE(f),
                                                    logical(1), USE.NAMES = FALSE)
+  .data[[paste0(prefix, ".tokens_cut")]] <- as.integer(unlist(out$tokens_cut))
   .data[[paste0(prefix, ".error")]] <- ifelse(is.na(chosen), vapply(out$error, function(e) {
     if (is.null(e)) "unknown error" else as.character(e)
   }, character(1), USE.NAMES = FALSE), NA_character_)
@@ -40,7 +41,7 @@ chosen_labels <- function(out) {
 }
 
 # One question's labels in a data frame from llm_annotate(), taken apart for Python: labels, label names, each
-# list-column's rows (plain numbers, NULL for a failed text), errors, provenance and order flips.
+# list-column's rows (plain numbers, NULL for a failed text), errors, provenance, order flips and tokens cut.
 annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   if (!is.data.frame(x)) {
     abort_invalid(sprintf("`%s` must be a data frame from llm_annotate(), not %s", name, describe(x)), call = call)
@@ -66,10 +67,12 @@ annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   })
   provenance <- stats::na.omit(as.character(x[[paste0(prefix, ".provenance")]]))
   flips <- x[[paste0(prefix, ".order_flip")]]
+  cut <- x[[paste0(prefix, ".tokens_cut")]]
   list(labels = na_to_none(labels), names = as.list(names(first)), probs = rows(".probs"),
        raw_probs = rows(".raw_probs"), order_free_probs = rows(".order_free_probs"), errors = errors,
        provenance = if (length(provenance)) provenance[[1]] else NULL,
-       flips = if (is.null(flips)) rep(list(NULL), length(labels)) else na_to_none(as.logical(flips)))
+       flips = if (is.null(flips)) rep(list(NULL), length(labels)) else na_to_none(as.logical(flips)),
+       tokens_cut = as.list(if (is.null(cut)) integer(length(labels)) else as.integer(cut)))
 }
 
 # The parts Python's estimators and calibrations take, in their order.

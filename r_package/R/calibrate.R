@@ -154,9 +154,11 @@ predict.newrllama_calibration <- function(object, newdata, label = ".label", ...
   relabelled(newdata, out, parts, label)
 }
 
-# `x` with its labels and their columns replaced by Python's calibrated ones (the order flips are the model's, kept).
+# `x` with its labels and their columns replaced by Python's calibrated ones (the order flips and the tokens cut are
+# the model's, kept).
 relabelled <- function(x, out, parts, label) {
   out$order_flip <- parts$flips
+  out$tokens_cut <- parts$tokens_cut
   put_annotation_columns(x, out, unlist(parts$names), label)
 }
 

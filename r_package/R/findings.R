@@ -380,6 +380,6 @@ methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, desi
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
   with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
-                                            parts$flips, truth, cal, alpha, python_design(design),
+                                            parts$flips, parts$tokens_cut, truth, cal, alpha, python_design(design),
                                             python_adjudication(coding)))
 }

@@ -75,6 +75,24 @@ generate_text <- function(context, prompt = NULL, max_tokens = 100L, top_k = 40L
   result$text[1]
 }
 
+#' newrllama4's `generate()`, as a method of `generics::generate()`
+#'
+#' With the generics package loaded, `generate(ctx, prompt, ...)` runs one
+#' prompt on a context, as [generate_text()] does (newrllama4 called it
+#' `generate()`; newrllama does not export a `generate` of its own, which would
+#' mask generics').
+#'
+#' @param x A context from [context_create()].
+#' @param ... [generate_text()]'s arguments: `prompt`, `max_tokens`, ...
+#' @return The generated text, a single string.
+#' @examplesIf newrllama::newrllama_available() && requireNamespace("generics", quietly = TRUE)
+#' ctx <- context_create(model_load())
+#' generics::generate(ctx, "The capital of France is", max_tokens = 4)
+#' @exportS3Method generics::generate
+generate.newrllama_context <- function(x, ...) {
+  generate_text(x, ...)
+}
+
 # The answer to one prompt, its pieces handed to `callback` as they come. Leaving early (the
 # callback returns FALSE or fails, or Ctrl-C) closes the stream, which frees the prompt's sequence.
 stream_answer <- function(context, prompt, params, callback, call = sys.call(-1)) {

@@ -82,7 +82,7 @@ generate_parallel <- function(context, prompts = NULL, max_tokens = 100L, top_k 
 #'   column, or a list-column of conversations as `messages` of
 #'   [generate_parallel()] takes them.
 #' @param context A context from [context_create()] or a cluster from
-#'   [cluster_create()].
+#'   [cluster_create()]; `NULL` for the session's ([llm_use()]).
 #' @param ... Arguments of [generate_parallel()] (sampling settings,
 #'   `choices`, `params`, `output`, `resume`, `progress`, ...); with `output`,
 #'   the file names the rows by their positions.
@@ -101,7 +101,7 @@ generate_parallel <- function(context, prompts = NULL, max_tokens = 100L, top_k 
 #' prompts <- data.frame(prompt = c("The capital of France is", "The capital of Japan is"))
 #' llm_generate(prompts, prompt, ctx, max_tokens = 4)
 #' @export
-llm_generate <- function(.data, col, context, ..., pred_name = ".text") {
+llm_generate <- function(.data, col, context = NULL, ..., pred_name = ".text") {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)))
   }
@@ -116,6 +116,10 @@ llm_generate <- function(.data, col, context, ..., pred_name = ".text") {
   if (length(settings) && (is.null(names(settings)) || any(!nzchar(names(settings))) || length(unknown))) {
     abort_invalid(sprintf("every argument in `...` must be one of generate_parallel()'s: %s",
                           paste(allowed, collapse = ", ")))
+  }
+  context <- session_runner(context)
+  if (is.null(context)) {
+    abort_invalid("`context` is NULL and no session model is set: give a context, or set one with llm_use()")
   }
   defaults <- lapply(formals(generate_parallel)[allowed], eval)
   frame <- list2env(utils::modifyList(defaults, settings, keep.null = TRUE))

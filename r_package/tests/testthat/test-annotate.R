@@ -14,7 +14,7 @@ test_that("llm_annotate() adds a valid label and its probability to every row", 
                                  progress = FALSE), class = "newrllama_warning")
   expect_s3_class(out, "data.frame")
   expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs", ".raw_probs", ".order_free_probs",
-                             ".order_flip", ".error", ".provenance"))
+                             ".order_flip", ".tokens_cut", ".error", ".provenance"))
   expect_null(out$.probs[[3]])
   expect_true(is.na(out$.error[1]) && nzchar(out$.error[3]))
   expect_type(out$.order_flip, "logical")
@@ -103,8 +103,8 @@ test_that("a bad codebook is a classed error naming what is wrong", {
 test_that("a codebook asks several questions about each text", {
   questions <- list(topic = labels, tone = c("good news" = "something went well", "bad news" = ""))
   out <- llm_annotate(stories[c(1, 2, 4), ], text, codebook = questions, context = ctx, progress = FALSE)
-  columns <- c(".label", ".prob", ".probs", ".raw_probs", ".order_free_probs", ".order_flip", ".error",
-               ".provenance")
+  columns <- c(".label", ".prob", ".probs", ".raw_probs", ".order_free_probs", ".order_flip", ".tokens_cut",
+               ".error", ".provenance")
   expect_equal(names(out), c("id", "text", paste0("topic", columns), paste0("tone", columns)))
   expect_true(all(out$topic.label %in% labels) && all(out$tone.label %in% c("good news", "bad news")))
   expect_named(out$tone.probs[[1]], c("good news", "bad news"))
@@ -145,7 +145,7 @@ test_that("llm_vec_annotate() says which labels changed with the listing order, 
 test_that("labels that look wrong as a whole warn with their own class", {
   out <- list(label = list("a", "a"), probs = list(c(0.6, 0.4), c(0.7, 0.3)), raw_probs = list(NULL, NULL),
               order_free_probs = list(NULL, NULL), error = list(NULL, NULL), order_flip = list(FALSE, NULL),
-              suspect = list("20 of 20 texts got the label 'a'"))
+              tokens_cut = list(0L, 0L), suspect = list("20 of 20 texts got the label 'a'"))
   expect_warning(warn_annotations(list(out)), "20 of 20 texts", class = "newrllama_suspect_labels")
   x <- put_annotation_columns(data.frame(id = 1:2), out, c("a", "b"), ".label")
   expect_equal(x$.order_flip, c(FALSE, NA))
@@ -156,4 +156,68 @@ test_that("labels that look wrong as a whole warn with their own class", {
   out$error[2] <- list("text is missing or empty")
   w <- expect_warning(warn_annotations(list(out)), "1 of 2 texts failed", class = "newrllama_failed_prompts")
   expect_equal(w$errors, c(`2` = "text is missing or empty"))
+})
+
+test_that("too_long cuts a text longer than a sequence, counts the cut and the methods paragraph says so", {
+  small <- test_context(model, n_ctx = 512L, n_seq_max = 2L)
+  long <- paste0("The striker scored twice and the home team won the cup final.",
+                 strrep(" The report went on with more details of the day.", 60))
+  d <- data.frame(text = c(long, "Shares of the bank fell after weak profits."))
+  expect_warning(failed <- llm_annotate(d, text, labels, context = small, debias = "reverse", progress = FALSE),
+                 "too_long='truncate_end'", class = "newrllama_failed_prompts")
+  expect_true(is.na(failed$.label[1]) && !is.na(failed$.label[2]))
+  out <- llm_annotate(d, text, labels, context = small, debias = "reverse", too_long = "truncate_end",
+                      progress = FALSE)
+  expect_type(out$.tokens_cut, "integer")
+  expect_true(out$.tokens_cut[1] > 0 && out$.tokens_cut[2] == 0)
+  expect_true(all(out$.label %in% labels))
+  expect_match(out$.provenance[1], "\"too_long\": \"truncate_end\"")
+  expect_match(methods_text(out), "were cut to fit, by tokens (their ends were left out): 1 of 2 texts", fixed = TRUE)
+  expect_error(llm_vec_annotate(long, labels, context = small, too_long = "cut"), "too_long must be one of",
+               class = "newrllama_invalid_argument")
+})
+
+test_that("plan_annotation() counts tokens as the tokenizer does and names the texts that will not fit", {
+  small <- test_context(model, n_ctx = 512L, n_seq_max = 2L)
+  long <- paste0("The striker scored twice and the home team won the cup final.",
+                 strrep(" The report went on with more details of the day.", 60))
+  d <- data.frame(text = c(long, NA, "Shares of the bank fell after weak profits."))
+  column <- "text"  # a column named in a variable, as tidy evaluation takes it
+  plan <- plan_annotation(d, column, labels, context = small, debias = "reverse", too_long = "truncate_start",
+                          sample = 1L)
+  expect_s3_class(plan, "newrllama_annotation_plan")
+  expect_s3_class(plan$texts, "tbl_df")
+  expect_equal(plan$texts$text_tokens[c(1, 3)], c(length(tokenize(model, long, add_special = FALSE)),
+                                                  length(tokenize(model, d$text[3], add_special = FALSE))))
+  expect_true(is.na(plan$texts$text_tokens[2]) && !is.na(plan$texts$error[2]))
+  expect_equal(plan$too_long_texts, 1L)
+  out <- llm_annotate(d[c(1, 3), , drop = FALSE], text, labels, context = small, debias = "reverse", too_long = "truncate_start",
+                      progress = FALSE)
+  expect_equal(plan$texts$tokens_cut[c(1, 3)], out$.tokens_cut)
+  expect_equal(c(plan$n_ctx, plan$n_seq_max), c(512L, 2L))
+  expect_true(plan$seconds > 0 && length(plan$sample) == 1L)
+  expect_output(print(plan), "which will be cut \\(truncate_start\\)")
+  expect_error(plan_annotation(d, text, labels, context = small, sample = -1), "sample",
+               class = "newrllama_invalid_argument")
+  expect_error(llm_annotate(d, nope, labels, context = small), "must name a column of `.data`",
+               class = "newrllama_invalid_argument")
+})
+
+test_that("llm_use() sets the model every verb given no context runs on", {
+  on.exit(llm_use_none())
+  expect_null(llm_session())
+  expect_message(session <- llm_use(model, n_ctx = 1024L, n_seq_max = 2L, n_threads = 1L), "n_ctx 1024, n_seq_max 2")
+  expect_identical(llm_session(), session)
+  d <- data.frame(text = c("The striker scored twice.", "Shares of the bank fell."))
+  expect_null(last_stats(session))
+  out <- llm_annotate(d, text, labels, progress = FALSE)
+  expect_true(last_stats(session)$n_prompts > 0)  # the verb ran on the session's context
+  on_session <- llm_annotate(d, text, labels, context = session, progress = FALSE)
+  expect_equal(out$.probs, on_session$.probs)
+  generated <- llm_generate(data.frame(p = "The capital of France is"), p, max_tokens = 2L)
+  expect_equal(last_stats(session)$n_prompts, 1)
+  llm_use_none()
+  expect_null(llm_session())
+  expect_error(llm_generate(data.frame(p = "x"), p), "llm_use", class = "newrllama_invalid_argument")
+  expect_error(llm_use(model, n_ctx = "big"), class = "newrllama_invalid_argument")
 })

@@ -90,3 +90,11 @@ test_that("stop strings and min_p reach the sampler, with the same rules as in P
   many <- generate_parallel(ctx, c(a = p, b = p), max_tokens = 8, stop = first, progress = FALSE)
   expect_equal(as.vector(many), rep(cut, 2))
 })
+
+test_that("generics::generate() runs a prompt on a context, as newrllama4's generate() did", {
+  skip_if_not_installed("generics")
+  prompt <- "The capital of Germany is Berlin. The capital of France is"
+  expect_identical(generics::generate(ctx, prompt, max_tokens = 4L), generate_text(ctx, prompt, max_tokens = 4L))
+  expect_false("generate" %in% getNamespaceExports("newrllama"))
+  expect_error(generics::generate(ctx, prompt, max_tokns = 4L), class = "error")
+})

@@ -40,6 +40,18 @@ test_that("llm_vec_annotate() works inside mutate(), also on grouped data, one c
   expect_equal(as.vector(grouped$topic), plain)
 })
 
+test_that("mutate() keeps the probabilities with columns = TRUE, and the findings functions read them", {
+  out <- llm_annotate(news, text, labels, instruction, context = ctx, progress = FALSE)
+  spliced <- dplyr::mutate(news, llm_vec_annotate(text, labels, instruction, context = ctx, progress = FALSE,
+                                                  columns = TRUE))
+  expect_equal(names(spliced), names(out))
+  expect_equal(spliced$.probs, out$.probs)
+  expect_equal(validate_labels(spliced, out$.label)$accuracy, 1)
+  named <- dplyr::mutate(news, llm_vec_annotate(text, labels, instruction, context = ctx, progress = FALSE,
+                                                columns = TRUE, pred_name = "topic"))
+  expect_equal(named$topic, out$.label)
+})
+
 test_that("each group of a grouped mutate() finds the instruction that the groups before it decoded", {
   # One text a group on a fresh context: a group's prompt can only find the instruction cached by an earlier call.
   fresh <- test_context(model, n_ctx = 2048L)

@@ -1,0 +1,66 @@
+#' The model every verb uses when given no context
+#'
+#' Sets, for the rest of the R session, what [llm_annotate()],
+#' [llm_vec_annotate()], [plan_annotation()] and [llm_generate()] run on when
+#' their `context` is `NULL`, as mall's `llm_use()` does: a context made here
+#' on `model` with the settings in `...`, or a context or cluster given.
+#' Without a session model, the annotation verbs make a context on the
+#' embedded model sized for each call, and [llm_generate()] needs a context.
+#'
+#' @param model A model from [model_load()], a GGUF path or URL (loaded with
+#'   [model_load()]), `NULL` for the embedded model, or a context from
+#'   [context_create()] or a cluster from [cluster_create()] to use as they are.
+#' @param ... Settings of the context made on `model` ([context_create()]'s:
+#'   `n_ctx`, `n_seq_max`, `n_threads`, ...).
+#' @param .silent Do not print what the verbs will use.
+#' @return The context or cluster the verbs will use, invisibly.
+#'   `llm_session()` gives it (`NULL` when none is set); `llm_use_none()` drops
+#'   it and returns `NULL` invisibly.
+#' @seealso [context_create()] for the settings.
+#' @examplesIf newrllama::newrllama_available()
+#' llm_use(n_ctx = 2048L, n_seq_max = 4L)
+#' llm_vec_annotate("OPEC cut its crude output.", c("acquisition", "crude oil"))
+#' llm_use_none()
+#' @export
+llm_use <- function(model = NULL, ..., .silent = FALSE) {
+  .silent <- check_flag(.silent, ".silent")
+  if (inherits(model, c("newrllama_context", "newrllama_cluster"))) {
+    check_dots_empty(...)
+    runner <- check_runner(model)
+  } else {
+    if (is.null(model) || is.character(model)) model <- model_load(model)
+    check_model(model)
+    runner <- context_create(model, ...)
+  }
+  the$session <- runner
+  if (!.silent) {
+    message("newrllama verbs given no context now use ", session_label(runner), ".")
+  }
+  invisible(runner)
+}
+
+#' @rdname llm_use
+#' @export
+llm_session <- function() {
+  the$session
+}
+
+#' @rdname llm_use
+#' @export
+llm_use_none <- function() {
+  the$session <- NULL
+  invisible(NULL)
+}
+
+# What a verb given `context` runs on: the context, else the session's (NULL when neither is set).
+session_runner <- function(context) {
+  if (!is.null(context)) context else the$session
+}
+
+session_label <- function(runner) {
+  if (inherits(runner, "newrllama_cluster")) {
+    return("a cluster")
+  }
+  sprintf("%s (n_ctx %d, n_seq_max %d)", basename(runner$model$path), as.integer(runner$n_ctx),
+          as.integer(runner$n_seq_max))
+}
