@@ -78,7 +78,7 @@ def run(target, prompts, params, progress, recording=None):
     recording = recording or newrllama.Recording()
     completions = target.generate_parallel(prompts, params, ids=recording.ids, output=recording.output,
                                            resume=recording.resume, retry_errors=recording.retry_errors,
-                                           progress=bool(progress))
+                                           progress=progress)
     return unpack(completions)
 
 
@@ -104,10 +104,10 @@ def annotate(texts, task, recording, context, model, progress, **settings):
     with warnings.catch_warnings():  # R warns, from each question's columns
         warnings.simplefilter("ignore", newrllama.AnnotationWarning)
         if context is None or isinstance(context, newrllama.Context):
-            done = label_texts(texts, task, recording, context=context, model=model, progress=bool(progress),
+            done = label_texts(texts, task, recording, context=context, model=model, progress=progress,
                                **settings)
         else:
-            done = context.label_texts(texts, task, recording, progress=bool(progress))
+            done = context.label_texts(texts, task, recording, progress=progress)
     if task.questions is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in task.questions}

@@ -28,7 +28,11 @@
 #'   adds (a tibble) rather than the labels alone.
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
-#' @param progress Show a progress bar.
+#' @param progress Show a cli progress bar with the time left (`TRUE`, the
+#'   default). It appears once a call has run `cli.progress_show_after`
+#'   seconds (2), in place in interactive sessions and as lines under
+#'   Rscript and knitr; `options(cli.progress_show_after = Inf)` turns bars
+#'   off.
 #' @param output,resume The JSON Lines file to which the labels are appended
 #'   as they come (so that a run killed half-way loses nothing), and whether to
 #'   label only the texts not yet in it (see [cluster_create()]); `names(x)`
@@ -117,7 +121,7 @@
 #' llm_vec_annotate(stories$text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
-                         progress = interactive(), output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
+                         progress = TRUE, output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
                          debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
                          too_long = NULL) {
   x <- text_column(.data, substitute(col), parent.frame())
@@ -142,7 +146,7 @@ with_annotation_columns <- function(.data, out, labels, codebook, pred_name) {
 
 #' @rdname llm_annotate
 #' @export
-llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = interactive(),
+llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = TRUE,
                              output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
                              calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
                              too_long = NULL, columns = FALSE, pred_name = ".label") {
@@ -174,7 +178,7 @@ annotate_texts <- function(x, labels, instruction, context, ..., progress, outpu
   }
   task <- annotation_task(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
                           too_long, call)
-  progress <- check_flag(progress, "progress", call = call)
+  progress <- progress_reporter(progress, "prompts", call = call)
   recording <- check_output(output, resume, retry_errors, names(x), "x", call = call)
   if (in_grouped_call()) {
     message <- with_python(python_helpers()$group_warning(task), call = call)

@@ -11,7 +11,11 @@
 #'
 #' @inheritParams generate_text
 #' @param prompts A character vector of prompts; or `NULL` with `messages`.
-#' @param progress Show a progress bar.
+#' @param progress Show a cli progress bar with the time left (`TRUE`, the
+#'   default). It appears once a call has run `cli.progress_show_after`
+#'   seconds (2), in place in interactive sessions and as lines under
+#'   Rscript and knitr; `options(cli.progress_show_after = Inf)` turns bars
+#'   off.
 #' @param choices `NULL`, or a character vector of labels: each answer is then
 #'   the most probable label, scored by the log-probability of all its tokens
 #'   after the prompt (summed, not normalised by length; with a space in front
@@ -60,7 +64,7 @@
 #' @export
 generate_parallel <- function(context, prompts = NULL, max_tokens = 100L, top_k = 40L, top_p = 1.0,
                               temperature = 0.0, repeat_last_n = 64L, penalty_repeat = 1.0, seed = 1234L,
-                              progress = interactive(), choices = NULL, grammar = NULL, json_schema = NULL,
+                              progress = TRUE, choices = NULL, grammar = NULL, json_schema = NULL,
                               min_p = 0.0, stop = NULL, params = NULL, messages = NULL, output = NULL,
                               resume = FALSE, retry_errors = FALSE, ...) {
   check_dots_empty(...)
@@ -198,7 +202,7 @@ check_runner <- function(x, call = sys.call(-1)) {
 generation_args <- function(prompts, progress, frame, call = sys.call(-1)) {
   list(prompts = check_prompts(prompts, call = call),
        params = sampling_params(frame, call = call),
-       progress = check_flag(progress, "progress", call = call))
+       progress = progress_reporter(progress, "prompts", frame = parent.frame(), call = call))
 }
 
 # Runs prompts (a list of strings or token lists) and returns texts, finish

@@ -18,7 +18,7 @@ from ..engine.model import Model, check_messages
 from ..runs.model_hash import ModelIdentity
 from ..labels.order_bias import DEFAULT_DEBIAS
 from ..engine.parallel import ParamsArg, Prompt
-from ..engine.progress import progress_bar
+from ..engine.progress import Progress, check_progress, progress_bar
 from ..engine.results import Completion
 from .dispatch import Chunk, run_chunks
 from ..labels.annotation_job import AnnotationJob
@@ -156,7 +156,8 @@ class Cluster:
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
                           ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                          resume: bool = False, retry_errors: bool = False, progress: Optional[bool] = None) -> List[Completion]:
+                          resume: bool = False, retry_errors: bool = False, progress: Progress = None
+                          ) -> List[Completion]:
         """Answers to ``prompts`` in input order (see Context.generate_parallel), run by the workers
         in chunks of ``n_seq_max`` prompts. A resumed prompt's Completion has its text, finish
         reason and token counts from the file, and empty ``token_ids``."""
@@ -167,7 +168,7 @@ class Cluster:
                  examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
                  debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, retry_errors: bool = False, progress: Optional[bool] = None,
+                 resume: bool = False, retry_errors: bool = False, progress: Progress = None,
                  too_long: str = "error") -> Annotations:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
@@ -179,7 +180,7 @@ class Cluster:
         return self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),
-                    *, progress: Optional[bool] = None) -> Annotations:
+                    *, progress: Progress = None) -> Annotations:
         """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
         checked = check_texts(texts)
         warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
@@ -187,7 +188,8 @@ class Cluster:
         warn_about_results(results, list(task.books), stacklevel=4)
         return Annotations(results)
 
-    def _run(self, job: Job, recording: Recording, progress: Optional[bool]) -> list:
+    def _run(self, job: Job, recording: Recording, progress: Progress) -> list:
+        check_progress(progress)
         t_start = time.perf_counter()
         pool = self._open_pool()
         stats = None

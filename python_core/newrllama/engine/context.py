@@ -25,6 +25,7 @@ from .results import Completion, GenerationStats
 from .scheduler import EngineStats, Scheduler
 from .sequence_layout import SequenceLayout
 from .stream import TextStream
+from .progress import Progress, check_progress
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -174,7 +175,7 @@ class Context(OwnedHandle):
         return self.generate_parallel([prompt], _one_params(params))[0]
 
     def generate_parallel(self, prompts: Sequence[Prompt], params: ParamsArg = None, *,
-                          progress: Optional[bool] = None, ids: Optional[Sequence[Hashable]] = None,
+                          progress: Progress = None, ids: Optional[Sequence[Hashable]] = None,
                           output: Union[str, os.PathLike, None] = None, resume: bool = False,
                           retry_errors: bool = False) -> List[Completion]:
         """Answers to many prompts, in input order, decoded together in batches.
@@ -195,6 +196,7 @@ class Context(OwnedHandle):
         ``last_stats`` covers the prompts run by this call. ``progress``: a progress bar (None, the default: on a
         terminal, once the call has run a few seconds; see engine/progress.py).
         """
+        check_progress(progress)
         recording = Recording(output, ids, resume, retry_errors)
         if not recording.writes:
             return self._run_call(prompts, params, progress, None)
@@ -209,7 +211,7 @@ class Context(OwnedHandle):
                                      self._scheduler.determinism)
         return results
 
-    def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: Optional[bool],
+    def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: Progress,
                   on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]]) -> List[Completion]:
         call, requests = self._call(prompts, params)
         self._submit(call, requests)

@@ -10,6 +10,7 @@ from .model import Model
 from .params import SamplingParams
 from .parallel import Prompt, check_prompts
 from .results import Completion
+from .progress import Progress
 
 # The sequences of a context sized for one call, unless n_seq_max is given: more prompts per step make more
 # tokens per second, but each sequence holds KV cells for the longest prompt and its answer
@@ -50,7 +51,7 @@ def sized_context(model: Model, prompts: Sequence[Prompt], answer_tokens: int, n
 
 
 def generate_parallel(prompts: Sequence[Prompt], model: Union[Model, str, os.PathLike, None] = None, *,
-                      progress: Optional[bool] = None, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
+                      progress: Progress = None, n_seq_max: Optional[int] = None, **sampling: Any) -> List[Completion]:
     """Answers to ``prompts`` in input order.
 
     ``model`` is a Model, a GGUF path, or None for the embedded model; the other

@@ -17,7 +17,7 @@ from .params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
 from .prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
-from .progress import progress_bar
+from .progress import Progress, progress_bar
 from .step_events import FirstTokensScored, PromptCleared, PromptFailed, StepEvent, TokenSampled
 from .stops import StopMatcher
 
@@ -248,7 +248,7 @@ class Call:
     def n_done(self) -> int:
         return self._n_done
 
-    def wait(self, progress: Optional[bool], cancel: Callable[["Call"], None],
+    def wait(self, progress: Progress, cancel: Callable[["Call"], None],
              on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]] = None) -> None:
         """Blocks until every request is finished. An exception here (Ctrl-C, or from on_done) cancels
         this call's requests, waits until the engine has freed their sequences, and propagates.

@@ -30,7 +30,7 @@ from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, conten
                          softmax)
 from ..engine.params import SamplingParams
 from ..engine.parallel import Prompt, ends_in_a_word, tokens_or_error
-from ..engine.progress import progress_bar
+from ..engine.progress import Progress, check_progress, progress_bar
 from .provenance import Provenance, codebook_digest
 from .prepared_call import call_prompts, cure_groups, prepare_call, tokens_cut_of
 from ..engine.results import Completion
@@ -46,7 +46,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
              examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
              debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-             progress: Optional[bool] = None, ids: Optional[Sequence[Hashable]] = None,
+             progress: Progress = None, ids: Optional[Sequence[Hashable]] = None,
              output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
              too_long: str = "error", **context_kwargs: Any) -> Annotations:
     """Labels every text with one of ``labels``, in input order (an Annotations list: ``to_pandas()`` and
@@ -104,9 +104,10 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
 
 def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,
                 context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-                progress: Optional[bool] = None, **context_kwargs: Any) -> Annotations:
+                progress: Progress = None, **context_kwargs: Any) -> Annotations:
     """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
     texts = check_texts(texts)
+    check_progress(progress)
     if recording.writes:
         return Annotations(_label_recorded(texts, task, recording, progress, context, model, context_kwargs))
     with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
@@ -116,7 +117,7 @@ def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording:
     return Annotations(out)
 
 
-def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Optional[bool], context: Optional[Context],
+def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress, context: Optional[Context],
            model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
     books, debias, calibrations = task.books, task.debias, task.calibrations
     with model_of(context, model) as use:
@@ -189,7 +190,7 @@ def warn_if_split(debias: str, n_texts: int, group: int, where: str, stacklevel:
 RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 
 
-def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: Optional[bool],
+def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: Progress,
                     context: Optional[Context], model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
     job = AnnotationJob(texts, task)
 
@@ -283,7 +284,7 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
 
 
 def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
-         progress: Optional[bool], context_kwargs: Dict[str, Any]):
+         progress: Progress, context_kwargs: Dict[str, Any]):
     # Each prompt is tokenized once, here: the context's sizing and the call take its tokens. A prompt that
     # cannot be tokenized goes as text, and the call gives it its error.
     vocab = model.vocab
