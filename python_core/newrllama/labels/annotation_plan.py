@@ -68,7 +68,8 @@ class AnnotationPlan(Tabular):
         what = ("fail (too_long='error')" if self.too_long == "error" else f"be cut ({self.too_long})")
         memory = (f"model {_megabytes(self.model_bytes)}" +
                   (f" + context {_megabytes(self.context_bytes)}" if self.context_bytes is not None else ""))
-        time_line = (f"about {_duration(self.seconds)} (from {len(self.sample)} texts labelled in "
+        timed = f"{len(self.sample)} text" + ("s" if len(self.sample) != 1 else "")
+        time_line = (f"about {_duration(self.seconds)} (from {timed} labelled in "
                      f"{self.sample_seconds:.1f} s here)" if self.seconds is not None else "not estimated (no sample)")
         return "\n".join([
             f"{self.n_texts} texts, {sum(known):,} tokens (longest {longest:,}), {self.n_prompts} prompts",
