@@ -18,7 +18,7 @@ from .engine.context import Context
 from .engine.convenience import generate_parallel
 from .runs.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, Prevalence, Regression, Share, ShareDifference, cross_fit,
-                       methods_text, plan_coding, prevalence, read_coding_sheet, read_codings, regression, write_coding_sheet)
+                       methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .engine.model import Model
@@ -40,6 +40,6 @@ __all__ = [
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "Recording", "Regression", "ReliabilityBin",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
-    "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_sheet", "read_codings", "regression", "system_info", "validate",
+    "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "read_coding_sheet", "read_codings", "regression", "system_info", "validate",
     "write_coding_sheet",
 ]

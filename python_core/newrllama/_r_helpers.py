@@ -15,6 +15,7 @@ from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
 from newrllama.labels.provenance import Provenance
 from newrllama.engine.sampling_table import SAMPLING_FIELDS
+from newrllama.findings.sheet_design import write_coding_design as write_design_beside
 
 
 def sampling_fields():
@@ -217,6 +218,11 @@ _R_COLUMNS = {"estimand": "estimand", "term": "term", "label": "label", "group":
 def _r_columns(rows):
     keys = [k for k in _R_COLUMNS if k in rows[0]]
     return {_R_COLUMNS[k]: [row[k] for row in rows] for k in keys}
+
+
+def write_coding_design(path, design, ids):
+    """The design beside R's sheet at ``path`` (CSV or xlsx: R writes workbooks itself)."""
+    return str(write_design_beside(path, design, ids))
 
 
 def coding_design(kind, strata, inclusion_probs, how, finite):

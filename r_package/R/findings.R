@@ -271,18 +271,26 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
 #' @param coders Names of several coders: every text goes to each of them,
 #'   coder by coder, in a `coder` column (one call per coder gives each a sheet
 #'   of their own); [read_codings()] reads such sheets back.
+#' @param design How the texts to code were drawn ([coding_design()], for
+#'   example `plan_coding()$design`), written beside the sheet as
+#'   `<sheet>.design.json`; `read_coding_design()` gives it back for the
+#'   estimates ([prevalence()], [regression()], [methods_text()]).
 #' @return `write_coding_sheet()`: `path`, invisibly. `read_coding_sheet()`: a
 #'   character vector of codes, one per text of `x` (`NA` where the sheet has
-#'   none), to use as `truth`.
+#'   none), to use as `truth`. `read_coding_design()`: the design written
+#'   beside the sheet, for the texts of `x` (in any order).
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c(s1 = "Texaco agreed to buy Getty Oil.", s2 = "OPEC cut its crude output.")
 #' path <- tempfile(fileext = ".csv")
 #' write_coding_sheet(texts, 2, path)
 #' read_coding_sheet(path, texts, c("acquisition", "crude oil"))
 #' @export
-write_coding_sheet <- function(x, which, path, coders = NULL) {
+write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
   x <- check_sheet_texts(x)
   path <- check_string(path, "path")
+  if (!is.null(design)) {
+    with_python(python_helpers()$write_coding_design(path, python_design(design), as.list(sheet_ids(x))))
+  }
   if (!is.numeric(which) || anyNA(which) || any(which != round(which))) {
     abort_invalid(sprintf("`which` must be positions in `x`, not %s", describe(which)))
   }
@@ -297,6 +305,14 @@ write_coding_sheet <- function(x, which, path, coders = NULL) {
     openxlsx::write.xlsx(sheet, path, sheetName = "to code", overwrite = TRUE)
   }
   invisible(path)
+}
+
+#' @rdname write_coding_sheet
+#' @export
+read_coding_design <- function(path, x) {
+  x <- check_sheet_texts(x)
+  path <- check_string(path, "path")
+  new_coding_design(with_python(py_newrllama()$read_coding_design(path, as.list(sheet_ids(x)))))
 }
 
 #' @rdname write_coding_sheet

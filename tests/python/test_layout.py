@@ -18,7 +18,7 @@ PUBLIC_NAMES = [
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
     "default_model_path", "generate_parallel", "least_confident", "methods_text", "plan_annotation", "plan_coding",
     "prevalence",
-    "read_coding_sheet", "read_codings", "regression", "system_info", "validate", "write_coding_sheet",
+    "read_coding_design", "read_coding_sheet", "read_codings", "regression", "system_info", "validate", "write_coding_sheet",
 ]
 
 

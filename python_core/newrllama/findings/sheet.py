@@ -1,5 +1,6 @@
 """Coding sheets: the texts to code by hand as CSV (id, text, an empty code column; with several coders a coder
-column too), and the codes read back: one coder's as one code per text, several coders' as Codings."""
+column too; the design they were drawn by beside them, sheet_design.py), and the codes read back: one coder's as
+one code per text, several coders' as Codings."""
 from __future__ import annotations
 
 import csv
@@ -9,28 +10,37 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import InvalidArgumentError
 from .coders import Codings
+from .design import CodingDesign
+from .sheet_design import write_coding_design
 
 COLUMNS = ("id", "text", "code")
 CODER_COLUMNS = ("id", "coder", "text", "code")
 
 
 def write_coding_sheet(path: Union[str, os.PathLike], texts: Sequence[str], positions: Sequence[int],
-                       ids: Optional[Sequence[Any]] = None, coders: Optional[Sequence[str]] = None) -> Path:
+                       ids: Optional[Sequence[Any]] = None, coders: Optional[Sequence[str]] = None,
+                       design: Optional[CodingDesign] = None) -> Path:
     """Writes the texts at ``positions`` (e.g. ``CodingPlan.texts``) to a CSV sheet with an empty ``code`` column,
     each under its id (``ids``, one per text; else its position). With ``coders`` (their names), every text goes
     to each coder, coder by coder, in a ``coder`` column (one call per coder, ``coders=[name]``, gives each coder
-    a sheet of their own, so that none sees another's codes); read_codings() reads them back."""
+    a sheet of their own, so that none sees another's codes); read_codings() reads them back. ``design`` (how the
+    positions were drawn, e.g. ``CodingPlan.design``) is written beside the sheet (``<sheet>.design.json``), and
+    read_coding_design() gives it back for the estimates."""
     if ids is not None and len(ids) != len(texts):
         raise InvalidArgumentError(f"ids has {len(ids)} entries for {len(texts)} texts")
     bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < len(texts)]
     if bad:
         raise InvalidArgumentError(f"positions {bad[:5]} are not positions of the {len(texts)} texts")
+    names = None
+    if coders is not None:
+        names = None if isinstance(coders, str) else list(coders)
+        if not names or any(not isinstance(c, str) or not c.strip() for c in names) or len(set(names)) != len(names):
+            raise InvalidArgumentError("coders must be a list of distinct non-blank names")
+    if design is not None:
+        write_coding_design(path, design, ids if ids is not None else range(len(texts)))
     rows = [[p if ids is None else ids[p], texts[p], ""] for p in positions]
-    if coders is None:
+    if names is None:
         return _write(Path(path), COLUMNS, rows)
-    names = None if isinstance(coders, str) else list(coders)
-    if not names or any(not isinstance(c, str) or not c.strip() for c in names) or len(set(names)) != len(names):
-        raise InvalidArgumentError("coders must be a list of distinct non-blank names")
     return _write(Path(path), CODER_COLUMNS, [[r[0], c, r[1], r[2]] for c in names for r in rows])
 
 

@@ -195,6 +195,28 @@ test_that("plan_coding() and a coding sheet take the next texts to a coder and t
   expect_error(write_coding_sheet(texts, "a", path), "positions", class = "newrllama_invalid_argument")
 })
 
+test_that("a sheet carries its plan's design, in CSV and xlsx, and the estimates read it back", {
+  first <- ifelse(seq_len(n) <= 40, truth, NA)
+  plan <- plan_coding(x, first, budget = 30, active = TRUE, seed = 4)
+  texts <- stats::setNames(paste("story", seq_len(n)), paste0("s", seq_len(n)))
+  for (ext in c(".csv", if (requireNamespace("openxlsx", quietly = TRUE)) ".xlsx")) {
+    path <- tempfile(fileext = ext)
+    write_coding_sheet(texts, plan$texts, path, design = plan$design)
+    expect_true(file.exists(sub("[.](csv|xlsx)$", ".design.json", path)))
+    design <- read_coding_design(path, texts)
+    expect_s3_class(design, "newrllama_coding_design")
+    expect_equal(design$kind, "probabilities")
+    coded <- ifelse(seq_len(n) %in% plan$texts, truth, NA)
+    expect_equal(prevalence(x, coded, design = design), prevalence(x, coded, design = plan$design))
+    # The texts in another order get their own probabilities.
+    expect_equal(unlist(read_coding_design(path, rev(texts))$py$inclusion_probs),
+                 rev(unlist(plan$design$py$inclusion_probs)))
+  }
+  expect_error(read_coding_design(tempfile(fileext = ".csv"), texts), "no coding design beside the sheet",
+               class = "newrllama_invalid_argument")
+  expect_error(read_coding_design(path, texts[-1]), "covers other texts", class = "newrllama_invalid_argument")
+})
+
 test_that("an active plan gives inclusion probabilities that prevalence() weights by", {
   first <- ifelse(seq_len(n) <= 40, truth, NA)
   plan <- plan_coding(x, first, budget = 60, active = TRUE, seed = 2)
