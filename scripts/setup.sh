@@ -28,7 +28,7 @@ ensure_r() {
     say "installing R, reticulate, testthat, roxygen2, processx, dplyr, tibble, knitr, markdown, httr2, openxlsx, pkgdown (the R site), tm (the Reuters stories), (for the test that nothing is masked) ggplot2, shiny, generics and rms, and (for bench/bench_short_texts.py) fortunes and wordnet-base from Debian"
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
-        r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-processx r-cran-dplyr r-cran-tibble r-cran-cli \
+        r-base-core r-cran-reticulate r-cran-testthat r-cran-roxygen2 r-cran-processx r-cran-dplyr r-cran-tibble r-cran-cli r-cran-rlang \
         r-cran-knitr r-cran-markdown r-cran-httr2 r-cran-openxlsx \
         r-cran-ggplot2 r-cran-shiny r-cran-generics r-cran-rms r-cran-pkgdown r-cran-tm \
         fortunes wordnet-base >/dev/null

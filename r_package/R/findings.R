@@ -42,6 +42,8 @@
 #'   with an interval that ignores its errors: for comparison only),
 #'   `classical`, `classical.std.error`, `classical.conf.low`,
 #'   `classical.conf.high` (the coded texts alone), `n_coded` and `n` (texts).
+#'   Its class `newrllama_prevalence` (a tibble still) gives it an
+#'   `autoplot()` of the three intervals side by side ([newrllama_autoplot]).
 #' @seealso [regression()] for coefficients, [validate_labels()], [calibrate_labels()].
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
@@ -64,7 +66,7 @@ prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs
                                                   if (is.null(reference)) NULL else reference[[1]],
                                                   if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs),
                                                   python_design(design)))
-  columns_frame(cols)
+  tibble::new_tibble(columns_frame(cols), class = "newrllama_prevalence")
 }
 
 # A column of a data frame named by a bare name or a string.

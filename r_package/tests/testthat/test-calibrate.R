@@ -14,6 +14,11 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
   coded <- annotated(texts, labels)
   cal <- calibrate_labels(coded, truth, folds = 3)
   expect_s3_class(cal, "newrllama_calibration")
+  if (requireNamespace("generics", quietly = TRUE)) {
+    g <- generics::glance(cal)
+    expect_equal(c(g$n, g$cv_kappa, g$penalty), c(cal$n, cal$cv_kappa, cal$penalty))
+    expect_equal(g$calibrated, isTRUE(cal$calibrated))
+  }
   expect_equal(sort(names(cal$offsets)), sort(labels))
   expect_equal(cal$n, 6)
   expect_true(cal$cv_accuracy >= 0 && cal$cv_accuracy <= 1)

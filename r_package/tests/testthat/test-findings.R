@@ -278,3 +278,30 @@ test_that("picked texts are refused for estimates, with the reason, in R's condi
   published <- prevalence(x, coded, design = coding_design(finite = FALSE))
   expect_true(all(finite$conf.high - finite$conf.low < published$conf.high - published$conf.low))
 })
+
+test_that("validation and shares draw with ggplot2 and sum up with generics' tidy() and glance()", {
+  skip_if_not_installed("ggplot2")
+  skip_if_not_installed("generics")
+  probs <- t(vapply(predicted, function(l) {
+    p <- stats::setNames(rep(0.1, length(labels)), labels)
+    p[[l]] <- 1 - 0.1 * (length(labels) - 1)
+    p
+  }, numeric(length(labels))))
+  v <- validate_labels(predicted, truth, probs = probs)
+  for (type in c("reliability", "confusion")) {
+    plot <- ggplot2::autoplot(v, type = type)
+    expect_s3_class(plot, "ggplot")
+    expect_gt(nrow(ggplot2::layer_data(plot)), 0)
+  }
+  expect_error(ggplot2::autoplot(validate_labels(predicted, truth)), "needs the probabilities",
+               class = "newrllama_invalid_argument")
+  shares <- prevalence(x, coded, by = group)
+  expect_s3_class(shares, c("newrllama_prevalence", "tbl_df"))
+  plot <- ggplot2::autoplot(shares)
+  built <- ggplot2::ggplot_build(plot)
+  # three intervals (naive, coded only, PPI++) for each label in each of the two groups
+  expect_equal(nrow(built$data[[1]]), 3 * length(labels) * 2)
+  expect_equal(generics::tidy(v), v$per_label)
+  g <- generics::glance(v)
+  expect_equal(c(g$accuracy, g$kappa, g$n), c(v$accuracy, v$kappa, v$n))
+})
