@@ -221,10 +221,11 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #' @param strata One stratum per text (a column of `x` or a vector): the texts
 #'   are drawn at random within each stratum, towards each stratum's share of
 #'   the texts.
-#' @return A list: `n_more`, `texts` (positions in `x`), `widths` and
-#'   `expected_widths` (per label, now and after coding them), `reachable`
-#'   (`FALSE` when no number of coded texts reaches the target: `texts` is then
-#'   every uncoded text), `n_coded`, `n`, `design` (the coded sample's
+#' @return A `newrllama_coding_plan` (a list, printed as a summary):
+#'   `n_more`, `texts` (positions in `x`), `widths` and `expected_widths`
+#'   (per label, now and after coding them), `reachable` (`FALSE` when no
+#'   number of coded texts reaches the target: `texts` is then every uncoded
+#'   text), `n_coded`, `n`, `design` (the coded sample's
 #'   [coding_design()] once these texts are coded, for [prevalence()] and
 #'   [methods_text()]), and for an active plan `inclusion_probs`.
 #' @seealso [write_coding_sheet()] to hand the texts to a coder.
@@ -254,7 +255,18 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
               expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
               n = plan$n_texts, design = new_coding_design(plan$design))
   if (active) out$inclusion_probs <- unlist(plan$inclusion_probs)
-  out
+  structure(out, class = "newrllama_coding_plan")
+}
+
+#' @export
+print.newrllama_coding_plan <- function(x, ...) {
+  cat(sprintf("<newrllama_coding_plan> code %d more of %d texts (%d coded now)%s\n", x$n_more, x$n, x$n_coded,
+              if (isTRUE(x$reachable)) "" else ": the target width is out of reach, so every uncoded text"))
+  widths <- sprintf("%s %.3f -> %.3f", names(x$widths), x$widths, x$expected_widths[names(x$widths)])
+  cat("  interval widths now -> expected:", paste(widths, collapse = "; "), "\n")
+  cat("  texts:", utils::head(x$texts, 10), if (length(x$texts) > 10) "...", "\n")
+  print(x$design)
+  invisible(x)
 }
 
 #' Coding sheets: texts to code by hand, and their codes read back

@@ -172,6 +172,8 @@ test_that("plan_coding() and a coding sheet take the next texts to a coder and t
   expect_true(all(plan$texts > 40 & plan$texts <= n))
   expect_true(all(plan$expected_widths <= 0.2) && any(plan$widths > 0.2))
   expect_named(plan$widths, labels)
+  expect_s3_class(plan, "newrllama_coding_plan")
+  expect_output(print(plan), sprintf("code %d more of %d texts \\(40 coded now\\)", plan$n_more, n))
   texts <- stats::setNames(paste("story", seq_len(n)), paste0("s", seq_len(n)))
   path <- tempfile(fileext = ".csv")
   expect_equal(write_coding_sheet(texts, plan$texts, path), path)
