@@ -158,6 +158,8 @@ def determinism(r: dict) -> List[str]:
                   f"{len(r['raw'])} repeats, {model_of(r)} (annotate: {instruct_model_of(r)}), {r['machine']['cpu']}, commit "
                   f"{r['machine']['commit'][:10]}:",
                   ["case"] + names, rows)
+    if not r["time_against_default"]:  # the default variant alone: nothing to time it against
+        return lines
     lines.append("")
     return lines + table("Time against the default (median of the ratios within a repeat, "
                          f"{len(r['raw'])} repeats in turn):", ["variant", "generation, 32 prompts", "annotate, 70 texts"],
@@ -583,12 +585,17 @@ def headline(results: Path = RESULTS) -> List[str]:
                          + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
-    path, r = _latest("determinism", results)
-    default = next(n for n in r["raw"][0]["runs"] if "default" in n and "previous" not in n)
-    pairs = [c for repeat in r["raw"] for case, c in repeat["runs"][default]["cases"].items() if not case.endswith("gap")]
-    rows.append([f"Identical answers and probabilities, bit for bit, across reuse, threads and batches (default), "
-                 f"{model_of(r)}; annotate(): {instruct_model_of(r)}",
-                 f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
+    for model in (EMBEDDED, K_QUANT_MODEL):
+        found = _latest_of_model("determinism", results, model)
+        if not found:
+            continue
+        path, r = found
+        default = next(n for n in r["raw"][0]["runs"] if "default" in n and "previous" not in n)
+        pairs = [c for repeat in r["raw"] for case, c in repeat["runs"][default]["cases"].items()
+                 if not case.endswith("gap")]
+        rows.append([f"Identical answers and probabilities, bit for bit, across reuse, threads and batches (default), "
+                     f"{model_of(r)}; annotate(): {instruct_model_of(r)}",
+                     f"{sum(p[0] for p in pairs)} of {sum(p[1] for p in pairs)}", path])
     path, r = _latest("attention", results)
     mode = {name: statistics.median(rep["runs"]["batch_invariant=False"]["seconds"] /
                                     rep["runs"]["batch_invariant=True"]["seconds"] for rep in w["raw"])
