@@ -308,6 +308,12 @@ test_that("a one-off decode failure is retried and every prompt completes", {
 # Runs `long_call` (R code) in another R process, sends it SIGINT 3 s in, and checks that the call stopped
 # and that the session and its context keep working.
 expect_interruptible <- function(long_call) {
+  # reticulate before 1.36 unwinds only R's stack when Ctrl-C lands in a call into Python
+  # (rstudio/reticulate#1601): the session may then crash at a later call into Python, depending on where the
+  # interrupt landed. Fresh-clone CI runs on Debian's 1.28 crashed in 1 of these 2 tests, a different one each
+  # run, with newrllama's autoflush mitigation (zzz.R) or without; local runs of the same child passed.
+  skip_if(utils::packageVersion("reticulate") < "1.36",
+          "reticulate < 1.36 cannot unwind Python's stack after an R interrupt (rstudio/reticulate#1601)")
   # Needs another R process: the test sends it SIGINT in the middle of a call.
   dir <- tempfile("interrupt")
   dir.create(dir)
