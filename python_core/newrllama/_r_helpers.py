@@ -117,10 +117,7 @@ def annotate(texts, task, recording, context, model, progress, **settings):
 def plan_annotation(texts, task, context, model, sample, **settings):
     """plan_annotation()'s plan as plain values (positions from 0), with its summary."""
     plan = newrllama.plan_annotation(texts, task, context=context, model=model, sample=int(sample), **settings)
-    fields = ("text_tokens", "prompt_tokens", "tokens_cut", "errors", "too_long", "n_prompts", "n_ctx", "n_seq_max",
-              "model_bytes", "context_bytes", "sample", "sample_seconds", "seconds")
-    return {**{name: getattr(plan, name) for name in fields}, "too_long_texts": plan.too_long_texts,
-            "summary": str(plan)}
+    return {**dataclasses.asdict(plan), "too_long_texts": plan.too_long_texts, "summary": str(plan)}
 
 
 def context(model, **settings):

@@ -29,10 +29,10 @@ from ..runs.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
                          softmax)
 from ..engine.params import SamplingParams
-from ..engine.parallel import Prompt, ends_in_a_word, tokens_or_error
+from ..engine.parallel import Prompt, ends_in_a_word
 from ..engine.progress import Progress, check_progress, progress_bar
 from .provenance import Provenance, codebook_digest
-from .prepared_call import call_prompts, cure_groups, prepare_call, tokens_cut_of
+from .prepared_call import PromptTokens, call_prompts, cure_groups, prepare_call, tokens_cut_of
 from ..engine.results import Completion
 from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
@@ -128,8 +128,8 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
         prompts = call_prompts(use, task, call)
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
         questions_of = [q for q, _, _ in jobs] + [q for q, _ in probes for _ in CONTENT_FREE]
-        completions = (_run(use, context, prompts, [params[q] for q in questions_of], progress, context_kwargs)
-                       if prompts else [])
+        completions = (_run(use, context, prompts, call.tokens, [params[q] for q in questions_of], progress,
+                            context_kwargs) if prompts else [])
         content_free = _content_free(probes, completions[len(jobs):], {q: book.labels for q, book in books.items()})
         per_question = {}
         identity = use.identity()  # once per call: the questions share the model and the context
@@ -283,15 +283,15 @@ def annotations(n_texts: int, labels: Sequence[str], debias: str, jobs: Sequence
     return results
 
 
-def _run(model: Model, context: Optional[Context], prompts: List[str], params: List[SamplingParams],
-         progress: Progress, context_kwargs: Dict[str, Any]):
-    # Each prompt is tokenized once, here: the context's sizing and the call take its tokens. A prompt that
-    # cannot be tokenized goes as text, and the call gives it its error.
+def _run(model: Model, context: Optional[Context], prompts: List[str], prompt_tokens: PromptTokens,
+         params: List[SamplingParams], progress: Progress, context_kwargs: Dict[str, Any]):
+    # Each prompt is tokenized once per call (prompt_tokens): the context's sizing and the call take its tokens. A
+    # prompt that cannot be tokenized goes as text, and the call gives it its error.
     vocab = model.vocab
     runnable: List[Prompt] = []
     spacings = set()  # whether labels follow the prompts with a space: the label tokens the call will score
-    for i, prompt in enumerate(prompts):
-        tokens = tokens_or_error(vocab, prompt, i)
+    for prompt in prompts:
+        tokens = prompt_tokens[prompt]
         runnable.append(prompt if isinstance(tokens, str) else tokens)
         if not isinstance(tokens, str):
             spacings.add(ends_in_a_word(vocab, prompt, tokens))

@@ -98,12 +98,13 @@ def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask
     texts = check_texts(texts)
     with model_of(context, model) as use:
         call = prepare_call(use, texts, task, context, context_kwargs)
-        tokens = [use.tokenize(p) for p in call_prompts(use, task, call)]
+        prompts = call_prompts(use, task, call)
+        tokens = [t for t in (call.tokens[p] for p in prompts) if not isinstance(t, str)]  # those that can run
         text_tokens = [len(use.tokenize(t, add_special=False)) if isinstance(t, str) and t.strip() else None
                        for t in texts]
         longest: Dict[int, int] = {}
-        for (_, i, _), prompt in zip(call.jobs, tokens):
-            longest[i] = max(longest.get(i, 0), len(prompt))
+        for (_, i, _), prompt in zip(call.jobs, prompts):
+            longest[i] = max(longest.get(i, 0), call.tokens.length(prompt))
         errors = [call.failed.get(i, MISSING if text_tokens[i] is None else None) for i in range(len(texts))]
         chosen = _spread(call.runnable, sample)
         before = _resident_bytes()
@@ -122,11 +123,11 @@ def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask
             if ctx is not context:
                 ctx.close()
         model_bytes = os.path.getsize(use.identity().path)
-    work = _work(call.jobs, tokens)
+    work = _work(call.jobs, [call.tokens[p] for p in prompts[:len(call.jobs)]])
     sampled = sum(work.get(i, 0) for i in chosen)
     return AnnotationPlan(
         text_tokens, [longest.get(i) for i in range(len(texts))], [tokens_cut_of(call.fits.get(i)) for i in range(len(texts))],
-        errors, task.too_long, len(tokens), n_ctx, n_seq_max, model_bytes,
+        errors, task.too_long, len(prompts), n_ctx, n_seq_max, model_bytes,
         grown - before if context is None and before is not None and grown is not None else None, chosen, seconds,
         seconds * sum(work.values()) / sampled if sampled else None)
 
@@ -141,14 +142,15 @@ def _spread(positions: Sequence[int], k: int) -> List[int]:
     return sorted({positions[round(j * (n - 1) / (k - 1))] for j in range(k)})
 
 
-def _work(jobs: Sequence[Any], tokens: Sequence[List[int]]) -> Dict[int, int]:
+def _work(jobs: Sequence[Any], scored: Sequence[Union[List[int], str]]) -> Dict[int, int]:
     """Each text's tokens beyond the start every prompt shares (the instruction, decoded once per call), summed
-    over its prompts: what a text adds to a call's time."""
-    scored = tokens[:len(jobs)]
-    shared = len(os.path.commonprefix(scored)) if scored else 0
+    over its prompts (``scored``: each job's tokens, or why it cannot run): what a text adds to a call's time."""
+    runs = [t for t in scored if not isinstance(t, str)]
+    shared = len(os.path.commonprefix(runs)) if runs else 0
     out: Dict[int, int] = {}
     for (_, i, _), prompt in zip(jobs, scored):
-        out[i] = out.get(i, 0) + len(prompt) - shared
+        if not isinstance(prompt, str):
+            out[i] = out.get(i, 0) + len(prompt) - shared
     return out
 
 

@@ -11,10 +11,30 @@ from .codebook import Codebook
 from ..engine.context import Context
 from ..engine.convenience import sequence_budget
 from ..engine.model import Model
+from ..engine.parallel import tokens_or_error
+from ..engine.vocab import Vocab
 from .order_bias import CONTENT_FREE, Order, base_order, cure_of, scoring_jobs
 from .text_fit import FittedText, fit_text
 
 Job = Tuple[Optional[str], int, Order]
+
+
+class PromptTokens(dict):
+    """Each prompt's tokens, or why it cannot run, tokenized once per call: fitting the texts, the plan and the run
+    read them here."""
+
+    def __init__(self, vocab: Vocab) -> None:
+        super().__init__()
+        self.vocab = vocab
+
+    def __missing__(self, prompt: str) -> Union[List[int], str]:
+        self[prompt] = tokens = tokens_or_error(self.vocab, prompt, 0)
+        return tokens
+
+    def length(self, prompt: str) -> int:
+        """The prompt's length in tokens (0 for a prompt that cannot run: the run gives it its error)."""
+        tokens = self[prompt]
+        return 0 if isinstance(tokens, str) else len(tokens)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +50,7 @@ class PreparedCall:
     probes: List[Tuple[Optional[str], bool]]
     fits: Dict[int, Union[FittedText, str]]
     failed: Dict[int, str]
+    tokens: PromptTokens
 
 
 def prepare_call(use: Model, texts: Sequence[Optional[str]], task: AnnotationTask, context: Optional[Context],
@@ -43,13 +64,14 @@ def prepare_call(use: Model, texts: Sequence[Optional[str]], task: AnnotationTas
               for q in books for i in runnable}
     cures = {qi: cure_of(debias, first) for qi, first in layout.items()}
     jobs, probes = _jobs(books, debias, runnable, cures, layout)
-    fits = _fit_texts(use, context, texts, jobs, probes, task, layout, context_kwargs)
+    tokens = PromptTokens(use.vocab)
+    fits = _fit_texts(use, context, texts, jobs, probes, task, layout, context_kwargs, tokens)
     failed = {i: fit for i, fit in fits.items() if isinstance(fit, str)}
     if failed:
         runnable = [i for i in runnable if i not in failed]
         cures = {qi: c for qi, c in cures.items() if qi[1] not in failed}
         jobs, probes = _jobs(books, debias, runnable, cures, layout)
-    return PreparedCall(runnable, layout, cures, jobs, probes, fits, failed)
+    return PreparedCall(runnable, layout, cures, jobs, probes, fits, failed, tokens)
 
 
 def call_prompts(use: Model, task: AnnotationTask, call: PreparedCall) -> List[str]:
@@ -76,7 +98,7 @@ def _jobs(books: Mapping[Optional[str], Codebook], debias: str, runnable: Sequen
 
 def _fit_texts(model: Model, context: Optional[Context], texts: Sequence[Optional[str]], jobs: Sequence[Job],
                probes: Sequence[Any], task: AnnotationTask, layout: Mapping[Tuple[Optional[str], int], bool],
-               context_kwargs: Mapping[str, Any]) -> Dict[int, Union[FittedText, str]]:
+               context_kwargs: Mapping[str, Any], tokens: PromptTokens) -> Dict[int, Union[FittedText, str]]:
     """Each scored text as its prompts will hold it (cut by ``task.too_long`` where it does not fit a sequence with
     the longest label), or why it fails. A context made for the call (too_long="error") grows to fit every text."""
     books, examples_in = task.books, task.examples_in
@@ -96,7 +118,7 @@ def _fit_texts(model: Model, context: Optional[Context], texts: Sequence[Optiona
 
     def fits(i: int) -> Union[FittedText, str]:
         def longest_prompt(text: str) -> int:
-            return max(len(model.tokenize(books[q].in_order(order).prompt(model, text, examples_in, layout[q, i])))
+            return max(tokens.length(books[q].in_order(order).prompt(model, text, examples_in, layout[q, i]))
                        for q, order in orders[i])
         return fit_text(model, texts[i], longest_prompt, room, task.too_long)
     return {i: fits(i) for i in orders}
