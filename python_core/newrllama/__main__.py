@@ -8,7 +8,7 @@ import sys
 from typing import List, Optional
 
 from . import Context, Model, NewrllamaError, SamplingParams
-from .runs.download import is_remote
+from .runs.catalog import is_fetched
 from .engine.sampling_table import SAMPLING_FIELDS
 
 
@@ -18,13 +18,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen = commands.add_parser("generate", help="answer one or more prompts (decoded together)")
     gen.add_argument("prompts", nargs="+", metavar="PROMPT")
     gen.add_argument("--model", default=None,
-                     help="GGUF file, URL or hf://owner/repo/file.gguf (default: the embedded gemma-3-270m)")
+                     help="GGUF file, recommended model name, URL or hf://owner/repo/file.gguf "
+                          "(default: the embedded gemma-3-270m)")
     for f in SAMPLING_FIELDS:  # every sampling setting, with the library's default
         gen.add_argument("--" + f.name.replace("_", "-"), type=f.kind, default=f.default,
                          help=f"{f.range_text()} (default: {f.default})")
     serve = commands.add_parser("serve", help="an OpenAI-compatible HTTP server (needs newrllama[server])")
     serve.add_argument("--model", default=None,
-                       help="GGUF file, URL or hf://owner/repo/file.gguf (default: the embedded gemma-3-270m)")
+                       help="GGUF file, recommended model name, URL or hf://owner/repo/file.gguf "
+                            "(default: the embedded gemma-3-270m)")
     serve.add_argument("--model-name", default=None, help="the id clients see (default: the file name)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8080)
@@ -79,7 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
         if value is not None and value < (0 if name == "max_queue" else 1):
             print(f"newrllama: error: --{name.replace('_', '-')} must be positive, got {value}", file=sys.stderr)
             return 2
-    if args.model is not None and not is_remote(args.model) and not os.path.isfile(args.model):
+    if args.model is not None and not is_fetched(args.model) and not os.path.isfile(args.model):
         print(f"newrllama: error: no model file at {args.model}", file=sys.stderr)
         return 1
     config = ServerConfig(model_path=args.model, n_seq_max=args.n_seq_max, n_ctx=args.n_ctx, n_threads=args.threads,

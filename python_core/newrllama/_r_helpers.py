@@ -10,7 +10,7 @@ import urllib.request
 import warnings
 
 import newrllama
-from newrllama.runs import download
+from newrllama.runs import catalog
 from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
 from newrllama.labels.provenance import Provenance
@@ -53,8 +53,8 @@ def per_prompt_params(base, columns=None, rows=None):
     return out
 
 
-def is_remote(spec):
-    return download.is_remote(spec)
+def is_fetched(spec):
+    return catalog.is_fetched(spec)
 
 
 def chat_prompts(target, conversations):

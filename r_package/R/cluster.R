@@ -95,7 +95,7 @@ check_model_file <- function(model, local, call = sys.call(-1)) {
     return(model$path)
   }
   path <- check_model_source(model, "model", must_exist = local, call = call)
-  if (local && !is_model_url(path)) normalizePath(path) else path
+  if (local && !is_fetched_model(path)) normalizePath(path) else path
 }
 
 # `output`, `resume`, `retry_errors` and the ids of the items (their names, when written to a file) as Python's

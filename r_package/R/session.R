@@ -7,8 +7,9 @@
 #' Without a session model, the annotation verbs make a context on the
 #' embedded model sized for each call, and [llm_generate()] needs a context.
 #'
-#' @param model A model from [model_load()], a GGUF path or URL (loaded with
-#'   [model_load()]), `NULL` for the embedded model, or a context from
+#' @param model A model from [model_load()], a recommended model's name
+#'   ([recommended_models()]: `"qwen2.5-coder-1.5b-instruct"` for annotation), a
+#'   GGUF path or URL (loaded with [model_load()]), `NULL` for the embedded model, or a context from
 #'   [context_create()] or a cluster from [cluster_create()] to use as they are.
 #' @param ... Settings of the context made on `model` ([context_create()]'s:
 #'   `n_ctx`, `n_seq_max`, `n_threads`, ...).

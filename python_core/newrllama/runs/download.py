@@ -93,16 +93,20 @@ def fetch(spec: str, sha256: Optional[str] = None, progress: Optional[bool] = No
     target = cached_path(source.url)
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(target.with_name(target.name + ".lock")):
+        with locked(target.with_name(target.name + ".lock")):
             if not target.exists():  # another process may have fetched it while this one waited
-                show = sys.stderr.isatty() if progress is None else bool(progress)
-                _download(spec, source, target, sha256, show)
+                _download(spec, source, target, sha256, shows_progress(progress))
     _check_cached(target, sha256)
     return str(target)
 
 
+def shows_progress(progress: Optional[bool]) -> bool:
+    """A download's bar: as asked, else when stderr is a terminal."""
+    return sys.stderr.isatty() if progress is None else bool(progress)
+
+
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     with open(path, "a+b") as lock:
         if fcntl is not None:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)

@@ -137,3 +137,35 @@ test_that("a cut download resumes, and two R processes loading one URL both get 
   expect_equal(http_get(hub$url, "/control/hits/twice.gguf")$body$hits, 1L) # the second waited for the first
   expect_equal(unname(tools::md5sum(paths[1])), unname(tools::md5sum(path)))
 })
+
+test_that("model_load() loads a recommended model by name from the hub, checked against the list", {
+  models <- recommended_models()
+  expect_s3_class(models, "tbl_df")
+  expect_equal(models$name[[1]], "qwen2.5-coder-1.5b-instruct")
+  small <- models[models$name == "qwen2.5-coder-0.5b-instruct", ]
+  cached <- file.path(Sys.getenv("NEWRLLAMA_CACHE_DIR", path.expand("~/.cache/newrllama")), small$file_name)
+  skip_if_not(file.exists(cached), "the 0.5B instruct model is not in the cache (scripts/fetch_instruct_model.py)")
+  # The hub's layout, /owner/repo/resolve/main/file, served by Python's http.server.
+  folder <- tempfile("hub")
+  hub_path <- sub("^hf://([^/]+)/([^/]+)/", "\\1/\\2/resolve/main/", small$hub)
+  dir.create(file.path(folder, dirname(hub_path)), recursive = TRUE)
+  file.symlink(normalizePath(cached), file.path(folder, hub_path))
+  server <- serve_folder(folder)
+  on.exit(server$process$kill(), add = TRUE)
+  cache <- tempfile("cache")
+  old <- Sys.getenv(c("NEWRLLAMA_CACHE_DIR", "NEWRLLAMA_HF_ENDPOINT"), unset = NA)
+  Sys.setenv(NEWRLLAMA_CACHE_DIR = cache, NEWRLLAMA_HF_ENDPOINT = server$url)
+  on.exit(for (k in names(old)) if (is.na(old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, as.list(old[k])),
+          add = TRUE)
+
+  model <- model_load("qwen2.5-coder-0.5b-instruct", progress = FALSE)
+  expect_equal(model$source, "qwen2.5-coder-0.5b-instruct")
+  expect_true(startsWith(normalizePath(model$path), normalizePath(cache)))
+  expect_equal(requests_for(server, paste0("/", hub_path)), 1L)
+  expect_equal(tokenize(model, "Hello"), tokenize(model_load(cached), "Hello"))
+  again <- model_load("qwen2.5-coder-0.5b-instruct", progress = FALSE)
+  expect_equal(again$path, model$path)
+  expect_equal(requests_for(server, paste0("/", hub_path)), 0L)
+  expect_error(model_load("qwen2.5-coder-0.5b-instruct", sha256 = strrep("0", 64)), "its own SHA-256",
+               class = "newrllama_invalid_argument")
+})
