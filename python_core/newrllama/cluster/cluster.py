@@ -8,7 +8,8 @@ from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from ..labels.annotate import warn_if_split, warn_about_results
 from ..labels.annotation import check_texts
-from ..labels.annotations import Annotations
+from ..labels.annotations import ANNOTATION_COLUMN_PREFIX, Annotations
+from ..frames import frame_texts, with_columns
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
@@ -169,15 +170,17 @@ class Cluster:
                  debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
                  ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
                  resume: bool = False, retry_errors: bool = False, progress: Progress = None,
-                 too_long: str = "error") -> Annotations:
+                 too_long: str = "error", column: Optional[str] = None) -> Any:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
-        in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate, which each worker runs on its
-        chunk; a text's labels are a local call's. "prior" and "batch" estimate their correction per chunk (a
-        warning says so when the texts take more than one)."""
+        in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate (a data frame with ``column``
+        included), which each worker runs on its chunk; a text's labels are a local call's. "prior" and "batch"
+        estimate their correction per chunk (a warning says so when the texts take more than one)."""
+        frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
         task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
                                  debias=debias, calibration=calibration, examples_in=examples_in,
                                  too_long=too_long)
-        return self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
+        out = self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
+        return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),
                     *, progress: Progress = None) -> Annotations:

@@ -18,7 +18,7 @@ from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Seque
 
 from .annotation import Annotation, check_texts, suspect_labels
 from .annotation_job import AnnotationJob
-from .annotations import Annotations
+from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
 from ..engine.context import Context
@@ -29,6 +29,7 @@ from ..runs.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
                          softmax)
 from ..engine.params import SamplingParams
+from ..frames import frame_texts, with_columns
 from ..engine.parallel import Prompt, ends_in_a_word
 from ..engine.progress import Progress, check_progress, progress_bar
 from .provenance import Provenance, codebook_digest
@@ -48,9 +49,12 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
              context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
              progress: Progress = None, ids: Optional[Sequence[Hashable]] = None,
              output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
-             too_long: str = "error", **context_kwargs: Any) -> Annotations:
+             too_long: str = "error", column: Optional[str] = None, **context_kwargs: Any) -> Any:
     """Labels every text with one of ``labels``, in input order (an Annotations list: ``to_pandas()`` and
-    ``to_polars()`` give it as a table).
+    ``to_polars()`` give it as a table). ``texts`` is a list, or a pandas or polars Series; with
+    ``column="text"`` it is a pandas or polars DataFrame, and the result is that frame (a new one) with the
+    table's columns added, each named with a leading dot (``.label``, ``.prob_<label>``, ``.order_flip``,
+    ``.tokens_cut``, ``.error``, as in R).
 
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
     definitions (put after the text, before the list of labels: on the Reuters stories the
@@ -96,10 +100,12 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
 
     An AnnotationTask made once (``AnnotationTask(labels, instruction, ...)``, with the arguments above) may stand
     in the place of ``labels``: ``annotate(texts, task)``."""
+    frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
     task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
                              debias=debias, calibration=calibration, examples_in=examples_in, too_long=too_long)
-    return label_texts(texts, task, Recording(output, ids, resume, retry_errors), context=context, model=model,
-                       progress=progress, **context_kwargs)
+    out = label_texts(texts, task, Recording(output, ids, resume, retry_errors), context=context, model=model,
+                      progress=progress, **context_kwargs)
+    return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
 
 
 def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,

@@ -6,6 +6,10 @@ from typing import Any, Dict, List
 
 from ..frames import Tabular
 
+# The table's columns, added to a caller's data frame, start with this (as R's do): they cannot clash with the
+# caller's own "label" column of human codes.
+ANNOTATION_COLUMN_PREFIX = "."
+
 
 class Annotations(list, Tabular):
     """A list, in input order, of Annotation (or, with a codebook, of dicts question -> Annotation);

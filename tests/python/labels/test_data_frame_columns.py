@@ -36,9 +36,20 @@ def test_pandas_missing_values_of_every_kind_are_missing():
 
 @pytest.mark.parametrize("frame", [pd.DataFrame({"text": TEXTS}), pl.DataFrame({"text": TEXTS})],
                          ids=["pandas", "polars"])
-def test_a_whole_data_frame_is_refused_with_what_to_pass(frame):
-    with pytest.raises(newrllama.InvalidArgumentError, match=r"texts is a data frame: pass one of its columns"):
+def test_a_data_frame_without_its_column_or_with_a_wrong_one_is_refused_with_what_to_pass(frame):
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"texts is a data frame: name its column of texts "
+                                                             r"\(column=\"text\"\).*or pass the column itself"):
         newrllama.annotate(frame, LABELS)
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"no column 'body'; its columns: text"):
+        newrllama.annotate(frame, LABELS, column="body")
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"column='text' names a column of a data frame, but "
+                                                             r"texts is a list"):
+        newrllama.annotate(TEXTS, LABELS, column="text")
+    labelled = frame.with_columns(pl.lit("x").alias(".label")) if isinstance(frame, pl.DataFrame) else \
+        frame.assign(**{".label": "x"})
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"already has the column\(s\) \.label, and the results "
+                                                             r"go into columns whose names start with '\.'"):
+        newrllama.annotate(labelled, LABELS, column="text", model="/nonexistent.gguf")  # refused before any work
 
 
 def test_other_shapes_and_kinds_are_refused():
@@ -69,6 +80,25 @@ def test_a_series_of_texts_is_labelled_as_its_list_is(model):
     assert table["prob_sports"].tolist()[0] == from_list[0].probs["sports"] and pd.isna(table["prob_sports"][2])
     assert table["error"].tolist()[2] == from_list[2].error
     assert from_list.to_polars().to_dicts()[1] == {**table.iloc[1].to_dict(), "error": None}
+
+
+def test_a_data_frame_in_gives_the_same_frame_back_with_the_labels_added(model):
+    frame = pd.DataFrame({"text": TEXTS, "id": ["s1", "s2", "s3", "s4"]}, index=[10, 11, 12, 13])
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        from_list = newrllama.annotate(TEXTS, LABELS, "The topic of the news text.", context=ctx)
+        out = newrllama.annotate(frame, LABELS, "The topic of the news text.", context=ctx, column="text")
+        out_polars = newrllama.annotate(pl.DataFrame({"text": TEXTS, "id": frame["id"].tolist()}), LABELS, "The topic of the news text.", context=ctx,
+                                        column="text")
+    assert list(frame.columns) == ["text", "id"]  # the caller's frame is left as it was
+    assert list(out.index) == [10, 11, 12, 13] and out["id"].tolist() == frame["id"].tolist()
+    expected = from_list.to_pandas()
+    assert list(out.columns) == ["text", "id"] + ["." + c for c in expected.columns]
+    assert out[".label"].tolist()[:2] == [a.label for a in from_list[:2]] and pd.isna(out[".label"][12])
+    assert out[".prob_sports"].tolist()[0] == from_list[0].probs["sports"]
+    assert out[".error"].tolist()[2] == from_list[2].error
+    assert isinstance(out_polars, pl.DataFrame) and out_polars.columns == list(out.columns)
+    assert out_polars[".label"].to_list() == [a.label for a in from_list]
+    assert out_polars[".prob_sports"].to_list()[0] == from_list[0].probs["sports"]
 
 
 def _annotation(label, p_a):
