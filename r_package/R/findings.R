@@ -163,7 +163,7 @@ regression <- function(formula, data, predicted = NULL, predicted_regressors = N
                                                   as.list(unname(outcome)),
                                                   if (is.null(predicted)) NULL else as.list(unname(predicted)),
                                                   x_predicted, family, alpha, python_design(design)))
-  columns_frame(cols)
+  tibble::new_tibble(columns_frame(cols), class = "newrllama_regression")
 }
 
 # Numbers from numbers or TRUE/FALSE; anything else is the caller's mistake.

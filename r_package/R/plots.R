@@ -13,9 +13,12 @@ NULL
 #' `autoplot()` of [prevalence()]'s shares draws, per label (and group), the
 #' share estimated three ways with its interval: the model's labels alone
 #' (naive: its errors ignored), the coded texts alone, and PPI++ from both.
+#' `autoplot()` of [regression()]'s coefficients draws each term's estimate
+#' from the coded texts alone and from PPI++, with their intervals, beside
+#' zero.
 #'
-#' @param object A validation from [validate_labels()], or shares from
-#'   [prevalence()].
+#' @param object A validation from [validate_labels()], shares from
+#'   [prevalence()], or coefficients from [regression()].
 #' @param type `"reliability"` or `"confusion"`.
 #' @param ... Unused.
 #' @return A ggplot object.
@@ -71,6 +74,25 @@ autoplot.newrllama_prevalence <- function(object, ...) {
     ggplot2::labs(x = "share", y = NULL, colour = NULL)
   if (!all(is.na(long$group))) plot <- plot + ggplot2::facet_wrap(ggplot2::vars(.data$group))
   plot
+}
+
+#' @rdname newrllama_autoplot
+#' @exportS3Method ggplot2::autoplot
+autoplot.newrllama_regression <- function(object, ...) {
+  ways <- c("coded texts only", "PPI++")
+  long <- rbind(
+    data.frame(term = object$term, way = ways[1], estimate = object$classical, low = object$classical.conf.low,
+               high = object$classical.conf.high),
+    data.frame(term = object$term, way = ways[2], estimate = object$estimate, low = object$conf.low,
+               high = object$conf.high))
+  long$way <- factor(long$way, levels = ways)
+  long$term <- factor(long$term, levels = rev(unique(object$term)))
+  ggplot2::ggplot(long, ggplot2::aes(x = .data$estimate, y = .data$term, xmin = .data$low, xmax = .data$high,
+                                     colour = .data$way)) +
+    ggplot2::geom_vline(xintercept = 0, linetype = 2, colour = "grey50") +
+    ggplot2::geom_pointrange(position = ggplot2::position_dodge(width = 0.6)) +
+    ggplot2::labs(x = "coefficient", y = NULL, colour = NULL,
+                  title = sprintf("%d coded texts of %d", object$n_coded[[1]], object$n[[1]]))
 }
 
 #' Validation and calibration as one-row and per-label tibbles

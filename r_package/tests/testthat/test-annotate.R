@@ -197,6 +197,12 @@ test_that("plan_annotation() counts tokens as the tokenizer does and names the t
   expect_equal(c(plan$n_ctx, plan$n_seq_max), c(512L, 2L))
   expect_true(plan$seconds > 0 && length(plan$sample) == 1L)
   expect_output(print(plan), "which will be cut \\(truncate_start\\)")
+  overall <- summary(plan)$overall
+  expect_equal(c(overall$texts, overall$too_long, overall$failing, overall$tokens_cut),
+               c(3, 1, 1, sum(plan$texts$tokens_cut)))
+  expect_equal(overall$max_tokens, plan$texts$text_tokens[[1]])
+  expect_identical(summary(plan)$table, plan$texts)
+  expect_output(print(summary(plan)), "Annotation plan \\(3 texts\\)")
   expect_error(plan_annotation(d, text, labels, context = small, sample = -1), "sample",
                class = "newrllama_invalid_argument")
   expect_error(llm_annotate(d, nope, labels, context = small), "must name a column of `.data`",

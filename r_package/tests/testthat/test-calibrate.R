@@ -18,6 +18,7 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
     g <- generics::glance(cal)
     expect_equal(c(g$n, g$cv_kappa, g$penalty), c(cal$n, cal$cv_kappa, cal$penalty))
     expect_equal(g$calibrated, isTRUE(cal$calibrated))
+    expect_equal(summary(cal)$overall, g)
   }
   expect_equal(sort(names(cal$offsets)), sort(labels))
   expect_equal(cal$n, 6)

@@ -307,3 +307,43 @@ test_that("validation and shares draw with ggplot2 and sum up with generics' tid
   g <- generics::glance(v)
   expect_equal(c(g$accuracy, g$kappa, g$n), c(v$accuracy, v$kappa, v$n))
 })
+
+test_that("coefficients draw with ggplot2, and every result sums up with summary(), tidy() and glance()", {
+  skip_if_not_installed("ggplot2")
+  skip_if_not_installed("generics")
+  d <- data.frame(year = rep(1:4, length.out = n), wire = as.numeric(group == "wire"))
+  d$crude <- ifelse(is.na(coded), NA, as.numeric(coded == "crude oil"))
+  d$p_crude <- probs[, "crude oil"]
+  fit <- regression(crude ~ year + wire, d, p_crude)
+  expect_s3_class(fit, c("newrllama_regression", "tbl_df"))
+  built <- ggplot2::ggplot_build(ggplot2::autoplot(fit))
+  ranges <- built$data[[2]] # the zero line first, then the intervals
+  # two intervals (coded only, PPI++) per term, at the estimates regression() gave
+  expect_equal(nrow(ranges), 2 * 3)
+  expect_setequal(ranges$x, c(fit$estimate, fit$classical))
+  expect_setequal(ranges$xmax, c(fit$conf.high, fit$classical.conf.high))
+
+  s <- summary(fit)
+  expect_s3_class(s, "newrllama_summary")
+  expect_equal(s$overall$n_coded, n / 3)
+  expect_equal(s$table$conf.low, fit$conf.low)
+  expect_output(print(s), "Coefficients from the model's codes and 80 coded texts of 240")
+  expect_equal(generics::tidy(fit)$estimate, fit$estimate)
+  expect_equal(generics::glance(fit)$lambda, fit$lambda[[1]])
+
+  shares <- prevalence(x, coded)
+  expect_equal(summary(shares)$table$estimate, shares$estimate)
+  expect_equal(generics::glance(shares)$n, n)
+  expect_output(print(summary(shares)), "Shares from the model's labels and 80 coded texts of 240")
+
+  v <- validate_labels(predicted, truth)
+  expect_equal(summary(v)$overall$kappa, v$kappa)
+  expect_equal(summary(v)$table, v$per_label)
+  expect_output(print(summary(v)), "Labels against human codes \\(240 texts\\)")
+
+  plan <- plan_coding(x, coded, target_width = 0.1)
+  expect_equal(summary(plan)$overall$n_more, plan$n_more)
+  expect_equal(generics::tidy(plan)$expected_width, unname(plan$expected_widths[labels]))
+  expect_equal(generics::tidy(plan)$label, labels)
+  expect_output(print(summary(plan)), sprintf("code %d more of 240", plan$n_more))
+})
