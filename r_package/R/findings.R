@@ -117,8 +117,10 @@ columns_frame <- function(cols) {
 #'   outcome 0/1 or `TRUE`/`FALSE`, the prediction a probability).
 #' @param alpha The intervals' level is `1 - alpha`.
 #' @param design How the coded texts were drawn ([coding_design()]): `NULL`
-#'   is a simple random sample; picked texts are refused, and so are stratified
-#'   and weighted designs, for which this estimator does not hold.
+#'   is a simple random sample; for a stratified sample, or texts drawn with
+#'   known probabilities, each coded text is weighted by the inverse of its
+#'   probability of being coded, in the estimate and in a design-based
+#'   interval; picked texts are refused.
 #' @return A tibble, one row per coefficient: `term`, `estimate`,
 #'   `std.error`, `conf.low`, `conf.high` (PPI++), `classical`,
 #'   `classical.std.error`, `classical.conf.low`, `classical.conf.high` (coded

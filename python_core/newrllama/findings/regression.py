@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
 from .design import CodingDesign
+from .design_glm import ppi_glm_design
 from .ppi import check_alpha, classical_glm, ppi_glm
 
 
@@ -140,18 +141,16 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
     fit on the coded texts alone. The coefficients are those of the process the texts come from (no
     finite-population correction).
 
-    ``design`` (a CodingDesign): how the coded texts were drawn; a simple random sample unless given. Texts
-    picked rather than drawn are refused, and so, for now, are stratified and weighted samples: this estimator
-    assumes every text had the same chance of being coded."""
+    ``design`` (a CodingDesign): how the coded texts were drawn; a simple random sample unless given. For a
+    stratified sample or texts drawn with known probabilities, each coded text is weighted by the inverse of its
+    probability of being coded (within a stratum, the stratum's coded share), in the estimate and in the design-based
+    interval (findings/design_glm.py); the coded-only figures are the weighted fit of the coded texts. Texts picked
+    rather than drawn are refused."""
     alpha = check_alpha(alpha)
     if design is not None:
         if not isinstance(design, CodingDesign):
             raise InvalidArgumentError(f"design must be a newrllama.CodingDesign, got {type(design).__name__}")
         design.check_estimable("regression()")
-        if design.kind != "random":
-            raise InvalidArgumentError(f"regression() assumes every text had the same chance of being coded (a simple "
-                                       f"random sample); it has no estimator for a {design.kind} design: estimate "
-                                       "shares with prevalence(), which takes it")
     if family not in ("gaussian", "binomial"):
         raise InvalidArgumentError(f"family must be 'gaussian' or 'binomial', got {family!r}")
     if not isinstance(intercept, bool):
@@ -177,8 +176,14 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
     if np.linalg.matrix_rank(m[coded]) < m.shape[1]:
         raise InvalidArgumentError("the regressors of the coded texts are collinear (a column repeats another, or is "
                                    "constant beside the intercept): drop one")
-    ppi, lam = ppi_glm(family, m[coded], y[coded], f[coded], (m if mf is None else mf)[~coded], f[~coded], alpha,
-                       x_predicted=None if mf is None else mf[coded])
-    classical = classical_glm(family, m[coded], y[coded], alpha)
+    if design is not None and design.kind in ("stratified", "probabilities"):
+        x_model = m if mf is None else mf
+        ppi, lam = ppi_glm_design(family, m[coded], y[coded], x_model, f, coded, design, alpha, known=mf is None)
+        classical, _ = ppi_glm_design(family, m[coded], y[coded], x_model, f, coded, design, alpha, lam=0.0,
+                                      known=mf is None)
+    else:
+        ppi, lam = ppi_glm(family, m[coded], y[coded], f[coded], (m if mf is None else mf)[~coded], f[~coded], alpha,
+                           x_predicted=None if mf is None else mf[coded])
+        classical = classical_glm(family, m[coded], y[coded], alpha)
     return Regression([Coefficient(t, p.estimate, p.se, p.lower, p.upper, c.estimate, c.se, c.lower, c.upper)
                        for t, p, c in zip(terms, ppi, classical)], lam, family, alpha, int(coded.sum()), len(m))

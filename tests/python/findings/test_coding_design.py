@@ -100,11 +100,6 @@ def test_picked_texts_are_refused_for_estimates_with_the_reason():
         newrllama.regression(np.ones((100, 1)), [1.0 if c == "earnings" else (None if c is None else 0.0)
                                                  for c in codes],
                              [a.probs["earnings"] for a in annotations], intercept=False, design=design)
-    with pytest.raises(newrllama.InvalidArgumentError, match="no estimator for a stratified design"):
-        newrllama.regression(np.ones((100, 1)), [1.0 if c == "earnings" else (None if c is None else 0.0)
-                                                 for c in codes],
-                             [a.probs["earnings"] for a in annotations], intercept=False,
-                             design=newrllama.CodingDesign.stratified(["a"] * 100))
     text = newrllama.methods_text(annotations, codes, design=design)
     assert "30 of the 100 texts were coded by hand, picked as the least confident" in text
     assert "calibration only" in text and "PPI++" not in text
