@@ -11,6 +11,8 @@ import warnings
 
 import newrllama
 from newrllama.runs import catalog
+from newrllama.findings.ppi import Interval
+from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
 from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
 from newrllama.labels.provenance import Provenance
@@ -259,10 +261,34 @@ def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha
 
 
 def methods_text(labels, names, probs, errors, provenance, order_flip, tokens_cut, truth, calibration, alpha, design,
-                 coding):
+                 coding, robustness_rows):
     annotations = [dataclasses.replace(a, order_flip=f, tokens_cut=int(cut)) for a, f, cut in zip(
         labelled(labels, names, probs, errors, provenance), order_flip, tokens_cut)]
-    return newrllama.methods_text(annotations, truth, calibration, alpha, design, coding)
+    checked = None if robustness_rows is None else _robustness_of_rows(robustness_rows)
+    return newrllama.methods_text(annotations, truth, calibration, alpha, design, coding, robustness=checked)
+
+
+def robustness_variants(instruction, debias, models, cures):
+    """The variants R labels under, as dicts (robustness.variants() decides them)."""
+    return [dataclasses.asdict(v) for v in variants(instruction, debias or DEFAULT_DEBIAS, models, cures)]
+
+
+def judge_robustness(finding, instruction, debias, models, cures, estimates, null):
+    """The verdict on the estimates R made under robustness_variants(...)'s variants, as R's columns."""
+    runs = variants(instruction, debias or DEFAULT_DEBIAS, models, cures)
+    intervals = [Interval(e["estimate"], float("nan"), e["lower"], e["upper"]) for e in estimates]
+    result = judge(finding, runs, intervals, null)
+    rows = result.rows()
+    return {"finding": [finding] * len(rows), "null": [null] * len(rows),
+            **{key: [row[key] for row in rows] for key in rows[0]}, "sentence": result.sentence()}
+
+
+def _robustness_of_rows(rows):
+    """R's robustness tibble (its columns) back as a Robustness."""
+    keys = [f.name for f in dataclasses.fields(VariantEstimate)]
+    estimates = [VariantEstimate(*(rows[k][i] for k in keys)) for i in range(len(rows["name"]))]
+    null = rows["null"][0]
+    return Robustness(rows["finding"][0], estimates, None if null is None else float(null))
 
 
 def cluster_create(model, num_workers, threads_per_worker, n_seq_max, n_ctx, address):

@@ -206,6 +206,11 @@ annotation_task <- function(labels, instruction, definitions, examples, debias, 
 # The texts of llm_annotate()'s `col`: a bare column name, a string, or a variable of the caller's (`env`) holding
 # a column's name.
 text_column <- function(.data, col, env, call = sys.call(-1)) {
+  .data[[text_column_name(.data, col, env, call)]]
+}
+
+# The name of that column.
+text_column_name <- function(.data, col, env, call = sys.call(-1)) {
   if (!is.data.frame(.data)) {
     abort_invalid(sprintf("`.data` must be a data frame, not %s", describe(.data)), call = call)
   }
@@ -215,7 +220,7 @@ text_column <- function(.data, col, env, call = sys.call(-1)) {
     abort_invalid(paste0("`col` must name a column of `.data`: a bare name, a string, or a variable holding a ",
                          "column's name"), call = call)
   }
-  .data[[name]]
+  name
 }
 
 # The warnings of a labelling call, from each question's columns: labels that look wrong as a whole, and the texts

@@ -398,6 +398,8 @@ sheet_ids <- function(x) {
 #' @param coding Several coders' codes made one by [adjudicate()]: the paragraph
 #'   reports the coders, their agreement and the rule, and `truth` defaults to
 #'   the adjudicated codes.
+#' @param robustness A result of [robustness()]: the paragraph says what was
+#'   varied and whether the finding held.
 #' @return A string.
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
@@ -405,7 +407,7 @@ sheet_ids <- function(x) {
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
 methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, design = NULL, coding = NULL,
-                         label = ".label") {
+                         label = ".label", robustness = NULL) {
   parts <- annotation_parts(x, label)
   truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
@@ -413,5 +415,5 @@ methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, desi
   alpha <- check_number(alpha, "alpha")
   with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
                                             parts$flips, parts$tokens_cut, truth, cal, alpha, python_design(design),
-                                            python_adjudication(coding)))
+                                            python_adjudication(coding), python_robustness_rows(robustness)))
 }

@@ -14,11 +14,11 @@ PUBLIC_NAMES = [
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
-    "ReliabilityBin", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
+    "ReliabilityBin", "Robustness", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
     "default_model_path", "generate_parallel", "least_confident", "methods_text", "plan_annotation", "plan_coding",
     "prevalence",
-    "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "system_info", "validate", "write_coding_sheet",
+    "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate", "write_coding_sheet",
 ]
 
 

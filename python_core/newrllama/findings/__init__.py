@@ -7,8 +7,9 @@ from .methods import methods_text
 from .plan import CodingPlan, plan_coding
 from .prevalence import Prevalence, Share, ShareDifference, prevalence
 from .regression import Coefficient, Regression, regression
+from .robustness import Robustness, robustness
 from .sheet import read_coding_sheet, read_codings, write_coding_sheet
 from .sheet_design import read_coding_design
 
-__all__ = ["Adjudication", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Prevalence", "Regression", "Share", "ShareDifference", "cross_fit", "methods_text",
-           "plan_coding", "prevalence", "read_coding_design", "read_coding_sheet", "read_codings", "regression", "write_coding_sheet"]
+__all__ = ["Adjudication", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Prevalence", "Regression", "Robustness", "Share", "ShareDifference", "cross_fit", "methods_text",
+           "plan_coding", "prevalence", "read_coding_design", "read_coding_sheet", "read_codings", "regression", "robustness", "write_coding_sheet"]

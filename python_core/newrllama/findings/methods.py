@@ -9,6 +9,7 @@ from ..errors import InvalidArgumentError
 from ..labels.agreement import missing
 from .coders import Adjudication
 from .design import CodingDesign, ordered_keys
+from .robustness import Robustness
 from .prevalence import prevalence
 
 ORDER_CURES = {
@@ -63,14 +64,18 @@ def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: Codi
 
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
                  alpha: float = 0.05, design: Optional[CodingDesign] = None,
-                 coding: Optional[Adjudication] = None) -> str:
+                 coding: Optional[Adjudication] = None, robustness: Optional[Robustness] = None) -> str:
     """A paragraph for a methods section: the model (file and SHA-256), the prompt, the order cure, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
     figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
     prevalence() takes it; a simple random sample unless given) and each label's share estimated by PPI++ with its
     interval (none for picked texts, which the paragraph says served for calibration only). ``coding``: the
     Adjudication of several coders' codes (Codings.adjudicate()), whose coders, agreement and rule it reports;
-    ``truth`` is then its truth unless given. ``annotations`` from annotate() (calibrated or not)."""
+    ``truth`` is then its truth unless given. ``robustness``: a Robustness (robustness()), whose variants and
+    verdict it reports. ``annotations`` from annotate() (calibrated or not)."""
+    if robustness is not None and not isinstance(robustness, Robustness):
+        raise InvalidArgumentError(f"robustness must be a Robustness (robustness()), got {type(robustness).__name__}")
+    closing = [] if robustness is None else [robustness.sentence()]
     annotations = check_annotations(annotations, "annotations")
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
@@ -113,7 +118,7 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         if design.kind == "picked":
             n_coded = sum(not missing(t) for t in truth)
             out.append(design.sentence(n_coded, len(annotations)))
-            return " ".join(out)
+            return " ".join(out + closing)
         result = prevalence(annotations, truth, alpha=alpha, design=design)
         first = result.shares[0]
         level = round(100 * (1 - alpha))
@@ -122,4 +127,4 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         out.append("Each label's share was estimated by prediction-powered inference with power tuning (PPI++; "
                    "Angelopoulos, Duchi and Zrnic 2023) from the model's probabilities on every text and the human "
                    f"codes, with {level}% normal intervals: {shares}.")
-    return " ".join(out)
+    return " ".join(out + closing)
