@@ -18,8 +18,9 @@ from .engine.context import Context
 from .engine.convenience import generate_parallel
 from .runs.catalog import RecommendedModel, recommended_models
 from .runs.embedded import default_model_path
-from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
-                       methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, write_coding_sheet)
+from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
+                       expected_scores, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
+                       write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
 from .engine.model import Model
@@ -38,9 +39,9 @@ __all__ = [
     "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
-    "LibraryMismatchError", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
+    "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
-    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "generate_parallel", "least_confident",
-    "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate",
-    "write_coding_sheet",
+    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "least_confident",
+    "mean_score", "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate",
+    "weighted_kappa", "write_coding_sheet",
 ]

@@ -211,7 +211,8 @@ _R_COLUMNS = {"estimand": "estimand", "term": "term", "label": "label", "group":
               "estimate": "estimate", "se": "std.error", "lower": "conf.low", "upper": "conf.high", "lam": "lambda",
               "naive": "naive", "naive_lower": "naive.low", "naive_upper": "naive.high", "classical": "classical",
               "classical_se": "classical.std.error", "classical_lower": "classical.conf.low",
-              "classical_upper": "classical.conf.high", "n_coded": "n_coded", "n_texts": "n"}
+              "classical_upper": "classical.conf.high", "n_coded": "n_coded", "n_unclear": "n_unclear",
+              "n_texts": "n"}
 
 
 def _r_columns(rows):
@@ -242,6 +243,11 @@ def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, refe
     annotations = labelled(labels, names, probs, errors)
     result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference,
                                   inclusion_probs=inclusion_probs, design=design)
+    return _r_columns(result.rows())
+
+
+def mean_score(labels, names, probs, errors, truth, scores, unclear, alpha):
+    result = newrllama.mean_score(labelled(labels, names, probs, errors), truth, scores, unclear=unclear, alpha=alpha)
     return _r_columns(result.rows())
 
 
