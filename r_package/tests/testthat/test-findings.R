@@ -347,3 +347,20 @@ test_that("coefficients draw with ggplot2, and every result sums up with summary
   expect_equal(generics::tidy(plan)$label, labels)
   expect_output(print(summary(plan)), sprintf("code %d more of 240", plan$n_more))
 })
+
+test_that("regression() takes a stratified design and drawn probabilities, as Python weights them", {
+  d <- data.frame(year = rep(1:4, length.out = n), wire = as.numeric(group == "wire"))
+  d$crude <- ifelse(is.na(coded), NA, as.numeric(coded == "crude oil"))
+  d$p_crude <- probs[, "crude oil"]
+  stratified <- regression(crude ~ year, d, p_crude, design = coding_design("stratified", strata = group))
+  py <- py_newrllama()$regression(Map(list, d$year), as.list(d$crude), d$p_crude, names = list("year"),
+                                  design = py_newrllama()$CodingDesign$stratified(as.list(group)))
+  expect_equal(stratified$estimate[2], py$coefficient("year")$estimate)
+  expect_equal(stratified$conf.low[2], py$coefficient("year")$lower)
+  pi <- ifelse(group == "wire", 0.5, 0.2)
+  weighted <- regression(crude ~ year, d, p_crude, design = coding_design("probabilities", inclusion_probs = pi))
+  simple <- regression(crude ~ year, d, p_crude)
+  expect_false(isTRUE(all.equal(weighted$estimate, simple$estimate)))
+  expect_error(regression(crude ~ year, d, p_crude, design = coding_design("picked", how = "by hand")), "picked",
+               class = "newrllama_invalid_argument")
+})
