@@ -19,7 +19,7 @@ from .engine.convenience import generate_parallel
 from .runs.catalog import RecommendedModel, recommended_models
 from .runs.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
-                       expected_scores, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
+                       expected_scores, label_shares, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
                        write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
@@ -41,7 +41,7 @@ __all__ = [
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
-    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "least_confident",
+    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident",
     "mean_score", "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate",
     "weighted_kappa", "write_coding_sheet",
 ]

@@ -246,6 +246,17 @@ def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, refe
     return _r_columns(result.rows())
 
 
+def label_shares(parts_by_question, truth, yes, alpha):
+    """R's per-question columns (labels, names, probs, errors) as codebook results, then label_shares()."""
+    results = None
+    for question, (labels, names, probs, errors) in parts_by_question.items():
+        answers = labelled(labels, names, probs, errors)
+        results = results or [{} for _ in answers]
+        for row, answer in zip(results, answers):
+            row[question] = answer
+    return _r_columns(newrllama.label_shares(results, truth, yes=yes, alpha=alpha).rows())
+
+
 def mean_score(labels, names, probs, errors, truth, scores, unclear, alpha):
     result = newrllama.mean_score(labelled(labels, names, probs, errors), truth, scores, unclear=unclear, alpha=alpha)
     return _r_columns(result.rows())

@@ -53,3 +53,38 @@ weighted_kappa <- function(predicted, truth, scale, weights = c("quadratic", "li
                                                    weights))
   tibble::tibble(kappa = out[[1]], conf.low = out[[2]][[1]], conf.high = out[[2]][[2]])
 }
+
+#' Each label's share when a text may carry several
+#'
+#' For texts that may carry several labels, ask each label as a yes/no
+#' question of a codebook (`llm_annotate(d, text, codebook = list(acquisition
+#' = c("yes", "no"), "crude oil" = c("yes", "no")))`); `label_shares()`
+#' estimates each label's share of the texts from the answers and the human
+#' codes (for each coded text the labels it carries), each by PPI++ on its own
+#' question as [prevalence()] does. The shares need not sum to one.
+#'
+#' @param x A data frame from [llm_annotate()] with a codebook of yes/no
+#'   questions (columns `<question>.label` and `<question>.probs`).
+#' @param truth Per text the labels a coder gave it (a list of character
+#'   vectors, `character()` for none), `NULL` or `NA` where not coded: a
+#'   list-column of `x` or a list.
+#' @param questions The questions (labels) to estimate; by default every
+#'   `<question>.label` column of `x`.
+#' @param yes The answer that means a text has the label.
+#' @param alpha One minus the intervals' level.
+#' @return A tibble as [prevalence()]'s, one row per label.
+#' @export
+label_shares <- function(x, truth, questions = NULL, yes = "yes", alpha = 0.05) {
+  truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
+  if (!is.list(truth)) {
+    abort_invalid("`truth` must be a list of character vectors (the labels of each coded text), NULL or NA where not coded")
+  }
+  if (is.null(questions)) questions <- sub("\\.label$", "", grep(".\\.label$", names(x), value = TRUE))
+  parts <- lapply(stats::setNames(nm = questions), function(q) {
+    p <- annotation_parts(x, paste0(q, ".label"))
+    list(p$labels, p$names, p$probs, p$errors)
+  })
+  codes <- lapply(truth, function(t) if (is.null(t) || (length(t) == 1 && is.na(t))) NULL else as.list(as.character(t)))
+  cols <- with_python(python_helpers()$label_shares(parts, codes, check_string(yes, "yes"), check_number(alpha, "alpha")))
+  tibble::new_tibble(columns_frame(cols), class = "newrllama_prevalence")
+}

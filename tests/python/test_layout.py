@@ -16,7 +16,7 @@ PUBLIC_NAMES = [
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
     "ReliabilityBin", "Robustness", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
-    "default_model_path", "expected_scores", "generate_parallel", "least_confident", "mean_score", "methods_text", "plan_annotation", "plan_coding",
+    "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident", "mean_score", "methods_text", "plan_annotation", "plan_coding",
     "prevalence",
     "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate", "weighted_kappa", "write_coding_sheet",
 ]

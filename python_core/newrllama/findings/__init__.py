@@ -4,6 +4,7 @@ from .coders import Adjudication, CoderAgreement, Codings
 from .cross_fit import cross_fit
 from .design import CodingDesign
 from .methods import methods_text
+from .multi_label import label_shares
 from .ordinal import MeanScore, expected_scores, mean_score, weighted_kappa
 from .plan import CodingPlan, plan_coding
 from .prevalence import Prevalence, Share, ShareDifference, prevalence
@@ -12,5 +13,5 @@ from .robustness import Robustness, robustness
 from .sheet import read_coding_sheet, read_codings, write_coding_sheet
 from .sheet_design import read_coding_design
 
-__all__ = ["Adjudication", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "MeanScore", "Prevalence", "Regression", "Robustness", "Share", "ShareDifference", "cross_fit", "expected_scores", "mean_score", "methods_text",
+__all__ = ["Adjudication", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "MeanScore", "Prevalence", "Regression", "Robustness", "Share", "ShareDifference", "cross_fit", "expected_scores", "label_shares", "mean_score", "methods_text",
            "plan_coding", "prevalence", "read_coding_design", "read_coding_sheet", "read_codings", "regression", "robustness", "weighted_kappa", "write_coding_sheet"]

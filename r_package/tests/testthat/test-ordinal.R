@@ -38,3 +38,23 @@ test_that("weighted_kappa() counts near misses", {
   expect_gt(weighted_kappa(near, truth, names(scale))$kappa, weighted_kappa(far, truth, names(scale))$kappa)
   expect_error(weighted_kappa(truth, truth, names(scale), weights = "cubic"), class = "error")
 })
+
+test_that("label_shares() estimates each label's share from yes/no questions and coders' sets of labels", {
+  questions <- c("acquisition", "crude oil")
+  m <- 120
+  carries <- lapply(seq_len(m), function(i) questions[stats::runif(2) < c(0.4, 0.3)])
+  d <- data.frame(id = seq_len(m))
+  for (q in questions) {
+    p_yes <- vapply(carries, function(c) if (q %in% c) 0.8 else 0.2, 1) + stats::runif(m, -0.1, 0.1)
+    d[[paste0(q, ".label")]] <- ifelse(p_yes > 0.5, "yes", "no")
+    d[[paste0(q, ".probs")]] <- lapply(p_yes, function(p) c(yes = p, no = 1 - p))
+  }
+  d$coded <- lapply(seq_len(m), function(i) if (i %% 3 == 0) carries[[i]] else NA)
+  shares <- label_shares(d, coded)
+  expect_s3_class(shares, "newrllama_prevalence")
+  expect_equal(shares$label, questions)
+  crude <- prevalence(d, vapply(d$coded, function(t) if (length(t) == 1 && is.na(t)) NA_character_ else
+    if ("crude oil" %in% t) "yes" else "no", ""), label = "crude oil.label")
+  expect_equal(shares$estimate[[2]], crude$estimate[crude$label == "yes"])
+  expect_error(label_shares(d, id), "must be a list", class = "newrllama_invalid_argument")
+})
