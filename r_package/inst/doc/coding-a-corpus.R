@@ -39,20 +39,31 @@ length(readLines(out))
 
 ## ----findings-----------------------------------------------------------------
 texts <- stats::setNames(stories$text, paste0("story", seq_len(nrow(stories))))
-set.seed(4)
-sheet <- tempfile(fileext = ".csv")
-write_coding_sheet(texts, sample(nrow(stories), 10), sheet)
-# A coder fills in the `code` column; the stories' own human codes stand in for one here.
-filled <- read.csv(sheet, colClasses = "character")
-filled$code <- stories$truth[match(filled$id, names(texts))]
-write.csv(filled, sheet, row.names = FALSE)
-human <- read_coding_sheet(sheet, texts, names(codebook))
 length_of <- function(doc) nchar(paste(doc$content, collapse = " "))
 full_length <- c(vapply(acq$content[1:10], length_of, 1), vapply(crude$content[1:10], length_of, 1))
 size <- ifelse(full_length > stats::median(full_length), "long", "short")
+set.seed(4)
+drawn <- unlist(lapply(split(seq_along(size), size), sample, 5))
+sheet <- tempfile(fileext = ".csv")
+write_coding_sheet(texts, drawn, sheet, coders = c("ana", "ben"),
+                   design = coding_design("stratified", strata = size))
+# The coders fill in the `code` column; the stories' own human codes stand in for them here, with one
+# disagreement.
+filled <- read.csv(sheet, colClasses = "character")
+filled$code <- stories$truth[match(filled$id, names(texts))]
+first_ben <- which(filled$coder == "ben")[1]
+filled$code[first_ben] <- setdiff(names(codebook), filled$code[first_ben])
+write.csv(filled, sheet, row.names = FALSE)
+codings <- read_codings(sheet, texts, names(codebook))
+coder_agreement(codings)
+third <- ifelse(seq_along(texts) %in% drawn, stories$truth, NA)  # a third coder, for the disagreements
+adjudicated <- adjudicate(codings, tiebreak = third)
+adjudicated
+human <- adjudicated$truth
+design <- read_coding_design(sheet, texts)
 all$human <- human
 all$size <- size
-shares <- prevalence(all, human, by = size)
+shares <- prevalence(all, human, by = size, design = design)
 shares[, c("estimand", "label", "group", "estimate", "conf.low", "conf.high", "naive", "classical")]
 
 ## ----regression---------------------------------------------------------------
@@ -78,7 +89,7 @@ checked
 ## ----methods------------------------------------------------------------------
 cal <- calibrate_labels(all, human, folds = 3)
 cal
-cat(strwrap(methods_text(all, human, robustness = checked)), sep = "\n")
+cat(strwrap(methods_text(all, human, design = design, coding = adjudicated, robustness = checked)), sep = "\n")
 
 ## ----cluster, eval = ready && reticulate::py_module_available("ray")----------
 cl <- cluster_create(workers = 2, model = model$path, threads_per_worker = 1, n_seq_max = 8, n_ctx = 8192)
