@@ -100,6 +100,11 @@ finding_interval <- function(row, variant) {
 
 #' @export
 print.newrllama_robustness <- function(x, ...) {
+  # A subset of the columns (x[, c("name", "estimate")]) keeps the class but not what the verdict reads.
+  if (!all(c("name", "estimate", "conf.low", "conf.high", "within_baseline", "same_sign", "same_significance",
+             "finding") %in% names(x))) {
+    return(NextMethod())
+  }
   verdict <- glance.newrllama_robustness(x)
   cat(sprintf("<newrllama_robustness> %s under %d variants: estimate %s%s\n", x$finding[[1]], nrow(x) - 1L,
               if (verdict$estimate_holds) "held" else "moved",

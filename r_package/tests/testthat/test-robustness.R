@@ -30,6 +30,7 @@ test_that("robustness() labels again under each variant and judges the finding a
   expect_equal(verdict$variants, 4L)
   expect_equal(verdict$estimate_holds, all(r$within_baseline))
   expect_output(print(r), "the share of crude oil under 4 variants")
+  expect_output(print(r[, c("name", "estimate")]), "baseline") # a subset prints as the tibble it is
   if (requireNamespace("ggplot2", quietly = TRUE)) {
     built <- ggplot2::ggplot_build(ggplot2::autoplot(r))
     expect_equal(nrow(built$data[[2]]), 5)
