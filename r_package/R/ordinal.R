@@ -27,7 +27,8 @@
 #'   `conf.low`, `conf.high`, `lambda`, `naive`, `naive.low`, `naive.high`,
 #'   `classical`, `classical.std.error`, `classical.conf.low`,
 #'   `classical.conf.high`, `n_coded`, `n_unclear`, `n`. `weighted_kappa()`:
-#'   a one-row tibble `kappa`, `conf.low`, `conf.high` (95% bootstrap).
+#'   a one-row tibble `kappa`, `conf.low`, `conf.high` (its bootstrap
+#'   interval at 95% confidence).
 #' @examplesIf newrllama::newrllama_available()
 #' weighted_kappa(c("1", "2", "3", "3"), c("1", "3", "3", "2"), scale = c("1", "2", "3"))
 #' @export

@@ -146,8 +146,8 @@ def mean_score(annotations: Sequence[Any], truth: Sequence[Any], scores: Mapping
 def weighted_kappa(predicted: Sequence[Any], truth: Sequence[Any], scale: Sequence[Hashable],
                    weights: str = "quadratic") -> Tuple[float, Tuple[float, float]]:
     """Cohen's kappa weighted by how far apart two codes stand on ``scale`` (the labels in order): "linear" or
-    "quadratic" disagreement weights. Pairs with a missing or off-scale code are left out. Returns kappa and its 95%
-    bootstrap interval (1,000 resamples, a fixed seed)."""
+    "quadratic" disagreement weights. Pairs with a missing or off-scale code are left out. Returns kappa and its
+    95% bootstrap interval (1,000 resamples, a fixed seed)."""
     if weights not in ("linear", "quadratic"):
         raise InvalidArgumentError(f"weights must be 'linear' or 'quadratic', got {weights!r}")
     order = list(scale)
