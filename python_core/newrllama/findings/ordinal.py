@@ -21,12 +21,10 @@ from ..columns import column_values
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
 from ..labels.agreement import missing
+from ..labels.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, percentile_interval
 from .coded import coded_texts
 from .design import CodingDesign
 from .ppi import check_alpha, ppi_mean, z_interval
-
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -175,5 +173,5 @@ def weighted_kappa(predicted: Sequence[Any], truth: Sequence[Any], scale: Sequen
         return 1.0 - float((distance * table).sum()) / chance if chance > 0 else 1.0
 
     rng = random.Random(BOOTSTRAP_SEED)
-    draws = sorted(kappa([pairs[rng.randrange(len(pairs))] for _ in pairs]) for _ in range(BOOTSTRAP_RESAMPLES))
-    return kappa(pairs), (draws[int(0.025 * (len(draws) - 1))], draws[int(math.ceil(0.975 * (len(draws) - 1)))])
+    draws = [kappa([pairs[rng.randrange(len(pairs))] for _ in pairs]) for _ in range(BOOTSTRAP_RESAMPLES)]
+    return kappa(pairs), percentile_interval(draws)

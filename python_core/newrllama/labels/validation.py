@@ -130,11 +130,13 @@ def _bootstrap(pairs: Sequence[Tuple[Any, Any]]) -> Tuple[Tuple[float, float], T
         _, kappa, f1 = _agreement([pairs[rng.randrange(n)] for _ in range(n)])
         kappas.append(kappa)
         f1s.append(f1)
+    return percentile_interval(kappas), percentile_interval(f1s)
 
-    def interval(values: List[float]) -> Tuple[float, float]:
-        values.sort()
-        return values[int(0.025 * (len(values) - 1))], values[int(math.ceil(0.975 * (len(values) - 1)))]
-    return interval(kappas), interval(f1s)
+
+def percentile_interval(values: List[float]) -> Tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws."""
+    values = sorted(values)
+    return values[int(0.025 * (len(values) - 1))], values[int(math.ceil(0.975 * (len(values) - 1)))]
 
 
 def _check_probs(probs: object, n: int) -> List[Optional[Mapping[Any, float]]]:

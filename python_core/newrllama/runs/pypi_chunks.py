@@ -79,8 +79,8 @@ def _archive_of(folder: Path, chunks: PyPIChunks, k: int) -> Path:
     # Wheel names normalise '-' to '_'; a part number must not match a longer one (part1 against part12).
     wanted = f"{chunks.package}{k}-{chunks.version}".replace("-", "_").lower()
     for archive in folder.iterdir():
-        if archive.name.replace("-", "_").lower().startswith(wanted + "_") or \
-                archive.name.replace("-", "_").lower() == wanted + ".tar.gz":
+        name = archive.name.replace("-", "_").lower()
+        if name.startswith(wanted + "_") or name == wanted + ".tar.gz":
             return archive
     raise ModelLoadError(f"pip did not download {chunks.package}{k}=={chunks.version}")
 
