@@ -9,7 +9,10 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
   (q0_gemm_vnni.c) where llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it;
 - quant-gemm-avx2, in the same file: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2 (quant_gemm_avx2.c)
   for every number of rows, where llama.cpp would take its tiled kernel or vec_dot. It goes after q0-gemm-vnni,
-  whose call it leaves first.
+  whose call it leaves first;
+- quant-gemm-amx, in the same file: the same matmul with AMX tiles (quant_gemm_amx.c) from 16 activation rows up,
+  with quant-gemm-avx2's bits, where the CPU has AMX-INT8 and the kernel lets the process use it. It goes after
+  quant-gemm-avx2, whose helpers and call it uses.
 Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
 named, rather than building without the patch.
 
@@ -131,7 +134,26 @@ QUANT_GEMM_AVX2 = Patch(
     ),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2)
+# Many activation rows: the AMX kernel, if it takes them, before quant-gemm-avx2 would.
+QUANT_GEMM_AMX = Patch(
+    name="quant-gemm-amx",
+    source=Q0_GEMM_VNNI.source,
+    kernel=HERE / "quant_gemm_amx.c",
+    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    edits=(Edit("quant-gemm-avx2's call", """    if (quant_gemm_avx2) {
+        ggml_quant_gemm_avx2(params, dst);
+""", """    if (quant_gemm_avx2) {
+#ifdef GGML_QUANT_GEMM_AMX
+        if (ggml_quant_gemm_amx_takes(dst)) {
+            ggml_quant_gemm_amx(params, dst);
+            return;
+        }
+#endif
+        ggml_quant_gemm_avx2(params, dst);
+"""),),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

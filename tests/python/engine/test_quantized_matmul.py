@@ -1,6 +1,7 @@
 """The matmul of the weight types whose kernels newrllama patches into llama.cpp (capi_shim/llama_cpp_patch:
 q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, tinyBLAS elsewhere; quant-gemm-avx2 for Q4_K, Q5_K
-and Q6_K where it has AVX2), run by the installed ggml on random matrices of shapes that leave ragged tiles: its
+and Q6_K where it has AVX2, and quant-gemm-amx for them from 16 activation rows up where it has AMX-INT8), run by
+the installed ggml on random matrices of shapes that leave ragged tiles: its
 results are the exact product of what it multiplies, up to float rounding; each output is the same bits alone, in
 a batch and with any number of threads; and where newrllama's kernel is compiled in, each output is the same bits
 as the arithmetic the kernels define, computed one output at a time in plain C (so any unit that implements it,
@@ -26,7 +27,9 @@ shim_build = repo_modules.load("capi_shim/build.py", "newrllama_shim_build")
 
 KERNEL_OF = {"q5_0": "q0-gemm-vnni", "q8_0": "q0-gemm-vnni",
              "q4_K": "quant-gemm-avx2", "q5_K": "quant-gemm-avx2", "q6_K": "quant-gemm-avx2"}
-SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512)]  # M weight rows, N, K
+SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512),  # M weight rows, N, K
+          (70, 67, 512), (16, 16, 256)]  # and tiles of 16 activation rows, whole, in pairs and ragged
+K_QUANTS = ("q4_K", "q5_K", "q6_K")
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +47,12 @@ def check(tmp_path_factory) -> Tuple[Path, frozenset]:
 
 
 @functools.lru_cache(maxsize=None)
-def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int) -> Dict:
+def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int, amx: str = "on") -> Dict:
     binary, kernels = check
     # Where newrllama's kernel takes the type, nothing is forced; elsewhere the shim forces ggml's tiled kernel
     # for K-quants (newrllama_model.c), and so does this.
     env = {} if KERNEL_OF[type_name] in kernels else {"GGML_CPU_TILED_MM_FORCE": "1"}
+    env["NEWRLLAMA_AMX"] = amx
     done = subprocess.run([str(binary), type_name, str(m), str(n), str(k)], capture_output=True, text=True,
                           check=True, timeout=120, env=env)
     return json.loads(done.stdout)
@@ -72,3 +76,29 @@ def test_newrllamas_kernels_give_the_bits_of_the_defined_arithmetic(check, type_
         pytest.skip(f"{kernel} is not compiled into this llama.cpp (this CPU lacks its unit): {type_name} takes "
                     "llama.cpp's own kernel, batch-invariant with other bits")
     assert run(check, type_name, m, n, k)["same_as_defined"], (type_name, m, n, k)
+
+
+def cpu_has_amx_int8() -> bool:
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = next((line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")), "") \
+        if cpuinfo.is_file() else ""
+    return "amx_int8" in flags.split()
+
+
+# A row computed by the tiles and by quant-gemm-avx2 is the same bits: the whole batch once with the tiles and once
+# with NEWRLLAMA_AMX=off (also compared row by row, alone, by the tests above).
+@pytest.mark.parametrize("type_name", K_QUANTS)
+@pytest.mark.parametrize("m, n, k", [s for s in SHAPES if s[1] >= 16] + [(48, 130, 768)])
+def test_amx_tiles_give_the_bits_of_the_avx2_kernel(check, type_name, m, n, k):
+    if "quant-gemm-amx" not in check[1]:
+        pytest.skip("quant-gemm-amx is not compiled into this llama.cpp (its CPU lacks AVX-512 or the build is not "
+                    "for Linux on x86-64): quant-gemm-avx2 takes every row count")
+    if not cpu_has_amx_int8():
+        pytest.skip("this CPU has no AMX-INT8: quant-gemm-avx2 takes every row count")
+    with_tiles = run(check, type_name, m, n, k)
+    if not with_tiles["tiles_permitted"]:
+        pytest.skip("the kernel refused this process the AMX tiles: quant-gemm-avx2 takes every row count")
+    without = run(check, type_name, m, n, k, amx="off")
+    assert not without["tiles_permitted"], "NEWRLLAMA_AMX=off should keep the tiles unasked for"
+    assert with_tiles["digest"] == without["digest"], (type_name, m, n, k)
+    assert with_tiles["same_as_defined"] and with_tiles["same_alone"], with_tiles

@@ -30,6 +30,15 @@ SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source:
 assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
+def seen_by(p) -> str:
+    """The text of p's source as p sees it: the earlier patches of the same file applied, as patch.apply() does."""
+    text = SOURCES[p.source]
+    for earlier in patch.PATCHES[:patch.PATCHES.index(p)]:
+        if earlier.source == p.source:
+            text = earlier.patched(text)
+    return text
+
+
 def llama_cpp_tree(root: Path) -> Path:
     for relative, text in SOURCES.items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -53,15 +62,20 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     assert cpu.index("quant_gemm_avx2 = !params->use_ref") < cpu.index(
         "!quant_gemm_avx2 && ggml_compute_forward_mul_mat_tiled") < cpu.index("convert(params)")
     assert cpu.index("ggml_quant_gemm_avx2(const struct") < cpu.index(patch.Q0_GEMM_VNNI.kernel_anchor)
-    for p, text in ((patch.FLASH_ATTN_BF16_BLOCKED, ops), (patch.Q0_GEMM_VNNI, cpu), (patch.QUANT_GEMM_AVX2, cpu)):
-        assert all(edit.new in p.patched(SOURCES[p.source]) for edit in p.edits)
-        assert patch.MARKER + p.name in text  # what the build fingerprint finds
-    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2"
+    # the AMX kernel comes after the AVX2 one, whose helpers it uses, and takes the AVX2 kernel's call if it will
+    assert cpu.index("ggml_quant_gemm_avx2(const struct") < cpu.index("ggml_quant_gemm_amx(const struct") < cpu.index(
+        patch.Q0_GEMM_VNNI.kernel_anchor)
+    assert cpu.index("if (quant_gemm_avx2) {") < cpu.index("ggml_quant_gemm_amx_takes(dst)") < cpu.index(
+        "ggml_quant_gemm_amx(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)")
+    for p in patch.PATCHES:
+        assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
+        assert patch.MARKER + p.name in (ops if p is patch.FLASH_ATTN_BF16_BLOCKED else cpu)  # the fingerprint's
+    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, quant-gemm-amx"
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
 def test_a_source_without_an_anchor_or_patched_already_is_refused(p, tmp_path):
-    text = SOURCES[p.source]
+    text = seen_by(p)
     for edit in p.edits:
         with pytest.raises(patch.PatchError, match=f"{p.name}: .* 0 copies of the {edit.what}"):
             p.patched(text.replace(edit.old, "    ggml_other_dispatch();\n"))
@@ -82,8 +96,9 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     moved = patch.QUANT_GEMM_AVX2.edits[0].old
     cpu = tree / patch.Q0_GEMM_VNNI.source
     cpu.write_text(SOURCES[cpu.relative_to(tree)].replace(moved, "    if (tiled_mm(params, dst)) {\n"))
+    # the AMX patch edits the AVX2 patch's call, so it cannot go in either
     assert [(c.patch, c.what, c.copies) for c in upgrade.check_anchors(tree) if c.copies != 1] == [
-        ("quant-gemm-avx2", "tiled kernel's call", 0)]
+        ("quant-gemm-avx2", "tiled kernel's call", 0), ("quant-gemm-amx", "quant-gemm-avx2's call", 0)]
     (tmp_path / patch.FLASH_ATTN_BF16_BLOCKED.source).unlink()
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
@@ -99,11 +114,13 @@ BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
-    """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...)."""
+    """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
+    A kernel is preprocessed after the kernels that go before it in the same file, whose guards it may build on."""
     language = "c++" if p.kernel.suffix == ".cpp" else "c"
+    text = "".join(q.kernel.read_text() for q in patch.PATCHES[:patch.PATCHES.index(p) + 1] if q.source == p.source)
 
     def preprocessed(flags):
-        return subprocess.run(["cc", "-E", "-P", "-x", language, *flags, str(p.kernel)], capture_output=True,
+        return subprocess.run(["cc", "-E", "-P", "-x", language, *flags, "-"], input=text, capture_output=True,
                               text=True, check=True).stdout
 
     assert patch.MARKER + p.name in preprocessed(WITH_UNITS)

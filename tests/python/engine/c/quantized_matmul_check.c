@@ -3,8 +3,11 @@
  * dequantized weights and the activations as ggml rounds them (to the type's vec_dot type: Q8_0 or Q8_K), the
  * largest result, whether every output is the same bits when its activation row is multiplied alone, in the
  * whole batch, and with 1, 2 or 3 threads, and whether every output is the same bits as the arithmetic that
- * newrllama's matmul kernels define (capi_shim/llama_cpp_patch), computed here one output at a time in plain C.
+ * newrllama's matmul kernels define (capi_shim/llama_cpp_patch), computed here one output at a time in plain C,
+ * a digest of the batch's bits (FNV-1a of its outputs), to compare runs whose kernels differ, and whether the
+ * process may use AMX tiles afterwards (only newrllama's AMX kernel asks for them here).
  * Arguments: type name (q5_0, q8_0, q4_K, q5_K, q6_K), weight rows M, activation rows N, row length K. */
+#define _GNU_SOURCE  /* syscall() */
 #include "ggml.h"
 #include "ggml-cpu.h"
 
@@ -14,18 +17,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
-static float *product(struct ggml_context *ctx, struct ggml_tensor *w, const float *x, int n, int k, int threads) {
+static bool tiles_permitted(void) {
+#if defined(__linux__) && defined(__x86_64__)
+    unsigned long long features = 0;  /* ARCH_GET_XCOMP_PERM; bit 18 is the tiles' data */
+    return syscall(SYS_arch_prctl, 0x1022, &features) == 0 && (features >> 18 & 1);
+#else
+    return false;
+#endif
+}
+
+/* w times the n rows of x, in a graph of its own, into a new array the caller frees. */
+static float *product(struct ggml_tensor *w, const float *x, int n, int k, int threads) {
+    const size_t m = (size_t) w->ne[1];
+    struct ggml_init_params params = {ggml_graph_overhead() + 4 * ggml_tensor_overhead()
+                                      + sizeof(float) * ((size_t) k * n + m * n) + 1024, NULL, false};
+    struct ggml_context *ctx = ggml_init(params);
     struct ggml_tensor *a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, k, n);
     memcpy(a->data, x, sizeof(float) * (size_t) k * n);
     struct ggml_tensor *c = ggml_mul_mat(ctx, w, a);
     struct ggml_cgraph *g = ggml_new_graph(ctx);
     ggml_build_forward_expand(g, c);
-    if (ggml_graph_compute_with_ctx(ctx, g, threads) != GGML_STATUS_SUCCESS) {
-        fprintf(stderr, "ggml_graph_compute_with_ctx failed\n");
+    struct ggml_cplan plan = ggml_graph_plan(g, threads, NULL);
+    void *work = malloc(plan.work_size + 1);
+    plan.work_data = work;
+    float *out = malloc(sizeof(float) * m * n);
+    if (!ctx || !work || !out || ggml_graph_compute(g, &plan) != GGML_STATUS_SUCCESS) {
+        fprintf(stderr, "the product failed\n");
         exit(1);
     }
-    return (float *) c->data;
+    memcpy(out, c->data, sizeof(float) * m * n);
+    free(work);
+    ggml_free(ctx);
+    return out;
 }
 
 static float half(const uint8_t *p) {
@@ -138,7 +166,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
-    struct ggml_init_params params = {(size_t) 64 * 1024 * 1024 + (size_t) 16 * m * (n + 2) * sizeof(float) * 8, NULL, false};
+    struct ggml_init_params params = {ggml_tensor_overhead() + ggml_row_size(type, k) * m + 1024, NULL, false};
     struct ggml_context *ctx = ggml_init(params);
     ggml_cpu_init();
 
@@ -167,7 +195,7 @@ int main(int argc, char **argv) {
     }
     if (xtype != GGML_TYPE_Q8_K) xt->to_float(xq, xd, (int64_t) n * k);
 
-    const float *batch = product(ctx, w, x, n, k, 2);
+    float *batch = product(w, x, n, k, 2);
     double max_error = 0, max_result = 0;
     bool same_as_defined = true;
     for (int j = 0; j < n; j++) {
@@ -183,16 +211,24 @@ int main(int argc, char **argv) {
     }
     bool same_alone = true, same_threads = true;
     for (int j = 0; j < n; j++) {
-        const float *alone = product(ctx, w, x + (size_t) j * k, 1, k, 2);
+        float *alone = product(w, x + (size_t) j * k, 1, k, 2);
         same_alone &= memcmp(alone, batch + (size_t) j * m, sizeof(float) * m) == 0;
+        free(alone);
     }
     for (int threads = 1; threads <= 3; threads += 2) {
-        same_threads &= memcmp(product(ctx, w, x, n, k, threads), batch, sizeof(float) * (size_t) m * n) == 0;
+        float *again = product(w, x, n, k, threads);
+        same_threads &= memcmp(again, batch, sizeof(float) * (size_t) m * n) == 0;
+        free(again);
+    }
+    uint64_t digest = 14695981039346656037u;
+    for (size_t i = 0; i < sizeof(float) * (size_t) m * n; i++) {
+        digest = (digest ^ ((const uint8_t *) batch)[i]) * 1099511628211u;
     }
     printf("{\"max_error\": %.9g, \"max_result\": %.9g, \"same_alone\": %s, \"same_threads\": %s, "
-           "\"same_as_defined\": %s}\n", max_error, max_result, same_alone ? "true" : "false",
-           same_threads ? "true" : "false", same_as_defined ? "true" : "false");
-    free(wf); free(x); free(wd); free(xd); free(xq);
+           "\"same_as_defined\": %s, \"digest\": \"%016llx\", \"tiles_permitted\": %s}\n", max_error, max_result,
+           same_alone ? "true" : "false", same_threads ? "true" : "false", same_as_defined ? "true" : "false",
+           (unsigned long long) digest, tiles_permitted() ? "true" : "false");
+    free(wf); free(x); free(wd); free(xd); free(xq); free(batch);
     ggml_free(ctx);
     return 0;
 }
