@@ -1,7 +1,7 @@
 """newrllama's patches of the llama.cpp that llama-cpp-python vendors, applied by scripts/build_llama_cpp.py to
 the extracted source archive before the wheel is built.
 
-Three changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
+Five changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
 dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - flash-attn-bf16-blocked, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
   (flash_attn_bf16_blocked.cpp) takes the rows that llama.cpp would attend cell by cell;
@@ -12,7 +12,10 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
   whose call it leaves first;
 - quant-gemm-amx, in the same file: the same matmul with AMX tiles (quant_gemm_amx.c) from 16 activation rows up,
   with quant-gemm-avx2's bits, where the CPU has AMX-INT8 and the kernel lets the process use it. It goes after
-  quant-gemm-avx2, whose helpers and call it uses.
+  quant-gemm-avx2, whose helpers and call it uses;
+- quantize-q8_K-avx2, in ggml/src/ggml-cpu/arch/x86/quants.c: the rounding of activations to Q8_K that the
+  K-quant kernels multiply, with AVX2 (quantize_q8_K_avx2.c), the reference's values bit for bit, where ggml's x86
+  build calls the scalar reference.
 Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
 named, rather than building without the patch.
 
@@ -153,7 +156,23 @@ QUANT_GEMM_AMX = Patch(
 """),),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX)
+QUANTIZE_Q8_K_AVX2 = Patch(
+    name="quantize-q8_K-avx2",
+    source=Path("ggml") / "src" / "ggml-cpu" / "arch" / "x86" / "quants.c",
+    kernel=HERE / "quantize_q8_K_avx2.c",
+    kernel_anchor="// placeholder implementation for Apple targets\n",
+    edits=(Edit("call of the scalar reference", """void quantize_row_q8_K(const float * GGML_RESTRICT x, void * GGML_RESTRICT y, int64_t k) {
+    quantize_row_q8_K_ref(x, y, k);
+}""", """void quantize_row_q8_K(const float * GGML_RESTRICT x, void * GGML_RESTRICT y, int64_t k) {
+#ifdef GGML_QUANTIZE_Q8_K_AVX2
+    ggml_quantize_q8_K_avx2(x, (block_q8_K *) y, k);
+#else
+    quantize_row_q8_K_ref(x, y, k);
+#endif
+}"""),),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -66,6 +66,7 @@ def test_products_are_exact_and_the_same_bits_in_any_batch(check, type_name, m, 
     result = run(check, type_name, m, n, k)
     assert result["max_error"] <= 1e-6 * result["max_result"] * k ** 0.5, result
     assert result["same_alone"] and result["same_threads"], result
+    assert result["rounding_as_reference"], result  # newrllama's rounding to Q8_K is ggml's reference's, bit for bit
 
 
 @pytest.mark.parametrize("type_name", sorted(KERNEL_OF))

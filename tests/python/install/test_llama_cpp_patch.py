@@ -26,7 +26,10 @@ CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.
        + patch.QUANT_GEMM_AVX2.edits[0].old + "        return;\n    }\n    convert(params);\n"
        + patch.Q0_GEMM_VNNI.edits[0].old + "        const void* wdata = params->wdata;\n"
        + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
-SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU}
+QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch.QUANTIZE_Q8_K_AVX2.kernel_anchor
+          + patch.QUANTIZE_Q8_K_AVX2.edits[0].old + "\n")
+SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU,
+           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS}
 assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
@@ -67,10 +70,15 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         patch.Q0_GEMM_VNNI.kernel_anchor)
     assert cpu.index("if (quant_gemm_avx2) {") < cpu.index("ggml_quant_gemm_amx_takes(dst)") < cpu.index(
         "ggml_quant_gemm_amx(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)")
+    # the rounding to Q8_K goes before the function that calls it
+    quants = (tmp_path / patch.QUANTIZE_Q8_K_AVX2.source).read_text()
+    assert quants.index("static void other") < quants.index("static void ggml_quantize_q8_K_avx2(") < quants.index(
+        "    ggml_quantize_q8_K_avx2(x, (block_q8_K *) y, k);")
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
-        assert patch.MARKER + p.name in (ops if p is patch.FLASH_ATTN_BF16_BLOCKED else cpu)  # the fingerprint's
-    assert patch.NAME == "flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, quant-gemm-amx"
+        assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
+    assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, quant-gemm-amx, "
+                          "quantize-q8_K-avx2")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -103,7 +111,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
-            and c.patch != "flash-attn-bf16-blocked"} == {2}
+            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2")} == {2}
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).

@@ -5,7 +5,8 @@
  * whole batch, and with 1, 2 or 3 threads, and whether every output is the same bits as the arithmetic that
  * newrllama's matmul kernels define (capi_shim/llama_cpp_patch), computed here one output at a time in plain C,
  * a digest of the batch's bits (FNV-1a of its outputs), to compare runs whose kernels differ, and whether the
- * process may use AMX tiles afterwards (only newrllama's AMX kernel asks for them here).
+ * process may use AMX tiles afterwards (only newrllama's AMX kernel asks for them here), and whether the activations
+ * that the CPU backend rounds to Q8_K are byte for byte those of ggml's scalar reference.
  * Arguments: type name (q5_0, q8_0, q4_K, q5_K, q6_K), weight rows M, activation rows N, row length K. */
 #define _GNU_SOURCE  /* syscall() */
 #include "ggml.h"
@@ -17,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ggml-base's scalar rounding to Q8_K (declared in its internal ggml-quants.h) */
+void quantize_row_q8_K_ref(const float *x, void *y, int64_t k);
 #if defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -174,6 +178,11 @@ int main(int argc, char **argv) {
     float *wf = malloc(sizeof(float) * (size_t) m * k), *x = malloc(sizeof(float) * (size_t) n * k);
     for (size_t i = 0; i < (size_t) m * k; i++) wf[i] = (float) rand() / RAND_MAX * 2 - 1;
     for (size_t i = 0; i < (size_t) n * k; i++) x[i] = (float) rand() / RAND_MAX * 2 - 1;
+    if (n >= 2) {  /* the rounding's edge cases in row 1: two values of the largest magnitude, then a block of zeros */
+        x[k + 3] = -1.5f;
+        x[k + 7] = 1.5f;
+        for (int l = 256; l < 512 && l < k; l++) x[k + l] = 0.0f;
+    }
     struct ggml_tensor *w = ggml_new_tensor_2d(ctx, type, k, m);
     ggml_quantize_chunk(type, wf, w->data, 0, m, k, NULL);
 
@@ -194,6 +203,14 @@ int main(int argc, char **argv) {
         }
     }
     if (xtype != GGML_TYPE_Q8_K) xt->to_float(xq, xd, (int64_t) n * k);
+    /* ggml's CPU rounding (newrllama's for Q8_K on x86) against the scalar reference, byte for byte */
+    bool rounding_as_reference = true;
+    uint8_t *xr = calloc(n, xrow);
+    for (int j = 0; j < n && xtype == GGML_TYPE_Q8_K; j++) {
+        quantize_row_q8_K_ref(x + (size_t) j * k, xr + j * xrow, k);
+        rounding_as_reference &= memcmp(xr + j * xrow, xq + j * xrow, xrow) == 0;
+    }
+    free(xr);
 
     float *batch = product(w, x, n, k, 2);
     double max_error = 0, max_result = 0;
@@ -225,9 +242,9 @@ int main(int argc, char **argv) {
         digest = (digest ^ ((const uint8_t *) batch)[i]) * 1099511628211u;
     }
     printf("{\"max_error\": %.9g, \"max_result\": %.9g, \"same_alone\": %s, \"same_threads\": %s, "
-           "\"same_as_defined\": %s, \"digest\": \"%016llx\", \"tiles_permitted\": %s}\n", max_error, max_result,
+           "\"same_as_defined\": %s, \"digest\": \"%016llx\", \"tiles_permitted\": %s, \"rounding_as_reference\": %s}\n", max_error, max_result,
            same_alone ? "true" : "false", same_threads ? "true" : "false", same_as_defined ? "true" : "false",
-           (unsigned long long) digest, tiles_permitted() ? "true" : "false");
+           (unsigned long long) digest, tiles_permitted() ? "true" : "false", rounding_as_reference ? "true" : "false");
     free(wf); free(x); free(wd); free(xd); free(xq); free(batch);
     ggml_free(ctx);
     return 0;
