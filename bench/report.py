@@ -437,13 +437,24 @@ def unified_kv(r: dict) -> List[str]:
         [[name, f"{v:.3f}"] for name, v in r["unified_over_split"].items()])
 
 
+def amx(r: dict) -> List[str]:
+    names = list(r["seconds"])
+    return table(f"{r['docs']} documents under one instruction, each scored against {len(r['labels'])} labels, "
+                 f"{r['n_seq']} sequences, {r['threads']} threads, prefix cache on, {model_of(r)}, "
+                 f"{r['machine']['cpu']}; medians of {r['repeats']} repeats in turn, each run a fresh process:",
+                 ["kernel", "seconds", "prompt tokens/s"],
+                 [[n, f"{r['seconds'][n]:.2f}", f"{r['prompt_tokens_per_s'][n]:.0f}"] for n in names]) + [
+        "", f"Speed with the tiles: {r['speed_with_tiles']:.2f}x (median of the ratios within a repeat); every "
+        f"process's label log-probabilities the same bits: {'yes' if r['same_bits'] else 'no'}."]
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server,
     "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
-    "attention": attention, "unified-kv": unified_kv}
+    "attention": attention, "unified-kv": unified_kv, "amx": amx}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -455,6 +466,8 @@ SECTIONS = {
                         "(`bench/bench_vs_llama_server.py`)."),
     "parallel": ("Parallel generation", "`generate_parallel` and the C driver against llama-batched-bench "
                  "(`bench/bench_parallel.py`)."),
+    "amx": ("AMX tiles", "The annotation workload on a K-quant model with newrllama's AMX kernel and without it "
+            "(`bench/bench_amx.py`)."),
     "invariance-cost": ("The cost of batch invariance", "Generation with each rule of the batch-invariant mode lifted "
                         "(`bench/bench_invariance_cost.py`)."),
     "attention": ("Attention over bf16 cells", "The batch-invariant mode's attention with newrllama's patches of "
@@ -585,6 +598,12 @@ def headline(results: Path = RESULTS) -> List[str]:
                          + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
+    found = _latest_of_model("amx", results, K_QUANT_MODEL)
+    if found:
+        path, r = found
+        rows.append([f"The annotation workload (nearly all prefill), {model_of(r)}, {r['machine']['cpu']}: AMX tiles "
+                     "against the AVX2 kernel; the same bits", f"{r['speed_with_tiles']:.2f}x the speed; "
+                     + ("identical" if r["same_bits"] else "different"), path])
     for model in (EMBEDDED, K_QUANT_MODEL):
         found = _latest_of_model("determinism", results, model)
         if not found:

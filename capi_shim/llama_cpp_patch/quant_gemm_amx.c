@@ -10,11 +10,12 @@
 // sub-block. M (Q4_K and Q5_K) comes from the activations' sums of 32, with vpdpwssd, exactly. The floats follow in
 // the same order, acc = fma(float(S), d * d_a, acc), then acc = fma(-float(M), dmin * d_a, acc), block by block.
 //
-// Layout: C[activation row][weight row] += A[activation row][64 values] . B[16 groups of 4 values][weight row].
-// A is read straight from the Q8_K activation rows. B holds the lo or hi bytes of a panel of 16 weight rows, each
-// 64 values as 16 groups of 4 (AMX's layout: a 16 x 16 transpose of 4-byte groups), prepared once per panel and
-// used by every activation row. Two activation tiles share each B: tiles 0-3 hold C (lo and hi of each), 4-5 A,
-// 6-7 B.
+// Layout: C[weight row][activation row] += A[weight row][64 values] . B[16 groups of 4 values][activation row].
+// A holds the lo or hi bytes of a panel of 16 weight rows, prepared once per panel and call and used by every
+// activation row; B holds 16 activation rows in AMX's layout (a 16 x 16 transpose of 4-byte groups), prepared once
+// per call. Two activation tiles share each A: tiles 0-3 hold C (lo and hi of each), 4-5 B, 6-7 A. Preparing the
+// weights is most of what a call with few activation rows costs, so it does the least it can: no transpose, and
+// for Q4_K (most of a Q4_K_M model's weights) the fold is a byte table lookup of sc * q for the 16 codes q.
 //
 // Tiles need the process's permission, asked for once (arch_prctl); where the kernel refuses it, or the CPU lacks
 // AMX-INT8, or NEWRLLAMA_AMX=off, quant-gemm-avx2 takes every matmul with the same bits.
@@ -36,7 +37,7 @@ enum {
     QA_CHUNKS = QK_K / 64,           // tile products per block and part
     QA_TILE_BYTES = 16 * 64,
     QA_BLOCK_BYTES = QA_CHUNKS * 2 * QA_TILE_BYTES, // a panel's block: lo and hi of each chunk
-    QA_MIN_ROWS = 16,                // fewer activation rows go to quant-gemm-avx2
+    QA_MIN_ROWS = 12,                // fewer activation rows go to quant-gemm-avx2
     QA_ARCH_REQ_XCOMP_PERM = 0x1023, // arch_prctl code and the tile data's state component (Linux uapi)
     QA_XFEATURE_XTILEDATA = 18,
 };
@@ -63,12 +64,12 @@ static bool ggml_quant_gemm_amx_takes(const struct ggml_tensor * dst) {
 }
 
 // The tile instructions, written out so that the build's -mno-amx-* (llama.cpp's own AMX kernels stay off) does not
-// hide them. tdpbsud: signed A bytes by unsigned B bytes; tdpbssd: both signed.
+// hide them. tdpbusd: unsigned A bytes by signed B bytes; tdpbssd: both signed.
 #define QA_LOAD(t, base, stride) \
     __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t :: "r"(base), "r"((int64_t) (stride)) : "memory")
 #define QA_STORE(t, base) __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" :: "r"(base), "r"((int64_t) 64) : "memory")
 #define QA_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-#define QA_DP_SU(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+#define QA_DP_US(c, a, b) __asm__ volatile("tdpbusd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 #define QA_DP_SS(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
 typedef struct {
@@ -90,16 +91,24 @@ static void qa_configure(void) {
     __asm__ volatile("ldtilecfg %0" :: "m"(cfg));
 }
 
-// A panel of 16 weight rows, ready for the tiles: bytes[(l * QA_CHUNKS + c) * 2 + part] is B for chunk c of block
-// l (part 0 lo, 1 hi); d and dmin[l * 16 + r]; mins[l * 4 + p] the rows' mins of sub-blocks 2p and 2p + 1 as an
-// int16 pair per lane (Q4_K and Q5_K).
+// A panel of 16 weight rows, ready for the tiles: bytes + l * QA_BLOCK_BYTES + (2 c + part) * QA_TILE_BYTES is A
+// for chunk c of block l (part 0 lo, 1 hi; row r: weight row r's 64 values); d and dmin[l * 16 + r];
+// mins[(l * 16 + r) * 4 + p] row r's mins of sub-blocks 2p and 2p + 1 as an int16 pair (Q4_K and Q5_K).
 typedef struct {
     uint8_t * bytes;
     float * d;
     float * dmin;
-    __m512i * mins;
+    int32_t * mins;
 } qa_panel;
 
+// 16 activation rows per tile t, ready for the tiles and the floats, per block l: bytes + ((t * nb + l) *
+// QA_CHUNKS + c) * QA_TILE_BYTES is B for chunk c; d[(t * nb + l) * 16 + n] row n's scale; sums[((t * nb + l) * 4
+// + p) * 16 + n] its sums of sub-blocks 2p and 2p + 1 as an int16 pair (Q4_K and Q5_K).
+typedef struct {
+    uint8_t * bytes;
+    float * d;
+    int32_t * sums;
+} qa_activations;
 // 16 registers of 16 int32 transposed: out[g] lane n = in[n] lane g.
 static inline void qa_transpose16(const __m512i in[16], __m512i out[16]) {
     __m512i t[16], u[16];
@@ -126,21 +135,46 @@ static inline void qa_transpose16(const __m512i in[16], __m512i out[16]) {
     }
 }
 
-// One weight row's block as w = lo + 256 hi, its scales folded in (see the top of the file).
+// One weight row's block as w = lo + 256 hi, its scales folded in (see the top of the file): chunk c's 64 values
+// at lo + 2c tiles and hi + 2c tiles, as the panel lays them out.
 static inline void qa_fold_scales(enum ggml_type type, const void * b, const qg_block * k, uint8_t * lo, uint8_t * hi) {
+    if (type == GGML_TYPE_Q4_K) {
+        // chunk c: the low then the high nibbles of bytes 32c .. 32c + 31 (sub-blocks 2c and 2c + 1), looked up in
+        // the tables of sc * q for their scales, one table per 128-bit lane as vpshufb takes them
+        const __m512i q16 = _mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004, 0x00070006, 0x00090008, 0x000b000a,
+                                              0x000d000c, 0x000f000e, 0x00010000, 0x00030002, 0x00050004, 0x00070006,
+                                              0x00090008, 0x000b000a, 0x000d000c, 0x000f000e);
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        const uint8_t * qs = ((const block_q4_K *) b)->qs;
+        for (int c = 0; c < QA_CHUNKS; c++) {
+            const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(k->sm[2 * c]), _mm256_set1_epi16(k->sm[2 * c + 1]), 1);
+            const __m512i w = _mm512_mullo_epi16(q16, sc);
+            const __m512i lo_tables = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(w));
+            const __m512i hi_tables = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
+            const __m256i v = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
+            const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, low4)),
+                                                     _mm256_and_si256(_mm256_srli_epi16(v, 4), low4), 1);
+            _mm512_store_si512(lo + 2 * c * QA_TILE_BYTES,
+                               _mm512_shuffle_epi8(_mm512_shuffle_i32x4(lo_tables, lo_tables, 0x50), codes));
+            _mm512_store_si512(hi + 2 * c * QA_TILE_BYTES,
+                               _mm512_shuffle_epi8(_mm512_shuffle_i32x4(hi_tables, hi_tables, 0x50), codes));
+        }
+        return;
+    }
     for (int j = 0; j < QG_RUNS; j++) {
         __m512i w = _mm512_cvtepu8_epi16(qg_codes(type, b, j));
         __m512i sc;
         if (type == GGML_TYPE_Q6_K) {  // run j holds sub-blocks 2j and 2j + 1, 16 codes each
             const int8_t * s = ((const block_q6_K *) b)->scales;
             w = _mm512_sub_epi16(w, _mm512_set1_epi16(32));
-            sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(s[2 * j])), _mm256_set1_epi16(s[2 * j + 1]), 1);
+            sc = _mm512_inserti64x4(_mm512_set1_epi16(s[2 * j]), _mm256_set1_epi16(s[2 * j + 1]), 1);
         } else {
             sc = _mm512_set1_epi16(k->sm[j]);
         }
         w = _mm512_mullo_epi16(w, sc);
-        _mm256_storeu_si256((__m256i *) (lo + 32 * j), _mm512_cvtepi16_epi8(w));
-        _mm256_storeu_si256((__m256i *) (hi + 32 * j), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
+        const size_t at = (size_t) (j / 2) * 2 * QA_TILE_BYTES + 32 * (j % 2);
+        _mm256_store_si256((__m256i *) (lo + at), _mm512_cvtepi16_epi8(w));
+        _mm256_store_si256((__m256i *) (hi + at), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
     }
 }
 
@@ -148,102 +182,84 @@ static inline __attribute__((always_inline)) void qa_prepare_panel(enum ggml_typ
                                                                     int nb, qa_panel * p) {
     const size_t block_size = type == GGML_TYPE_Q6_K ? sizeof(block_q6_K)
                               : type == GGML_TYPE_Q5_K ? sizeof(block_q5_K) : sizeof(block_q4_K);
-    uint8_t folded[2][QA_ROWS][QK_K];
     for (int l = 0; l < nb; l++) {
-        uint16_t mins[4][QA_ROWS][2];
+        uint8_t * block = p->bytes + (size_t) l * QA_BLOCK_BYTES;
         for (int r = 0; r < QA_ROWS; r++) {
-            const void * b = w[r] + l * block_size;
             const qg_block k = qg_read(type, w[r], l);
-            qa_fold_scales(type, b, &k, folded[0][r], folded[1][r]);
+            qa_fold_scales(type, w[r] + l * block_size, &k, block + 64 * r, block + QA_TILE_BYTES + 64 * r);
             p->d[l * QA_ROWS + r] = k.d;
             p->dmin[l * QA_ROWS + r] = k.dmin;
             for (int i = 0; i < 4 && type != GGML_TYPE_Q6_K; i++) {
-                mins[i][r][0] = k.sm[8 + 2 * i];
-                mins[i][r][1] = k.sm[8 + 2 * i + 1];
+                p->mins[(l * QA_ROWS + r) * 4 + i] = k.sm[8 + 2 * i] | k.sm[8 + 2 * i + 1] << 16;
             }
         }
-        if (type != GGML_TYPE_Q6_K) {
-            for (int i = 0; i < 4; i++) {
-                p->mins[l * 4 + i] = _mm512_loadu_si512(mins[i]);
-            }
+    }
+}
+
+// Activation rows x (rows of them, nb blocks each, ldb blocks apart) into a; the last tile's rows past the end repeat
+// the last row.
+static void qa_prepare_activations(enum ggml_type type, const block_q8_K * x, size_t ldb, int64_t rows, int nb,
+                                   qa_activations * a) {
+    for (int64_t t = 0; t * QA_ROWS < rows; t++) {
+        const block_q8_K * xr[QA_ROWS];
+        for (int n = 0; n < QA_ROWS; n++) {
+            xr[n] = x + MIN(t * QA_ROWS + n, rows - 1) * ldb;
         }
-        for (int c = 0; c < QA_CHUNKS; c++) {
-            for (int part = 0; part < 2; part++) {
+        for (int l = 0; l < nb; l++) {
+            for (int n = 0; n < QA_ROWS; n++) {
+                a->d[(t * nb + l) * QA_ROWS + n] = xr[n][l].d;
+                if (type == GGML_TYPE_Q6_K) {
+                    continue;
+                }
+                int32_t pairs[4];
+                _mm_storeu_si128((__m128i *) pairs, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) xr[n][l].bsums),
+                                                                   _mm_loadu_si128((const __m128i *) (xr[n][l].bsums + 8))));
+                for (int i = 0; i < 4; i++) {
+                    a->sums[((t * nb + l) * 4 + i) * QA_ROWS + n] = pairs[i];
+                }
+            }
+            for (int c = 0; c < QA_CHUNKS; c++) {
                 __m512i in[QA_ROWS], out[QA_ROWS];
-                for (int r = 0; r < QA_ROWS; r++) {
-                    in[r] = _mm512_loadu_si512(folded[part][r] + 64 * c);
+                for (int n = 0; n < QA_ROWS; n++) {
+                    in[n] = _mm512_loadu_si512(xr[n][l].qs + 64 * c);
                 }
                 qa_transpose16(in, out);
-                uint8_t * dst = p->bytes + (size_t) ((l * QA_CHUNKS + c) * 2 + part) * QA_TILE_BYTES;
+                uint8_t * b = a->bytes + ((t * nb + l) * QA_CHUNKS + c) * QA_TILE_BYTES;
                 for (int g = 0; g < QA_ROWS; g++) {
-                    _mm512_store_si512(dst + 64 * g, out[g]);
+                    _mm512_store_si512(b + 64 * g, out[g]);
                 }
             }
         }
     }
 }
 
-// The activations' values, rows x of nb blocks, laid out for the A tiles: a tile's 16 rows of one chunk in 1024
-// contiguous bytes, packed[((t * nb + l) * QA_CHUNKS + c) * QA_TILE_BYTES], for activation tile t (row 16t + m at
-// offset 64m; rows past the end repeat the last one). Read in place, each 64-byte row of a tile spans two cache
-// lines of rows 292 * nb bytes apart, and the loads, not the products, set the pace.
-static void qa_pack_activations(const block_q8_K * x, size_t ldb, int64_t rows, int nb, uint8_t * packed) {
-    const int64_t tiles = (rows + QA_ROWS - 1) / QA_ROWS;
-    for (int64_t t = 0; t < tiles; t++) {
-        for (int m = 0; m < QA_ROWS; m++) {
-            const block_q8_K * xr = x + MIN(t * QA_ROWS + m, rows - 1) * ldb;
-            for (int l = 0; l < nb; l++) {
-                for (int c = 0; c < QA_CHUNKS; c++) {
-                    _mm512_store_si512(packed + ((t * nb + l) * QA_CHUNKS + c) * QA_TILE_BYTES + 64 * m,
-                                       _mm512_loadu_si512(xr[l].qs + 64 * c));
-                }
-            }
-        }
-    }
-}
-
-// The activation sums that M takes (Q4_K and Q5_K), for rows x of nb blocks: sums[(row * nb + l) * 4 + p] the sums
-// of sub-blocks 2p and 2p + 1 of block l as an int16 pair, ready for vpdpwssd.
-static void qa_activation_sums(const block_q8_K * x, size_t ldb, int64_t rows, int nb, int32_t * sums) {
-    for (int64_t m = 0; m < rows; m++) {
-        for (int l = 0; l < nb; l++) {
-            const block_q8_K * xb = x + m * ldb + l;
-            _mm_storeu_si128((__m128i *) (sums + (m * nb + l) * 4),
-                             _mm_hadd_epi16(_mm_loadu_si128((const __m128i *) xb->bsums),
-                                            _mm_loadu_si128((const __m128i *) (xb->bsums + 8))));
-        }
-    }
-}
-
-// The floats of block l for 16 activation rows x (their C tiles stored in lo and hi, their qa_activation_sums in
-// sums) into acc[m][weight row].
+// The floats of block l for the panel's rows by activation tile t (C stored in lo and hi) into acc[weight row],
+// a lane per activation row.
 static inline __attribute__((always_inline)) void qa_block_floats(enum ggml_type type, const qa_panel * p,
-                                                                   const block_q8_K * x, size_t ldb, int nb, int l,
+                                                                   const qa_activations * a, int64_t t, int nb, int l,
                                                                    const int32_t * lo, const int32_t * hi,
-                                                                   const int32_t * sums, __m512 * acc) {
-    const __m512 d = _mm512_loadu_ps(p->d + l * QA_ROWS);
-    const __m512 dmin = _mm512_loadu_ps(p->dmin + l * QA_ROWS);
-    for (int m = 0; m < QA_ROWS; m++) {
-        const __m512i s = _mm512_add_epi32(_mm512_load_si512(lo + 16 * m), _mm512_slli_epi32(_mm512_load_si512(hi + 16 * m), 8));
-        const __m512 da = _mm512_set1_ps(x[m * ldb + l].d);
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, da), acc[m]);
+                                                                   __m512 * acc) {
+    const __m512 da = _mm512_loadu_ps(a->d + (t * nb + l) * QA_ROWS);
+    const int32_t * sums = a->sums + (t * nb + l) * 4 * QA_ROWS;
+    for (int r = 0; r < QA_ROWS; r++) {
+        const __m512i s = _mm512_add_epi32(_mm512_load_si512(lo + 16 * r), _mm512_slli_epi32(_mm512_load_si512(hi + 16 * r), 8));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(_mm512_set1_ps(p->d[l * QA_ROWS + r]), da), acc[r]);
         if (type != GGML_TYPE_Q6_K) {
-            const int32_t * pairs = sums + (m * nb + l) * 4;
-            __m512i mm = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p->mins[l * 4], _mm512_set1_epi32(pairs[0]));
-            mm = _mm512_dpwssd_epi32(mm, p->mins[l * 4 + 1], _mm512_set1_epi32(pairs[1]));
-            mm = _mm512_dpwssd_epi32(mm, p->mins[l * 4 + 2], _mm512_set1_epi32(pairs[2]));
-            mm = _mm512_dpwssd_epi32(mm, p->mins[l * 4 + 3], _mm512_set1_epi32(pairs[3]));
-            acc[m] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mm), _mm512_mul_ps(dmin, da), acc[m]);
+            const int32_t * mins = p->mins + (l * QA_ROWS + r) * 4;
+            __m512i m = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(sums), _mm512_set1_epi32(mins[0]));
+            m = _mm512_dpwssd_epi32(m, _mm512_loadu_si512(sums + QA_ROWS), _mm512_set1_epi32(mins[1]));
+            m = _mm512_dpwssd_epi32(m, _mm512_loadu_si512(sums + 2 * QA_ROWS), _mm512_set1_epi32(mins[2]));
+            m = _mm512_dpwssd_epi32(m, _mm512_loadu_si512(sums + 3 * QA_ROWS), _mm512_set1_epi32(mins[3]));
+            acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m),
+                                      _mm512_mul_ps(_mm512_set1_ps(p->dmin[l * QA_ROWS + r]), da), acc[r]);
         }
     }
 }
 
-// The panel by 16 or 32 activation rows (x0, and x1 unless NULL; each 16 rows of ldb blocks apart, their values
-// as qa_pack_activations lays them out in a0 and a1 and their qa_activation_sums in s0 and s1) into acc[32][16].
+// The panel by activation tile t0, and t0 + 1 if two, into acc[weight row] and acc[16 + weight row].
 static inline __attribute__((always_inline)) void qa_tiles(enum ggml_type type, const qa_panel * p, int nb,
-                                                            const block_q8_K * x0, const block_q8_K * x1, size_t ldb,
-                                                            const uint8_t * a0, const uint8_t * a1,
-                                                            const int32_t * s0, const int32_t * s1, __m512 * acc) {
+                                                            const qa_activations * a, int64_t t0, bool two,
+                                                            __m512 * acc) {
     int32_t c[4][QA_ROWS * QA_ROWS] __attribute__((aligned(64)));
     for (int l = 0; l < nb; l++) {
         QA_ZERO(0);
@@ -251,25 +267,25 @@ static inline __attribute__((always_inline)) void qa_tiles(enum ggml_type type, 
         QA_ZERO(2);
         QA_ZERO(3);
         for (int k = 0; k < QA_CHUNKS; k++) {
-            const uint8_t * b = p->bytes + (size_t) ((l * QA_CHUNKS + k) * 2) * QA_TILE_BYTES;
-            QA_LOAD(6, b, 64);
-            QA_LOAD(7, b + QA_TILE_BYTES, 64);
-            QA_LOAD(4, a0 + (l * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
-            QA_DP_SU(0, 4, 6);
-            QA_DP_SS(1, 4, 7);
-            if (x1) {
-                QA_LOAD(5, a1 + (l * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
-                QA_DP_SU(2, 5, 6);
-                QA_DP_SS(3, 5, 7);
+            const uint8_t * w = p->bytes + (size_t) l * QA_BLOCK_BYTES + (size_t) 2 * k * QA_TILE_BYTES;
+            QA_LOAD(6, w, 64);
+            QA_LOAD(7, w + QA_TILE_BYTES, 64);
+            QA_LOAD(4, a->bytes + ((t0 * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
+            QA_DP_US(0, 6, 4);
+            QA_DP_SS(1, 7, 4);
+            if (two) {
+                QA_LOAD(5, a->bytes + (((t0 + 1) * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
+                QA_DP_US(2, 6, 5);
+                QA_DP_SS(3, 7, 5);
             }
         }
         QA_STORE(0, c[0]);
         QA_STORE(1, c[1]);
-        qa_block_floats(type, p, x0, ldb, nb, l, c[0], c[1], s0, acc);
-        if (x1) {
+        qa_block_floats(type, p, a, t0, nb, l, c[0], c[1], acc);
+        if (two) {
             QA_STORE(2, c[2]);
             QA_STORE(3, c[3]);
-            qa_block_floats(type, p, x1, ldb, nb, l, c[2], c[3], s1, acc + QA_ROWS);
+            qa_block_floats(type, p, a, t0 + 1, nb, l, c[2], c[3], acc + QA_ROWS);
         }
     }
 }
@@ -293,22 +309,19 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
         return;
     }
 
-    const size_t bytes_size = (size_t) nb * QA_BLOCK_BYTES;
-    const size_t mins_size = (size_t) nb * 4 * sizeof(__m512i);
-    // activation rows past a multiple of 16 are copied into a tile of their own, its last row repeated
-    const size_t ragged_size = ne11 % QA_ROWS ? (size_t) QA_ROWS * row_size : 0;
+    const int64_t tiles = (ne11 + QA_ROWS - 1) / QA_ROWS;
+    const size_t panel_size = (size_t) nb * QA_BLOCK_BYTES;
+    const size_t activations_size = (size_t) tiles * nb * QK_K * QA_ROWS;
     qa_panel p;
-    p.bytes = (uint8_t *) ggml_aligned_malloc(bytes_size);
-    p.mins = (__m512i *) ggml_aligned_malloc(mins_size);
+    qa_activations x;
+    p.bytes = (uint8_t *) ggml_aligned_malloc(panel_size);
     p.d = (float *) malloc((size_t) nb * QA_ROWS * sizeof(float));
     p.dmin = (float *) malloc((size_t) nb * QA_ROWS * sizeof(float));
-    block_q8_K * ragged = ragged_size ? (block_q8_K *) malloc(ragged_size) : NULL;
-    const int64_t padded = (ne11 + QA_ROWS - 1) / QA_ROWS * QA_ROWS;
-    const size_t sums_size = type == GGML_TYPE_Q6_K ? 0 : (size_t) padded * nb * 4 * sizeof(int32_t);
-    int32_t * sums = sums_size ? (int32_t *) malloc(sums_size) : NULL;
-    const size_t packed_size = (size_t) padded * nb * QK_K;
-    uint8_t * packed = (uint8_t *) ggml_aligned_malloc(packed_size);
-    GGML_ASSERT(p.bytes && p.mins && p.d && p.dmin && (ragged || !ragged_size) && (sums || !sums_size) && packed);
+    p.mins = (int32_t *) malloc((size_t) nb * QA_ROWS * 4 * sizeof(int32_t));
+    x.bytes = (uint8_t *) ggml_aligned_malloc(activations_size);
+    x.d = (float *) malloc((size_t) tiles * nb * QA_ROWS * sizeof(float));
+    x.sums = (int32_t *) malloc((size_t) tiles * nb * 4 * QA_ROWS * sizeof(int32_t));
+    GGML_ASSERT(p.bytes && p.d && p.dmin && p.mins && x.bytes && x.d && x.sums);
     qa_configure();
 
     for (int64_t i13 = 0; i13 < ne13; i13++) {
@@ -316,19 +329,7 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
             const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
             const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
             float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-            const int64_t full = ne11 / QA_ROWS * QA_ROWS;
-            if (ragged) {
-                for (int m = 0; m < QA_ROWS; m++) {
-                    memcpy((char *) ragged + m * row_size, b + MIN(full + m, ne11 - 1) * ldb, row_size);
-                }
-            }
-            qa_pack_activations(b, ldb, ne11, nb, packed);
-            if (sums) {
-                qa_activation_sums(b, ldb, full, nb, sums);
-                if (ragged) {
-                    qa_activation_sums(ragged, ldb, QA_ROWS, nb, sums + full * nb * 4);
-                }
-            }
+            qa_prepare_activations(type, b, ldb, ne11, nb, &x);
             for (int64_t panel = p0; panel < p1; panel++) {
                 const int64_t i0 = panel * QA_ROWS;
                 const int rows = (int) MIN(QA_ROWS, ne01 - i0);
@@ -339,22 +340,22 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
 #define QA_PREPARE(T) qa_prepare_panel(T, w, nb, &p)
                 QG_BY_TYPE(type, QA_PREPARE);
 #undef QA_PREPARE
-                for (int64_t j = 0; j < ne11; j += 2 * QA_ROWS) {
-                    const block_q8_K * x0 = j < full ? b + j * ldb : ragged;
-                    const block_q8_K * x1 = j + QA_ROWS >= ne11 ? NULL : j + QA_ROWS < full ? b + (j + QA_ROWS) * ldb : ragged;
-                    __m512 acc[2 * QA_ROWS];
-                    for (int m = 0; m < 2 * QA_ROWS; m++) {
-                        acc[m] = _mm512_setzero_ps();
+                for (int64_t t = 0; t < tiles; t += 2) {
+                    const bool two = t + 1 < tiles;
+                    __m512 acc[2 * QA_ROWS], out[QA_ROWS];
+                    for (int r = 0; r < 2 * QA_ROWS; r++) {
+                        acc[r] = _mm512_setzero_ps();
                     }
-                    const int32_t * s0 = sums ? sums + j * nb * 4 : NULL;
-                    const int32_t * s1 = sums && x1 ? sums + (j + QA_ROWS) * nb * 4 : NULL;
-                    const uint8_t * a0 = packed + (size_t) j * nb * QK_K;
-                    const uint8_t * a1 = a0 + (size_t) QA_ROWS * nb * QK_K;
-#define QA_TILES(T) qa_tiles(T, &p, nb, x0, x1, ldb, a0, a1, s0, s1, acc)
+#define QA_TILES(T) qa_tiles(T, &p, nb, &x, t, two, acc)
                     QG_BY_TYPE(type, QA_TILES);
 #undef QA_TILES
-                    for (int m = 0; m < 2 * QA_ROWS && j + m < ne11; m++) {
-                        _mm512_mask_storeu_ps(c + (j + m) * ldc + i0, (__mmask16) ((1u << rows) - 1), acc[m]);
+                    // acc[r] lane n is activation row 16t + n by weight row r: dst's rows are activation rows
+                    for (int h = 0; h < (two ? 2 : 1); h++) {
+                        qa_transpose16((const __m512i *) (acc + h * QA_ROWS), (__m512i *) out);
+                        for (int n = 0; n < QA_ROWS && (t + h) * QA_ROWS + n < ne11; n++) {
+                            _mm512_mask_storeu_ps(c + ((t + h) * QA_ROWS + n) * ldc + i0,
+                                                  (__mmask16) ((1u << rows) - 1), out[n]);
+                        }
                     }
                 }
             }
@@ -362,12 +363,12 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
     }
 
     __asm__ volatile("tilerelease" ::);
-    ggml_aligned_free(p.bytes, bytes_size);
-    ggml_aligned_free(p.mins, mins_size);
+    ggml_aligned_free(p.bytes, panel_size);
     free(p.d);
     free(p.dmin);
-    free(ragged);
-    free(sums);
-    ggml_aligned_free(packed, packed_size);
+    free(p.mins);
+    ggml_aligned_free(x.bytes, activations_size);
+    free(x.d);
+    free(x.sums);
 }
 #endif
