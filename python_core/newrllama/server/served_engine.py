@@ -12,6 +12,7 @@ from typing import Optional
 from ..engine.context import Context
 from ..engine.model import Model
 from ..errors import NewrllamaError
+from ..runs.catalog import is_model_name
 from .metrics import ServerMetrics
 
 
@@ -37,7 +38,9 @@ class Engine:
         self.model: Optional[Model] = None
         self.ctx: Optional[Context] = None
         self.error: Optional[str] = None
-        self.name = config.model_name or Path(config.model_path or "gemma-3-270m").stem
+        # a recommended model's name is its id as it is (its dots are not a file's suffix), a file its stem
+        path = config.model_path or "gemma-3-270m"
+        self.name = config.model_name or (path if is_model_name(path) else Path(path).stem)
         self.created = int(time.time())
         self._thread = threading.Thread(target=self._load, name="newrllama-load", daemon=True)
 

@@ -511,3 +511,13 @@ def test_without_the_prefix_cache_every_request_decodes_in_full(client, model, r
         answer = model.tokenize(r.choices[0].text, add_special=False)
         assert len(answer) == r.usage.completion_tokens == 6
         assert worst_gap(reference_llama, model.tokenize(prompt), answer) <= MARGIN, (prompt, r.choices[0].text)
+
+
+def test_the_models_id_is_its_name_or_its_file_stem():
+    """A recommended model served by name keeps its whole name (its dots are not a suffix); a file gives its stem."""
+    from newrllama.server import ServerConfig
+    from newrllama.server.served_engine import Engine
+    assert Engine(ServerConfig(model_path="qwen2.5-coder-1.5b-instruct")).name == "qwen2.5-coder-1.5b-instruct"
+    assert Engine(ServerConfig(model_path="/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")).name == \
+        "qwen2.5-coder-1.5b-instruct-q4_k_m"
+    assert Engine(ServerConfig(model_path="/m/x.gguf", model_name="mine")).name == "mine"
