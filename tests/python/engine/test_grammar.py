@@ -23,8 +23,11 @@ def test_answers_follow_the_grammar_greedy_and_sampled(ctx4):
     completions = ctx4.generate_parallel(prompts, [greedy, greedy, sampled, sampled])
     for c in completions[:2]:
         assert c.text in ("yes.", "no.") and c.finish_reason == "stop"
+    # [0-9]+ may end after any digit: a sampled answer stops at the end of text or runs to max_tokens, as the
+    # model's draws fall (they differ between CPUs whose matmul kernels round differently)
     for c in completions[2:]:
-        assert c.text.isdigit() and c.finish_reason == "length"
+        assert c.text.isdigit(), c
+        assert (c.finish_reason, c.n_gen_tokens) in [("length", 8)] + [("stop", n) for n in range(1, 8)], c
 
 
 def test_a_grammar_is_parsed_once_per_call_for_all_its_prompts(ctx4, monkeypatch):
