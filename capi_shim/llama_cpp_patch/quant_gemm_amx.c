@@ -15,13 +15,14 @@
 // activation row; B holds 16 activation rows in AMX's layout (a 16 x 16 transpose of 4-byte groups), prepared once
 // per call. Two activation tiles share each A: tiles 0-3 hold C (lo and hi of each), 4-5 B, 6-7 A. Preparing the
 // weights is most of what a call with few activation rows costs, so it does the least it can: no transpose, and
-// for Q4_K (most of a Q4_K_M model's weights) the fold is a byte table lookup of sc * q for the 16 codes q.
+// for Q4_K (most of a Q4_K_M model's weights) the fold is a byte table lookup of sc * q for the 16 codes q. Every
+// CPU with AMX-INT8 has AVX512-VBMI, whose byte permutes the fold uses.
 //
 // Tiles need the process's permission, asked for once (arch_prctl); where the kernel refuses it, or the CPU lacks
 // AMX-INT8, or NEWRLLAMA_AMX=off, quant-gemm-avx2 takes every matmul with the same bits.
 
 #if defined(GGML_QUANT_GEMM_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && \
-    defined(__linux__) && defined(__x86_64__)
+    defined(__AVX512VBMI__) && defined(__linux__) && defined(__x86_64__)
 #define GGML_QUANT_GEMM_AMX 1
 
 #include <cpuid.h>
@@ -136,45 +137,80 @@ static inline void qa_transpose16(const __m512i in[16], __m512i out[16]) {
 }
 
 // One weight row's block as w = lo + 256 hi, its scales folded in (see the top of the file): chunk c's 64 values
-// at lo + 2c tiles and hi + 2c tiles, as the panel lays them out.
+// at lo + 2c tiles and hi + 2c tiles, as the panel lays them out. Folding is most of a few-row step's work, so the
+// two types of a Q4_K_M file take 64 values at a time with VBMI's byte permutes (vpermb, vpermt2b) where the
+// split into lo and hi bytes would otherwise take a narrowing and a shift each.
 static inline void qa_fold_scales(enum ggml_type type, const void * b, const qg_block * k, uint8_t * lo, uint8_t * hi) {
+    const __m512i halves = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);  // words 16-31: 1
     if (type == GGML_TYPE_Q4_K) {
         // chunk c: the low then the high nibbles of bytes 32c .. 32c + 31 (sub-blocks 2c and 2c + 1), looked up in
-        // the tables of sc * q for their scales, one table per 128-bit lane as vpshufb takes them
-        const __m512i q16 = _mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004, 0x00070006, 0x00090008, 0x000b000a,
-                                              0x000d000c, 0x000f000e, 0x00010000, 0x00030002, 0x00050004, 0x00070006,
-                                              0x00090008, 0x000b000a, 0x000d000c, 0x000f000e);
-        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        // a table of their sc * q for the 16 codes q: bytes 0-15 and 16-31 the low bytes of sub-block 2c's and
+        // 2c + 1's, bytes 32-63 their high bytes
+        const __m512i q16 = _mm512_and_si512(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                                              16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi16(15));
+        const __m512i low_then_high_bytes = _mm512_set_epi8(
+            63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11,
+            9, 7, 5, 3, 1, 62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22, 20, 18,
+            16, 14, 12, 10, 8, 6, 4, 2, 0);
+        const __m512i scales = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *) k->sm)));
+        const __m512i nibble_shift = _mm512_slli_epi16(halves, 2);                  // the high nibbles in bytes 32-63
+        const __m512i second_table = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi8(16), 1);
         const uint8_t * qs = ((const block_q4_K *) b)->qs;
         for (int c = 0; c < QA_CHUNKS; c++) {
-            const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(k->sm[2 * c]), _mm256_set1_epi16(k->sm[2 * c + 1]), 1);
-            const __m512i w = _mm512_mullo_epi16(q16, sc);
-            const __m512i lo_tables = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(w));
-            const __m512i hi_tables = _mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
-            const __m256i v = _mm256_loadu_si256((const __m256i *) (qs + 32 * c));
-            const __m512i codes = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, low4)),
-                                                     _mm256_and_si256(_mm256_srli_epi16(v, 4), low4), 1);
-            _mm512_store_si512(lo + 2 * c * QA_TILE_BYTES,
-                               _mm512_shuffle_epi8(_mm512_shuffle_i32x4(lo_tables, lo_tables, 0x50), codes));
+            const __m512i sc = _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16((short) (2 * c))), scales);
+            const __m512i table = _mm512_permutexvar_epi8(low_then_high_bytes, _mm512_mullo_epi16(q16, sc));
+            const __m512i v = _mm512_srlv_epi16(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (qs + 32 * c))),
+                                                nibble_shift);
+            // (v & 15) | 16 in bytes 32-63: the second sub-block's entries
+            const __m512i codes = _mm512_ternarylogic_epi32(v, _mm512_set1_epi8(15), second_table, 0xea);
+            _mm512_store_si512(lo + 2 * c * QA_TILE_BYTES, _mm512_permutexvar_epi8(codes, table));
             _mm512_store_si512(hi + 2 * c * QA_TILE_BYTES,
-                               _mm512_shuffle_epi8(_mm512_shuffle_i32x4(hi_tables, hi_tables, 0x50), codes));
+                               _mm512_permutexvar_epi8(_mm512_or_si512(codes, _mm512_set1_epi8(32)), table));
         }
         return;
     }
-    for (int j = 0; j < QG_RUNS; j++) {
-        __m512i w = _mm512_cvtepu8_epi16(qg_codes(type, b, j));
-        __m512i sc;
-        if (type == GGML_TYPE_Q6_K) {  // run j holds sub-blocks 2j and 2j + 1, 16 codes each
-            const int8_t * s = ((const block_q6_K *) b)->scales;
-            w = _mm512_sub_epi16(w, _mm512_set1_epi16(32));
-            sc = _mm512_inserti64x4(_mm512_set1_epi16(s[2 * j]), _mm256_set1_epi16(s[2 * j + 1]), 1);
-        } else {
-            sc = _mm512_set1_epi16(k->sm[j]);
+    const __m512i low_bytes = _mm512_set_epi8(
+        126, 124, 122, 120, 118, 116, 114, 112, 110, 108, 106, 104, 102, 100, 98, 96, 94, 92, 90, 88, 86, 84, 82, 80, 78,
+        76, 74, 72, 70, 68, 66, 64, 62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26, 24, 22,
+        20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i high_bytes = _mm512_add_epi8(low_bytes, _mm512_set1_epi8(1));
+    if (type == GGML_TYPE_Q6_K) {
+        // chunk c: runs 2c and 2c + 1 (sub-blocks 4c .. 4c + 3, 16 codes each): the low or high nibbles of 64 bytes
+        // of ql (half block c / 2), under bits 4i, 4i + 1 (run 2c) and 4i + 2, 4i + 3 (run 2c + 1) of its 32 bytes of
+        // qh, i = c % 2, moved to bits 4 and 5
+        const block_q6_K * q6 = (const block_q6_K *) b;
+        const __m512i scales = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) q6->scales)));
+        for (int c = 0; c < QA_CHUNKS; c++) {
+            const int h = c / 2, i = c % 2;
+            __m512i low = _mm512_loadu_si512(q6->ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (q6->qh + 32 * h)));
+            __m512i top;
+            if (i == 0) {  // bits 0-1 and 2-3 up by 4 and 2
+                top = _mm512_sllv_epi16(qh, _mm512_sub_epi16(_mm512_set1_epi16(4), _mm512_slli_epi16(halves, 1)));
+            } else {       // bits 4-5 where they are, 6-7 down by 2
+                low = _mm512_srli_epi16(low, 4);
+                top = _mm512_srlv_epi16(qh, _mm512_slli_epi16(halves, 1));
+            }
+            // bits 0-3 of low and 4-5 of top, less 32: q - 32 in [-32, 31]
+            const __m512i codes = _mm512_and_si512(_mm512_ternarylogic_epi32(low, top, _mm512_set1_epi8(15), 0xe4),
+                                                _mm512_set1_epi8(63));
+            const __m512i q = _mm512_sub_epi8(codes, _mm512_set1_epi8(32));
+            const __m512i w0 = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(q)),
+                _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16((short) (4 * c))), scales));
+            const __m512i w1 = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(q, 1)),
+                _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16((short) (4 * c + 2))), scales));
+            _mm512_store_si512(lo + 2 * c * QA_TILE_BYTES, _mm512_permutex2var_epi8(w0, low_bytes, w1));
+            _mm512_store_si512(hi + 2 * c * QA_TILE_BYTES, _mm512_permutex2var_epi8(w0, high_bytes, w1));
         }
-        w = _mm512_mullo_epi16(w, sc);
-        const size_t at = (size_t) (j / 2) * 2 * QA_TILE_BYTES + 32 * (j % 2);
-        _mm256_store_si256((__m256i *) (lo + at), _mm512_cvtepi16_epi8(w));
-        _mm256_store_si256((__m256i *) (hi + at), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
+        return;
+    }
+    for (int c = 0; c < QA_CHUNKS; c++) {  // Q5_K: runs 2c and 2c + 1, a scale each
+        const __m512i w0 = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(qg_codes(type, b, 2 * c)), _mm512_set1_epi16(k->sm[2 * c]));
+        const __m512i w1 = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(qg_codes(type, b, 2 * c + 1)),
+                                              _mm512_set1_epi16(k->sm[2 * c + 1]));
+        _mm512_store_si512(lo + 2 * c * QA_TILE_BYTES, _mm512_permutex2var_epi8(w0, low_bytes, w1));
+        _mm512_store_si512(hi + 2 * c * QA_TILE_BYTES, _mm512_permutex2var_epi8(w0, high_bytes, w1));
     }
 }
 

@@ -149,9 +149,10 @@ def test_the_build_carries_the_patches_and_says_so(model):
     cpu = _features(ffi.string(lib.newrllama_system_info()).decode())
     vnni = cpu.get("AVX512") == "1" and cpu.get("AVX512_VNNI") == "1"
     avx2 = cpu.get("AVX2") == "1" and cpu.get("FMA") == "1"
+    vbmi = cpu.get("AVX512_VBMI") == "1"
     expected = ", ".join(sorted(["flash-attn-bf16-blocked"] + (["q0-gemm-vnni"] if vnni else [])
                                 + (["quant-gemm-avx2", "quantize-q8_K-avx2"] if avx2 else [])
-                                + (["quant-gemm-amx"] if vnni and avx2 else [])))
+                                + (["quant-gemm-amx"] if vnni and vbmi and avx2 else [])))
     with context(model) as ctx:
         record = ctx.engine_stats().determinism
     assert record.build.endswith(f"; llama.cpp patch: {expected}")

@@ -92,7 +92,7 @@ def cpu_has_amx_int8() -> bool:
 @pytest.mark.parametrize("m, n, k", [s for s in SHAPES if s[1] >= 12] + [(48, 130, 768)])
 def test_amx_tiles_give_the_bits_of_the_avx2_kernel(check, type_name, m, n, k):
     if "quant-gemm-amx" not in check[1]:
-        pytest.skip("quant-gemm-amx is not compiled into this llama.cpp (its CPU lacks AVX-512 or the build is not "
+        pytest.skip("quant-gemm-amx is not compiled into this llama.cpp (its CPU lacks AVX-512 VNNI or VBMI, or the build is not "
                     "for Linux on x86-64): quant-gemm-avx2 takes every row count")
     if not cpu_has_amx_int8():
         pytest.skip("this CPU has no AMX-INT8: quant-gemm-avx2 takes every row count")
