@@ -115,7 +115,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
-BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "-DGGML_SIMD"]
+BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "-mavx512vbmi", "-DGGML_SIMD"]
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
