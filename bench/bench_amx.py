@@ -2,7 +2,7 @@
 
 The workload of bench/bench_annotate.py (an instruction of 450 tokens shared by every prompt, then a document of
 25 tokens; 16 sequences, 2 threads, the prefix cache on), each prompt scored against 4 labels (`choices`), run with
-newrllama's AMX kernel (quant-gemm-amx takes the K-quant matmuls of 12 rows and more) and with NEWRLLAMA_AMX=off
+newrllama's AMX kernel (quant-gemm-amx takes the K-quant matmuls of 8 rows and more) and with NEWRLLAMA_AMX=off
 (quant-gemm-avx2 takes every one). The setting is read once per process, so each run is a fresh process, the two
 in turn, the first rotating between repeats; each process warms up at full width under another instruction before
 its timed call. Every process's label log-probabilities are kept: the two kernels must give the same bits.

@@ -10,7 +10,7 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - quant-gemm-avx2, in the same file: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2 (quant_gemm_avx2.c)
   for every number of rows, where llama.cpp would take its tiled kernel or vec_dot. It goes after q0-gemm-vnni,
   whose call it leaves first;
-- quant-gemm-amx, in the same file: the same matmul with AMX tiles (quant_gemm_amx.c) from 12 activation rows up,
+- quant-gemm-amx, in the same file: the same matmul with AMX tiles (quant_gemm_amx.c) from 8 activation rows up,
   with quant-gemm-avx2's bits, where the CPU has AMX-INT8 and the kernel lets the process use it. It goes after
   quant-gemm-avx2, whose helpers and call it uses;
 - quantize-q8_K-avx2, in ggml/src/ggml-cpu/arch/x86/quants.c: the rounding of activations to Q8_K that the

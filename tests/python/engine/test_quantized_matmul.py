@@ -1,6 +1,6 @@
 """The matmul of the weight types whose kernels newrllama patches into llama.cpp (capi_shim/llama_cpp_patch:
 q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, tinyBLAS elsewhere; quant-gemm-avx2 for Q4_K, Q5_K
-and Q6_K where it has AVX2, and quant-gemm-amx for them from 12 activation rows up where it has AMX-INT8), run by
+and Q6_K where it has AVX2, and quant-gemm-amx for them from 8 activation rows up where it has AMX-INT8), run by
 the installed ggml on random matrices of shapes that leave ragged tiles: its
 results are the exact product of what it multiplies, up to float rounding; each output is the same bits alone, in
 a batch and with any number of threads; and where newrllama's kernel is compiled in, each output is the same bits
@@ -28,7 +28,7 @@ shim_build = repo_modules.load("capi_shim/build.py", "newrllama_shim_build")
 KERNEL_OF = {"q5_0": "q0-gemm-vnni", "q8_0": "q0-gemm-vnni",
              "q4_K": "quant-gemm-avx2", "q5_K": "quant-gemm-avx2", "q6_K": "quant-gemm-avx2"}
 SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512),  # M weight rows, N, K
-          (70, 67, 512), (16, 16, 256), (40, 13, 512)]  # and tiles of 16 activation rows: in pairs, whole, ragged
+          (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512)]  # and tiles of 16 activation rows: in pairs, whole, ragged, half
 K_QUANTS = ("q4_K", "q5_K", "q6_K")
 
 
@@ -89,7 +89,7 @@ def cpu_has_amx_int8() -> bool:
 # A row computed by the tiles and by quant-gemm-avx2 is the same bits: the whole batch once with the tiles and once
 # with NEWRLLAMA_AMX=off (also compared row by row, alone, by the tests above).
 @pytest.mark.parametrize("type_name", K_QUANTS)
-@pytest.mark.parametrize("m, n, k", [s for s in SHAPES if s[1] >= 12] + [(48, 130, 768)])
+@pytest.mark.parametrize("m, n, k", [s for s in SHAPES if s[1] >= 8] + [(48, 130, 768)])
 def test_amx_tiles_give_the_bits_of_the_avx2_kernel(check, type_name, m, n, k):
     if "quant-gemm-amx" not in check[1]:
         pytest.skip("quant-gemm-amx is not compiled into this llama.cpp (its CPU lacks AVX-512 VNNI or VBMI, or the build is not "
