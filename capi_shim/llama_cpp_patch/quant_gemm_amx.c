@@ -217,7 +217,7 @@ static inline void qa_fold_scales(enum ggml_type type, const void * b, const qg_
 // The weight rows of a thread follow one another in memory, and a panel reads its 16 rows block by block, 16 places
 // at once, which the hardware prefetcher does not follow: the first loads of a block were the hottest instructions
 // of a 16-row step. So while it folds one panel it asks for the next one's bytes (next, next_size), a share per
-// block; a 16-row step from memory went 1.2x to 1.3x faster.
+// block.
 static inline __attribute__((always_inline)) void qa_prepare_panel(enum ggml_type type, const char * const * w,
                                                                     int nb, const char * next, size_t next_size,
                                                                     qa_panel * p) {
