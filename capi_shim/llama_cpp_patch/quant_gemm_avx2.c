@@ -16,10 +16,11 @@
 // fits in int32 (at most 128 * 63 * 127 * 256 < 2^31), so the order the SIMD lanes add them in does not matter: any
 // tiling, any number of rows or threads, and any unit that sums exactly gives the same bits.
 //
-// Decode (one activation row) takes 8 weight rows at a time straight from their blocks, one row after the other.
-// More activation rows take a panel of 8 weight rows, unpacked once, code group by code group, and passed over
-// the activation rows four at a time (see qg_panel_cols). The threads split the weight rows 8 at a time. A tile
-// that runs past the last weight row repeats a valid one and does not store it.
+// Decode (one activation row) takes 8 weight rows at a time straight from their blocks, one row after the other,
+// and the threads claim the weight rows in chunks as they go (see qg_decode). More activation rows take a panel of
+// 8 weight rows, unpacked once, code group by code group, and passed over the activation rows four at a time (see
+// qg_panel_cols); the threads split the weight rows 8 at a time. A tile that runs past the last weight row repeats
+// a valid one and does not store it.
 
 // F16C converts 8 rows' fp16 scales at once; every CPU with AVX2 and FMA has it.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -33,6 +34,7 @@ enum {
     QG_LANES = 8,       // outputs per tile
     QG_RUNS = QK_K / 32, // runs of 32 codes per block
     QG_PREFETCH = 2048,  // how far ahead of its block decode asks for a row's bytes
+    QG_DECODE_TILES = 8, // tiles of weight rows a thread claims at a time in decode
 };
 
 // A block of weights as the kernel reads it: the codes and what multiplies them. For Q4_K and Q5_K, sm holds the
@@ -429,9 +431,67 @@ static bool ggml_quant_gemm_avx2_supports(const struct ggml_tensor * dst) {
            src0->extra == NULL && src1->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src0->ne[0] % QK_K == 0;
 }
 
-// dst = src0 x src1 for the weight rows of this thread, src1 already in Q8_K in wdata (ggml converts it before the
-// barrier). The threads split the weight rows 8 at a time; with more than one activation row, each thread takes
-// them in chunks that stay in cache while its panels pass over them.
+// Decode: dst = src0 x one activation row (src1, already in Q8_K in wdata). The weight rows go in chunks of
+// QG_DECODE_TILES tiles that the threads claim from ggml's shared counter, which the caller set to nth before its
+// barrier (so chunk ith is this thread's first): a thread held up by anything else on the machine leaves its chunks
+// to the others instead of keeping them waiting at the next barrier. Which thread computes a row does not touch
+// its arithmetic.
+static void qg_decode(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    GGML_TENSOR_BINARY_OP_LOCALS
+
+    const enum ggml_type type = src0->type;
+    const int nb = (int) (ne00 / QK_K);
+    const size_t row_size = ggml_row_size(GGML_TYPE_Q8_K, ne10);
+    const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
+    const int64_t plane_chunks = (tiles + QG_DECODE_TILES - 1) / QG_DECODE_TILES;
+    const int64_t chunks = plane_chunks * ne12 * ne13;
+    // the activation blocks' sums, then each block's sums and its scales (fp16) per weight row
+    const size_t part_size = (size_t) nb * ((QG_LANES + 1) * sizeof(__m256i) + 2 * QG_LANES * sizeof(ggml_half));
+    __m256i * part = (__m256i *) ggml_aligned_malloc(part_size);
+    GGML_ASSERT(part);
+    __m256i * sums = part + QG_LANES * nb;
+    uint16_t * h = (uint16_t *) (part + (QG_LANES + 1) * nb);
+
+    int64_t plane = -1;
+    const char * a = NULL;
+    const block_q8_K * b = NULL;
+    float * c = NULL;
+    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        if (chunk / plane_chunks != plane) {
+            plane = chunk / plane_chunks;
+            const int64_t i12 = plane % ne12, i13 = plane / ne12;
+            a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
+            b = (const block_q8_K *) ((const char *) params->wdata + (i12 + i13 * ne12) * row_size);
+            c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+            for (int l = 0; l < nb; l++) {
+#define QG_SUMS(T) qg_activation_sums(T, b + l)
+                sums[l] = QG_BY_TYPE(type, QG_SUMS);
+#undef QG_SUMS
+            }
+        }
+        const int64_t first = chunk % plane_chunks * QG_DECODE_TILES;
+        for (int64_t tile = first; tile < MIN(tiles, first + QG_DECODE_TILES); tile++) {
+            const int64_t i0 = tile * QG_LANES;
+            const int rows = (int) MIN(QG_LANES, ne01 - i0);
+            const char * w[QG_LANES];
+            for (int r = 0; r < QG_LANES; r++) {  // rows past the end repeat the last one
+                w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
+            }
+            float out[QG_LANES];
+#define QG_ROWS(T) qg_tile_rows(T, w, b, sums, nb, part, h)
+            _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
+#undef QG_ROWS
+            memcpy(c + i0, out, rows * sizeof(float));
+        }
+    }
+    ggml_aligned_free(part, part_size);
+}
+
+// dst = src0 x src1, src1 already in Q8_K in wdata (ggml converts it before the barrier). One activation row is
+// qg_decode's. More: the threads split the weight rows 8 at a time, and each takes the activation rows in chunks
+// that stay in cache while its panels pass over them.
 static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -447,38 +507,27 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
     const int64_t t0 = tiles * params->ith / params->nth;
     const int64_t t1 = tiles * (params->ith + 1) / params->nth;
+    if (ne11 == 1) {
+        qg_decode(params, dst);
+        return;
+    }
 
-    // decode: the activation blocks' sums, and each block's sums and scales per row; more rows: a panel
-    const size_t part_size = (size_t) nb * ((QG_LANES + 1) * sizeof(__m256i) + 2 * QG_LANES * sizeof(ggml_half));
     const size_t codes_size = (size_t) nb * QG_GROUPS * sizeof(__m256i);
     const size_t scales_size = (size_t) nb * (QK_K / qg_sub_codes(type)) * sizeof(__m256i);
     const size_t pairs_size = (size_t) nb * qg_sum_pairs(type) * sizeof(__m256i);
-    __m256i * part = NULL;
-    qg_panel p = { 0 };
-    if (ne11 == 1) {
-        part = (__m256i *) ggml_aligned_malloc(part_size);
-        GGML_ASSERT(part);
-    } else {
-        p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
-        p.scales = (__m256i *) ggml_aligned_malloc(scales_size);
-        p.pairs = (__m256i *) ggml_aligned_malloc(pairs_size);
-        p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
-        p.dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
-        GGML_ASSERT(p.codes && p.scales && p.pairs && p.d && p.dmin);
-    }
+    qg_panel p;
+    p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
+    p.scales = (__m256i *) ggml_aligned_malloc(scales_size);
+    p.pairs = (__m256i *) ggml_aligned_malloc(pairs_size);
+    p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+    p.dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+    GGML_ASSERT(p.codes && p.scales && p.pairs && p.d && p.dmin);
 
     for (int64_t i13 = 0; i13 < ne13; i13++) {
         for (int64_t i12 = 0; i12 < ne12; i12++) {
             const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
             const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
             float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-            if (ne11 == 1) {
-                for (int l = 0; l < nb; l++) {
-#define QG_SUMS(T) qg_activation_sums(T, b + l)
-                    part[QG_LANES * nb + l] = QG_BY_TYPE(type, QG_SUMS);
-#undef QG_SUMS
-                }
-            }
             for (int64_t j0 = 0; j0 < ne11; j0 += QG_CHUNK_COLS) {
                 const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
                 for (int64_t tile = t0; tile < t1; tile++) {
@@ -489,13 +538,6 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                         w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
                     }
                     float out[QG_PANEL_COLS * QG_LANES];
-                    if (ne11 == 1) {
-#define QG_ROWS(T) qg_tile_rows(T, w, b, part + QG_LANES * nb, nb, part, (uint16_t *) (part + (QG_LANES + 1) * nb))
-                        _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
-#undef QG_ROWS
-                        memcpy(c + i0, out, rows * sizeof(float));
-                        continue;
-                    }
 #define QG_UNPACK(T) qg_unpack_panel(T, w, nb, &p)
                     QG_BY_TYPE(type, QG_UNPACK);
 #undef QG_UNPACK
@@ -540,14 +582,10 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         }
     }
 
-    if (ne11 == 1) {
-        ggml_aligned_free(part, part_size);
-    } else {
-        ggml_aligned_free(p.codes, codes_size);
-        ggml_aligned_free(p.scales, scales_size);
-        ggml_aligned_free(p.pairs, pairs_size);
-        free(p.d);
-        free(p.dmin);
-    }
+    ggml_aligned_free(p.codes, codes_size);
+    ggml_aligned_free(p.scales, scales_size);
+    ggml_aligned_free(p.pairs, pairs_size);
+    free(p.d);
+    free(p.dmin);
 }
 #endif

@@ -234,8 +234,11 @@ int main(int argc, char **argv) {
     }
     for (int threads = 1; threads <= 3; threads += 2) {
         float *again = product(w, x, n, k, threads);
-        same_threads &= memcmp(again, batch, sizeof(float) * (size_t) m * n) == 0;
+        float *first_alone = product(w, x, 1, k, threads);  /* one row: its threads claim the weight rows as they go */
+        same_threads &= memcmp(again, batch, sizeof(float) * (size_t) m * n) == 0 &&
+                        memcmp(first_alone, batch, sizeof(float) * m) == 0;
         free(again);
+        free(first_alone);
     }
     uint64_t digest = 14695981039346656037u;
     for (size_t i = 0; i < sizeof(float) * (size_t) m * n; i++) {
