@@ -105,14 +105,14 @@ def test_ctrl_c_cancels_only_the_interrupted_caller(model, ctrl_c_raises):
 
 
 @pytest.mark.slow
-def test_eight_threads_twenty_five_calls_each(model):
+def test_eight_threads_twelve_calls_each(model):
     params = newrllama.SamplingParams(max_tokens=2)
     jobs = [[PROMPTS[k], PROMPTS[(k + 3) % 8]] for k in range(8)]
     with newrllama.Context(model, n_ctx=2048, n_seq_max=8, n_threads=2) as ctx:
         failures = []
 
         def worker(job):
-            for _ in range(25):
+            for _ in range(12):
                 out = ctx.generate_parallel(job, params)
                 if len(out) != 2 or any(c.error or c.n_gen_tokens != 2 for c in out) or \
                         [c.n_prompt_tokens for c in out] != [len(model.tokenize(p)) for p in job]:
