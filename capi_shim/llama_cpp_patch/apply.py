@@ -16,6 +16,9 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - quantize-q8_K-avx2, in ggml/src/ggml-cpu/arch/x86/quants.c: the rounding of activations to Q8_K that the
   K-quant kernels multiply, with AVX2 (quantize_q8_K_avx2.c), the reference's values bit for bit, where ggml's x86
   build calls the scalar reference.
+And one to ggml's allocation:
+- huge-pages, in ggml/src/ggml.c: buffers of 2 MiB and more on transparent huge pages, on Linux (huge_pages.c). It
+  changes no bits, and is built into ggml's base library, so the build fingerprint does not name it.
 Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
 named, rather than building without the patch.
 
@@ -172,7 +175,21 @@ QUANTIZE_Q8_K_AVX2 = Patch(
 }"""),),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2)
+HUGE_PAGES = Patch(
+    name="huge-pages",
+    source=Path("ggml") / "src" / "ggml.c",
+    kernel=HERE / "huge_pages.c",
+    kernel_anchor="void * ggml_aligned_malloc(size_t size) {\n",
+    edits=(Edit("allocation to replace", """    int result = posix_memalign(&aligned_memory, alignment, size);
+  #endif""", """  #ifdef __linux__
+    int result = ggml_posix_memalign_huge_pages(&aligned_memory, alignment, size);
+  #else
+    int result = posix_memalign(&aligned_memory, alignment, size);
+  #endif
+  #endif"""),),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -28,8 +28,11 @@ CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.
        + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
 QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch.QUANTIZE_Q8_K_AVX2.kernel_anchor
           + patch.QUANTIZE_Q8_K_AVX2.edits[0].old + "\n")
+BASE = ("#include \"ggml-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.HUGE_PAGES.kernel_anchor
+        + "    void * aligned_memory = NULL;\n  #if defined(__APPLE__)\n    int result = vm_allocate();\n  #else\n"
+        + patch.HUGE_PAGES.edits[0].old + "\n    return aligned_memory;\n}\n")
 SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU,
-           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS}
+           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS, patch.HUGE_PAGES.source: BASE}
 assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
@@ -74,11 +77,16 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     quants = (tmp_path / patch.QUANTIZE_Q8_K_AVX2.source).read_text()
     assert quants.index("static void other") < quants.index("static void ggml_quantize_q8_K_avx2(") < quants.index(
         "    ggml_quantize_q8_K_avx2(x, (block_q8_K *) y, k);")
+    # big buffers are allocated on huge pages on Linux, and as before elsewhere
+    base = (tmp_path / patch.HUGE_PAGES.source).read_text()
+    assert base.index("static void other") < base.index("static int ggml_posix_memalign_huge_pages(") < base.index(
+        patch.HUGE_PAGES.kernel_anchor) < base.index("ggml_posix_memalign_huge_pages(&aligned_memory")
+    assert "vm_allocate();\n  #else\n  #ifdef __linux__\n" in base
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
     assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, quant-gemm-amx, "
-                          "quantize-q8_K-avx2")
+                          "quantize-q8_K-avx2, huge-pages")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -111,7 +119,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
-            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2")} == {2}
+            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages")} == {2}
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
@@ -120,7 +128,7 @@ BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
-@pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
+@pytest.mark.parametrize("p", [p for p in patch.PATCHES if p is not patch.HUGE_PAGES], ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
     """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
     A kernel is preprocessed after the kernels that go before it in the same file, whose guards it may build on."""
@@ -133,6 +141,20 @@ def test_the_marker_is_built_only_with_its_kernel(p):
 
     assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
     assert patch.MARKER + p.name not in preprocessed(BASELINE)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="the allocation's guard is tested by preprocessing with cc")
+def test_huge_pages_are_asked_for_on_linux_only():
+    text = patch.HUGE_PAGES.kernel.read_text()
+
+    def preprocessed(flags):
+        return subprocess.run(["cc", "-E", "-P", "-x", "c", *flags, "-"], input=text, capture_output=True, text=True,
+                              check=True).stdout
+
+    linux, elsewhere = preprocessed(["-D__linux__"]), preprocessed(["-U__linux__"])
+    marker = patch.MARKER + patch.HUGE_PAGES.name
+    assert "madvise(" in linux and marker in linux
+    assert "madvise(" not in elsewhere and marker not in elsewhere
 
 
 def test_the_wheel_directory_changes_with_the_patch(monkeypatch, tmp_path):
