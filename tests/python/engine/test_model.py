@@ -1,6 +1,9 @@
 """The Python Model API: loading, tokenizer, chat template, closing."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import newrllama
@@ -28,6 +31,37 @@ def test_missing_non_gguf_and_truncated_files_raise(tmp_path):
         newrllama.Model(truncated)
     with pytest.raises(newrllama.InvalidArgumentError):
         newrllama.Model(42)
+    for flag in ("use_mmap", "use_mlock"):
+        with pytest.raises(newrllama.InvalidArgumentError, match=f"{flag} must be True or False"):
+            newrllama.Model(**{flag: "yes"})
+
+
+def _anon_huge_pages_kb() -> int:
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(not THP.exists() or "[never]" in THP.read_text(),
+                    reason="transparent huge pages are off (or this is not Linux): the weights stay on small pages")
+def test_weights_read_into_memory_sit_on_huge_pages_and_give_the_mapped_files_bits():
+    # Linux's usual THP setting, "madvise", gives huge pages only to the buffers llama.cpp's patched allocation marks.
+    path = newrllama.default_model_path()
+    params = newrllama.SamplingParams(choices=["yes", "no", "maybe"])
+    prompt = "Is the sky blue? Answer:"
+    with newrllama.Model(path, use_mmap=True) as mapped, newrllama.Context(mapped, n_ctx=256) as ctx:
+        on_file = ctx.generate(prompt, params).choice_logprobs
+    before = _anon_huge_pages_kb()
+    with newrllama.Model(path) as read:
+        grew_kb = _anon_huge_pages_kb() - before
+        with newrllama.Context(read, n_ctx=256) as ctx:
+            in_memory = ctx.generate(prompt, params).choice_logprobs
+    assert grew_kb * 1024 >= os.path.getsize(path) // 2
+    assert {k: v.hex() for k, v in in_memory.items()} == {k: v.hex() for k, v in on_file.items()}
 
 
 def test_tokenize_round_trip(model):
