@@ -435,16 +435,13 @@ static bool ggml_quant_gemm_avx2_supports(const struct ggml_tensor * dst) {
 // QG_DECODE_TILES tiles that the threads claim from ggml's shared counter, which the caller set to nth before its
 // barrier (so chunk ith is this thread's first): a thread held up by anything else on the machine leaves its chunks
 // to the others instead of keeping them waiting at the next barrier. Which thread computes a row does not touch
-// its arithmetic.
-static void qg_decode(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
+// its arithmetic. type, nb, row_size and tiles are ggml_quant_gemm_avx2's.
+static void qg_decode(const struct ggml_compute_params * params, struct ggml_tensor * dst, enum ggml_type type,
+                      int nb, size_t row_size, int64_t tiles) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
     GGML_TENSOR_BINARY_OP_LOCALS
 
-    const enum ggml_type type = src0->type;
-    const int nb = (int) (ne00 / QK_K);
-    const size_t row_size = ggml_row_size(GGML_TYPE_Q8_K, ne10);
-    const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
     const int64_t plane_chunks = (tiles + QG_DECODE_TILES - 1) / QG_DECODE_TILES;
     const int64_t chunks = plane_chunks * ne12 * ne13;
     // the activation blocks' sums, then each block's sums and its scales (fp16) per weight row
@@ -508,7 +505,7 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const int64_t t0 = tiles * params->ith / params->nth;
     const int64_t t1 = tiles * (params->ith + 1) / params->nth;
     if (ne11 == 1) {
-        qg_decode(params, dst);
+        qg_decode(params, dst, type, nb, row_size, tiles);
         return;
     }
 
