@@ -222,18 +222,41 @@ static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type 
 }
 
 // More activation rows take a panel of 8 weight rows, unpacked once per pass over the activations: for each group
-// of 4 codes, one register holding the 8 rows' 4 codes (lane r: row r), so that one vpmaddubsw multiplies 8 rows
-// by 4 broadcast activations. The int16 pair sums add up exactly over a unit of groups before vpmaddwd widens them
-// with the rows' scales: 8 groups (a sub-block) of Q4_K codes up to 15, 4 of Q5_K up to 31, 2 of Q6_K up to 63,
-// as the activations of Q8_K lie in [-127, 127] (2 * 2 * 63 * 127 < 32768). A lane's int32 sum is then its row's
-// S, with no folding across lanes.
+// of 4 codes, one register holding the 8 rows' 4 codes (lane r: row r), so that one instruction multiplies 8 rows
+// by 4 broadcast activations. With AVX2 that is vpmaddubsw, whose int16 pair sums add up exactly over a unit of
+// groups before vpmaddwd widens them with the rows' scales: 8 groups (a sub-block) of Q4_K codes up to 15, 4 of
+// Q5_K up to 31, 2 of Q6_K up to 63, as the activations of Q8_K lie in [-127, 127] (2 * 2 * 63 * 127 < 32768).
+// Where the CPU has VNNI (AVX512-VNNI, or AVX-VNNI on AVX2 machines), vpdpbusd adds the 4 products straight into
+// int32 lanes, so a unit is a whole sub-block and vpmulld applies its scale: half the instructions per code, and
+// the same exact integers. A lane's int32 sum is then its row's S, with no folding across lanes.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define QG_VNNI 1
+static inline __m256i qg_dot4(__m256i acc, __m256i codes, __m256i a) {
+    return _mm256_dpbusd_epi32(acc, codes, a);
+}
+#elif defined(__AVXVNNI__)
+#define QG_VNNI 1
+static inline __m256i qg_dot4(__m256i acc, __m256i codes, __m256i a) {
+    return _mm256_dpbusd_avx_epi32(acc, codes, a);
+}
+#else
+#define QG_VNNI 0
+#endif
 enum {
     QG_GROUPS = QK_K / 4,            // groups of 4 codes per block
     QG_PANEL_COLS = 4,               // activation rows a panel takes together
     QG_CHUNK_COLS = 64,              // activation rows per pass over a thread's panels, kept in cache
 };
 
+// Codes per sub-block: 32 for Q4_K and Q5_K, 16 for Q6_K.
+static inline int qg_sub_codes(enum ggml_type type) {
+    return type == GGML_TYPE_Q6_K ? 16 : 32;
+}
+
 static inline int qg_unit_groups(enum ggml_type type) {
+    if (QG_VNNI) {
+        return qg_sub_codes(type) / 4;
+    }
     return type == GGML_TYPE_Q4_K ? 8 : type == GGML_TYPE_Q5_K ? 4 : 2;
 }
 
@@ -243,13 +266,9 @@ static inline int qg_sum_pairs(enum ggml_type type) {
     return type == GGML_TYPE_Q6_K ? 8 : 4;
 }
 
-// Codes per sub-block: 32 for Q4_K and Q5_K, 16 for Q6_K.
-static inline int qg_sub_codes(enum ggml_type type) {
-    return type == GGML_TYPE_Q6_K ? 16 : 32;
-}
-
 // 8 weight rows unpacked for the panel kernel: codes[l * QG_GROUPS + g] the rows' 4 codes of group g of block l;
-// scales[l * sub-blocks + s] the rows' scale of sub-block s, as an int16 pair per lane; pairs[l * qg_sum_pairs + i]
+// scales[l * sub-blocks + s] the rows' scale of sub-block s, per lane as int32 for vpmulld (VNNI) or as an int16
+// pair for vpmaddwd; pairs[l * qg_sum_pairs + i]
 // the rows' i-th pair of what multiplies the activation sums; d and dmin[l * 8 + r].
 typedef struct {
     __m256i * codes;
@@ -337,7 +356,7 @@ static inline __attribute__((always_inline)) void qg_unpack_panel(enum ggml_type
         for (int s = 0; s < QK_K / qg_sub_codes(type); s++) {
             const __m256i x = qg_column(cols, s, q6);
             p->scales[l * (QK_K / qg_sub_codes(type)) + s] =
-                _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
+                QG_VNNI ? x : _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
         }
         for (int i = 0; i < npairs; i++) {
             p->pairs[l * npairs + i] = qg_column_pair(cols, q6 ? i : 4 + i, q6);
@@ -379,21 +398,25 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
         }
         const __m256i * codes = p->codes + l * QG_GROUPS;
         for (int u = 0; u < units; u++) {
-            __m256i s16[QG_PANEL_COLS];
+            __m256i unit[QG_PANEL_COLS];  // int32 lanes with VNNI, int16 pairs without
             for (int c = 0; c < C; c++) {
-                s16[c] = _mm256_setzero_si256();
+                unit[c] = _mm256_setzero_si256();
             }
             for (int g = u * G; g < (u + 1) * G; g++) {
                 const __m256i w = _mm256_load_si256(codes + g);
                 for (int c = 0; c < C; c++) {
                     int32_t a;
                     memcpy(&a, x[c][l].qs + 4 * g, sizeof(a));
-                    s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a)));
+#if QG_VNNI
+                    unit[c] = qg_dot4(unit[c], w, _mm256_set1_epi32(a));
+#else
+                    unit[c] = _mm256_add_epi16(unit[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a)));
+#endif
                 }
             }
             const __m256i sc = _mm256_load_si256(p->scales + l * subs + u * G * 4 / qg_sub_codes(type));
             for (int c = 0; c < C; c++) {
-                s32[c] = _mm256_add_epi32(s32[c], _mm256_madd_epi16(s16[c], sc));
+                s32[c] = _mm256_add_epi32(s32[c], QG_VNNI ? _mm256_mullo_epi32(unit[c], sc) : _mm256_madd_epi16(unit[c], sc));
             }
         }
         for (int i = 0; i < npairs; i++) {
