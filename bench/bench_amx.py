@@ -3,9 +3,10 @@
 The workload of bench/bench_annotate.py (an instruction of 450 tokens shared by every prompt, then a document of
 25 tokens; 16 sequences, 2 threads, the prefix cache on), each prompt scored against 4 labels (`choices`), run with
 newrllama's AMX kernel (quant-gemm-amx takes the K-quant matmuls of 8 rows and more) and with NEWRLLAMA_AMX=off
-(quant-gemm-avx2 takes every one). The setting is read once per process, so each run is a fresh process, the two
-in turn, the first rotating between repeats; each process warms up at full width under another instruction before
-its timed call. Every process's label log-probabilities are kept: the two kernels must give the same bits.
+(quant-gemm-avx2 takes every one, with vpdpbusd from 2 rows up). The setting is read once per process, so each run
+is a fresh process, the two in turn, the first rotating between repeats; each process warms up at full width under
+another instruction before its timed call. Every process's label log-probabilities are kept: the two kernels must
+give the same bits.
 
     .venv/bin/python bench/bench_amx.py [--docs 256] [--repeats 3] [--model qwen2.5-coder-1.5b]
 Writes bench/results/amx-<date>-<cpu>.json.
@@ -27,7 +28,8 @@ from bench_results import write_results
 from in_turn import median_of, run_in_turn, speed_ratio
 
 LABELS = TOPICS[:4]
-WITH, WITHOUT = "AMX tiles (quant-gemm-amx)", "NEWRLLAMA_AMX=off (quant-gemm-avx2)"
+# Every CPU with AMX-INT8 also has AVX512-VNNI, which quant-gemm-avx2 uses for steps of several rows.
+WITH, WITHOUT = "AMX tiles (quant-gemm-amx)", "NEWRLLAMA_AMX=off (quant-gemm-avx2 with VNNI)"
 SETTING = {WITH: "on", WITHOUT: "off"}
 
 
