@@ -1,6 +1,7 @@
 """The matmul of the weight types whose kernels newrllama patches into llama.cpp (capi_shim/llama_cpp_patch:
 q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, tinyBLAS elsewhere; quant-gemm-avx2 for Q4_K, Q5_K
-and Q6_K where it has AVX2, and quant-gemm-amx for them from 8 activation rows up where it has AMX-INT8), run by
+and Q6_K where it has AVX2 (its panels of several rows with vpdpbusd where it has AVX512-VNNI or AVX-VNNI), and
+quant-gemm-amx for them from 8 activation rows up where it has AMX-INT8), run by
 the installed ggml on random matrices of shapes that leave ragged tiles: its
 results are the exact product of what it multiplies, up to float rounding; each output is the same bits alone, in
 a batch and with any number of threads; and where newrllama's kernel is compiled in, each output is the same bits
