@@ -4,14 +4,17 @@ Two sets the cures and the calibration were never tuned on, both labelled once p
   - held-back one-liners: the one-line descriptions of Debian packages in six archive sections that no earlier
     benchmark used (`apt-cache dumpavail`), 40 per section (--seed);
   - the 70 Reuters stories of r-cran-tm (2 labels), cut at 1500 characters.
-For each cure (annotate()'s default "auto", and "reverse"), --draws draws of --coded coded texts (short texts) or
+For each cure (annotate()'s default "auto", which is "contextual" on the one-liners and "reverse" on the stories;
+"reverse"; and "none", one scoring in the labels' sorted order: a fit's offsets can take out any constant
+correction such as contextual's, so calibrating "none" shows what one order's scores hold), --draws draws of --coded coded texts (short texts) or
 20 (Reuters): calibrate() on the coded ones and score the others, Cohen's kappa against the human sorting,
 uncalibrated, calibrated as calibrate() does by default (criterion "kappa": a fit applied only where it gives the
 held-out coded texts better labels), and as it does with criterion "log-loss" (a fit applied where it predicts
 their probabilities better, cross_fit()'s default). Reported: the medians over the draws, how often the coded
 texts chose no calibration, and the number of draws in which calibrating lowered kappa.
 
-    .venv/bin/python bench/bench_calibration.py [--draws 10] [--coded 30] [--seed 53] [--model PATH]
+    .venv/bin/python bench/bench_calibration.py [--draws 60] [--coded 30] [--seed 53] [--model PATH]
+        [--cures auto reverse none]
 Writes bench/results/calibration-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -32,7 +35,7 @@ from bench_short_texts import INSTRUCTIONS, packages, reuters  # noqa: E402
 from fetch_instruct_model import instruct_model_path  # noqa: E402
 
 HELD_BACK_SECTIONS = ("electronics", "fonts", "hamradio", "kernel", "video", "web")
-CURES = ("auto", "reverse")
+CURES = ("auto", "reverse", "none")
 
 
 def draws_of(annotations: List, truth: List[str], draws: int, n_coded: int, seed: int) -> dict:
@@ -58,12 +61,12 @@ def draws_of(annotations: List, truth: List[str], draws: int, n_coded: int, seed
                               for k in ("calibrated", "log-loss")}}
 
 
-def run_set(ctx, name: str, items: List[Tuple[str, str]], instruction: str, draws: int, n_coded: int,
-            seed: int) -> dict:
+def run_set(ctx, name: str, items: List[Tuple[str, str]], instruction: str, cures: List[str], draws: int,
+            n_coded: int, seed: int) -> dict:
     texts, truth = [t for t, _ in items], [label for _, label in items]
     labels = sorted(set(truth))
     out = {"texts": len(texts), "labels": labels, "cures": {}}
-    for cure in CURES:
+    for cure in cures:
         annotations = newrllama.annotate(texts, labels, instruction, debias=cure, context=ctx)
         v = newrllama.validate([a.label for a in annotations], truth)
         result = {"kappa_all_uncalibrated": v.kappa, **draws_of(annotations, truth, draws, n_coded, seed)}
@@ -77,18 +80,20 @@ def run_set(ctx, name: str, items: List[Tuple[str, str]], instruction: str, draw
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--draws", type=int, default=60)
     ap.add_argument("--coded", type=int, default=30)
     ap.add_argument("--seed", type=int, default=53)
+    ap.add_argument("--cures", nargs="+", default=list(CURES), choices=CURES)
     ap.add_argument("--model", default=None, help="a GGUF instruct model (default: scripts/fetch_instruct_model.py's)")
     args = ap.parse_args()
     path = args.model or instruct_model_path()
     held_back = packages(random.Random(args.seed), HELD_BACK_SECTIONS, 40)
     instruction = INSTRUCTIONS["packages"]
     with newrllama.Model(path) as model, newrllama.Context(model, n_ctx=16 * 1024, n_seq_max=16, n_threads=2) as ctx:
-        sets = {"held-back packages": run_set(ctx, "held-back packages", held_back, instruction, args.draws,
-                                              args.coded, args.seed),
-                "reuters": run_set(ctx, "reuters", reuters(), INSTRUCTIONS["reuters"], args.draws, 20, args.seed)}
+        sets = {"held-back packages": run_set(ctx, "held-back packages", held_back, instruction, args.cures,
+                                              args.draws, args.coded, args.seed),
+                "reuters": run_set(ctx, "reuters", reuters(), INSTRUCTIONS["reuters"], args.cures, args.draws, 20,
+                                   args.seed)}
     write_results("calibration", {"model": Path(path).name, "sections": list(HELD_BACK_SECTIONS), "sets": sets})
 
 
