@@ -5,13 +5,13 @@ Two sets the cures and the calibration were never tuned on, both labelled once p
     benchmark used (`apt-cache dumpavail`), 40 per section (--seed);
   - the 70 Reuters stories of r-cran-tm (2 labels), cut at 1500 characters.
 For each cure (annotate()'s default "auto", which is "contextual" on the one-liners and "reverse" on the stories;
-"reverse"; and "none", one scoring in the labels' sorted order: a fit's offsets can take out any constant
-correction such as contextual's, so calibrating "none" shows what one order's scores hold), --draws draws of
---coded coded texts (short texts) or 20 (Reuters): calibrate() on the coded ones and score the others, Cohen's
-kappa against the human sorting, uncalibrated, calibrated as calibrate() does by default (criterion "kappa": a fit
-applied only where it gives the held-out coded texts better labels), and as it does with criterion "log-loss" (a
-fit applied where it predicts their probabilities better, cross_fit()'s default). Reported: the medians over the draws, how often the coded
-texts chose no calibration, and the number of draws in which calibrating lowered kappa.
+"reverse"; and "none", one scoring in the labels' sorted order: a fit's offsets can take out any constant correction
+such as contextual's, so calibrating "none" shows what one order's scores hold), --draws draws of --coded coded
+texts (short texts) or 20 (Reuters): calibrate() on the coded ones and score the others, Cohen's kappa against the
+human sorting, uncalibrated, calibrated as calibrate() does by default (criterion "kappa": a fit applied only where
+it gives the held-out coded texts better labels), and as it does with criterion "log-loss" (a fit applied where it
+predicts their probabilities better, cross_fit()'s default). Reported: the medians over the draws, how often the
+coded texts chose no calibration, and the number of draws in which calibrating lowered kappa.
 
     .venv/bin/python bench/bench_calibration.py [--draws 60] [--coded 30] [--seed 53] [--model PATH]
         [--cures auto reverse none]
