@@ -467,6 +467,9 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
 
     const int64_t plane_chunks = (tiles + QG_DECODE_TILES - 1) / QG_DECODE_TILES;
     const int64_t chunks = plane_chunks * ne12 * ne13;
+    if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
+        return;
+    }
     // the activation blocks' sums, then each block's sums and its scales (fp16) per weight row
     const size_t part_size = (size_t) nb * ((QG_LANES + 1) * sizeof(__m256i) + 2 * QG_LANES * sizeof(ggml_half));
     __m256i * part = (__m256i *) ggml_aligned_malloc(part_size);
