@@ -229,19 +229,6 @@ static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type 
 // Where the CPU has VNNI (AVX512-VNNI, or AVX-VNNI on AVX2 machines), vpdpbusd adds the 4 products straight into
 // int32 lanes, so a unit is a whole sub-block and vpmulld applies its scale: half the instructions per code, and
 // the same exact integers. A lane's int32 sum is then its row's S, with no folding across lanes.
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define QG_VNNI 1
-static inline __m256i qg_dot4(__m256i acc, __m256i codes, __m256i a) {
-    return _mm256_dpbusd_epi32(acc, codes, a);
-}
-#elif defined(__AVXVNNI__)
-#define QG_VNNI 1
-static inline __m256i qg_dot4(__m256i acc, __m256i codes, __m256i a) {
-    return _mm256_dpbusd_avx_epi32(acc, codes, a);
-}
-#else
-#define QG_VNNI 0
-#endif
 enum {
     QG_GROUPS = QK_K / 4,            // groups of 4 codes per block
     QG_PANEL_COLS = 4,               // activation rows a panel takes together
@@ -253,12 +240,47 @@ static inline int qg_sub_codes(enum ggml_type type) {
     return type == GGML_TYPE_Q6_K ? 16 : 32;
 }
 
+// The panel kernel's unit, the only part of it where VNNI and AVX2 differ: how many groups of 4 codes it adds up,
+// how a group's products join it, the layout of the scales and how a sub-block's scale multiplies it (int32 lanes
+// and vpmulld with VNNI; int16 pairs and vpmaddwd without).
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
 static inline int qg_unit_groups(enum ggml_type type) {
-    if (QG_VNNI) {
-        return qg_sub_codes(type) / 4;
-    }
+    return qg_sub_codes(type) / 4;
+}
+
+static inline __m256i qg_unit_add(__m256i unit, __m256i codes, __m256i a) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(unit, codes, a);
+#else
+    return _mm256_dpbusd_avx_epi32(unit, codes, a);
+#endif
+}
+
+// A scale (int32 lanes, from qg_column) as qg_unit_scaled takes it.
+static inline __m256i qg_unit_scale(__m256i scale) {
+    return scale;
+}
+
+static inline __m256i qg_unit_scaled(__m256i unit, __m256i scale) {
+    return _mm256_mullo_epi32(unit, scale);
+}
+#else
+static inline int qg_unit_groups(enum ggml_type type) {
     return type == GGML_TYPE_Q4_K ? 8 : type == GGML_TYPE_Q5_K ? 4 : 2;
 }
+
+static inline __m256i qg_unit_add(__m256i unit, __m256i codes, __m256i a) {
+    return _mm256_add_epi16(unit, _mm256_maddubs_epi16(codes, a));
+}
+
+static inline __m256i qg_unit_scale(__m256i scale) {
+    return _mm256_or_si256(_mm256_and_si256(scale, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(scale, 16));
+}
+
+static inline __m256i qg_unit_scaled(__m256i unit, __m256i scale) {
+    return _mm256_madd_epi16(unit, scale);
+}
+#endif
 
 // Pairs of int16 that multiply the block's activation sums with vpmaddwd: Q4_K and Q5_K 4 pairs of mins (the
 // sub-blocks' sums of 32 are taken in pairs), Q6_K 8 pairs of scales (the sums of 16).
@@ -267,9 +289,8 @@ static inline int qg_sum_pairs(enum ggml_type type) {
 }
 
 // 8 weight rows unpacked for the panel kernel: codes[l * QG_GROUPS + g] the rows' 4 codes of group g of block l;
-// scales[l * sub-blocks + s] the rows' scale of sub-block s, per lane as int32 for vpmulld (VNNI) or as an int16
-// pair for vpmaddwd; pairs[l * qg_sum_pairs + i]
-// the rows' i-th pair of what multiplies the activation sums; d and dmin[l * 8 + r].
+// scales[l * sub-blocks + s] the rows' scale of sub-block s, a lane each as qg_unit_scale lays it out;
+// pairs[l * qg_sum_pairs + i] the rows' i-th pair of what multiplies the activation sums; d and dmin[l * 8 + r].
 typedef struct {
     __m256i * codes;
     __m256i * scales;
@@ -354,9 +375,7 @@ static inline __attribute__((always_inline)) void qg_unpack_panel(enum ggml_type
         }
         qg_transpose_bytes(v, cols);
         for (int s = 0; s < QK_K / qg_sub_codes(type); s++) {
-            const __m256i x = qg_column(cols, s, q6);
-            p->scales[l * (QK_K / qg_sub_codes(type)) + s] =
-                QG_VNNI ? x : _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
+            p->scales[l * (QK_K / qg_sub_codes(type)) + s] = qg_unit_scale(qg_column(cols, s, q6));
         }
         for (int i = 0; i < npairs; i++) {
             p->pairs[l * npairs + i] = qg_column_pair(cols, q6 ? i : 4 + i, q6);
@@ -398,7 +417,7 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
         }
         const __m256i * codes = p->codes + l * QG_GROUPS;
         for (int u = 0; u < units; u++) {
-            __m256i unit[QG_PANEL_COLS];  // int32 lanes with VNNI, int16 pairs without
+            __m256i unit[QG_PANEL_COLS];
             for (int c = 0; c < C; c++) {
                 unit[c] = _mm256_setzero_si256();
             }
@@ -407,16 +426,12 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
                 for (int c = 0; c < C; c++) {
                     int32_t a;
                     memcpy(&a, x[c][l].qs + 4 * g, sizeof(a));
-#if QG_VNNI
-                    unit[c] = qg_dot4(unit[c], w, _mm256_set1_epi32(a));
-#else
-                    unit[c] = _mm256_add_epi16(unit[c], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a)));
-#endif
+                    unit[c] = qg_unit_add(unit[c], w, _mm256_set1_epi32(a));
                 }
             }
             const __m256i sc = _mm256_load_si256(p->scales + l * subs + u * G * 4 / qg_sub_codes(type));
             for (int c = 0; c < C; c++) {
-                s32[c] = _mm256_add_epi32(s32[c], QG_VNNI ? _mm256_mullo_epi32(unit[c], sc) : _mm256_madd_epi16(unit[c], sc));
+                s32[c] = _mm256_add_epi32(s32[c], qg_unit_scaled(unit[c], sc));
             }
         }
         for (int i = 0; i < npairs; i++) {
