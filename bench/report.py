@@ -551,20 +551,28 @@ def page(results: Path = RESULTS) -> List[str]:
     return out
 
 
-def _latest(kind: str, results: Path, name_has: str = "", model: str = "") -> Tuple[Path, dict]:
-    """The newest file of a kind (and model, if named) among those that record the commit of the code they
+def _latest(kind: str, results: Path, name_has: str = "", model: str = "", cpu: str = "") -> Tuple[Path, dict]:
+    """The newest file of a kind (and model and CPU, if named) among those that record the commit of the code they
     measured: a headline figure must be tied to its code."""
     files = [(p, json.loads(p.read_text())) for p in results.glob(f"{kind}-*.json")
              if kind_of(p) == kind and name_has in p.name]
-    files = [(p, r) for p, r in files if not model or r["machine"].get("model", EMBEDDED) == model]
+    files = [(p, r) for p, r in files if (not model or r["machine"].get("model", EMBEDDED) == model)
+             and (not cpu or r["machine"]["cpu"] == cpu)]
     return max(((p, r) for p, r in files if "commit" in r["machine"]), key=lambda f: (_date_and_rerun(f[0]), f[0].name))
 
 
-def _latest_of_model(kind: str, results: Path, model: str, name_has: str = "") -> Optional[Tuple[Path, dict]]:
+def _latest_of_model(kind: str, results: Path, model: str, name_has: str = "", cpu: str = ""
+                     ) -> Optional[Tuple[Path, dict]]:
     try:
-        return _latest(kind, results, name_has, model)
+        return _latest(kind, results, name_has, model, cpu)
     except ValueError:  # no such file that records its commit
         return None
+
+
+def _cpus(kind: str, results: Path) -> List[str]:
+    """The CPUs that files of a kind were measured on, by name."""
+    return sorted({json.loads(p.read_text())["machine"]["cpu"] for p in results.glob(f"{kind}-*.json")
+                   if kind_of(p) == kind})
 
 
 def _anchor(path: Path) -> str:
@@ -590,11 +598,12 @@ def headline(results: Path = RESULTS) -> List[str]:
                          " / ".join(f"{w['ratios']['newrllama serve']:.1f}x"
                                     + (f" ({swa[name]:.2f}x)" if name in swa else "")
                                     for name, w in r["workloads"].items()) + " faster", path])
-    for model in (EMBEDDED, K_QUANT_MODEL):
-        found = _latest_of_model("parallel", results, model)
+    # Generation is the figure that moves most with the CPU (AMX, VNNI or AVX2 alone): the newest file of each.
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("parallel", results)):
+        found = _latest_of_model("parallel", results, model, cpu=cpu)
         if found:
             path, r = found
-            rows.append([f"Parallel generation against llama-batched-bench, {model_of(r)} ("
+            rows.append([f"Parallel generation against llama-batched-bench, {model_of(r)}, {cpu} ("
                          + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
@@ -602,7 +611,8 @@ def headline(results: Path = RESULTS) -> List[str]:
     if found:
         path, r = found
         rows.append([f"The annotation workload (nearly all prefill), {model_of(r)}, {r['machine']['cpu']}: AMX tiles "
-                     "against the AVX2 kernel; the same bits", f"{r['speed_with_tiles']:.2f}x the speed; "
+                     "against the same build with NEWRLLAMA_AMX=off (the AVX2 kernel, with VNNI where the CPU has it); "
+                     "the same bits", f"{r['speed_with_tiles']:.2f}x the speed; "
                      + ("identical" if r["same_bits"] else "different"), path])
     for model in (EMBEDDED, K_QUANT_MODEL):
         found = _latest_of_model("determinism", results, model)
