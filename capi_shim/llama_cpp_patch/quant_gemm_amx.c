@@ -301,37 +301,66 @@ static inline __attribute__((always_inline)) void qa_block_floats(enum ggml_type
     }
 }
 
-// The panel by activation tile t0, and t0 + 1 if two, into acc[weight row] and acc[16 + weight row].
-static inline __attribute__((always_inline)) void qa_tiles(enum ggml_type type, const qa_panel * p, int nb,
-                                                            const qa_activations * a, int64_t t0, bool two,
-                                                            __m512 * acc) {
-    int32_t c[4][QA_ROWS * QA_ROWS] __attribute__((aligned(64)));
-    for (int l = 0; l < nb; l++) {
-        QA_ZERO(0);
-        QA_ZERO(1);
-        QA_ZERO(2);
-        QA_ZERO(3);
-        for (int k = 0; k < QA_CHUNKS; k++) {
-            const uint8_t * w = p->bytes + (size_t) l * QA_BLOCK_BYTES + (size_t) 2 * k * QA_TILE_BYTES;
-            QA_LOAD(6, w, 64);
-            QA_LOAD(7, w + QA_TILE_BYTES, 64);
-            QA_LOAD(4, a->bytes + ((t0 * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
-            QA_DP_US(0, 6, 4);
-            QA_DP_SS(1, 7, 4);
-            if (two) {
-                QA_LOAD(5, a->bytes + (((t0 + 1) * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
-                QA_DP_US(2, 6, 5);
-                QA_DP_SS(3, 7, 5);
-            }
-        }
-        QA_STORE(0, c[0]);
-        QA_STORE(1, c[1]);
-        qa_block_floats(type, p, a, t0, nb, l, c[0], c[1], acc);
+// The integer products of block l of the panel by activation tile t0, and t0 + 1 if two, left in tiles 0-3.
+static inline __attribute__((always_inline)) void qa_products(const qa_panel * p, int nb, int l,
+                                                               const qa_activations * a, int64_t t0, bool two) {
+    QA_ZERO(0);
+    QA_ZERO(1);
+    QA_ZERO(2);
+    QA_ZERO(3);
+    for (int k = 0; k < QA_CHUNKS; k++) {
+        const uint8_t * w = p->bytes + (size_t) l * QA_BLOCK_BYTES + (size_t) 2 * k * QA_TILE_BYTES;
+        QA_LOAD(6, w, 64);
+        QA_LOAD(7, w + QA_TILE_BYTES, 64);
+        QA_LOAD(4, a->bytes + ((t0 * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
+        QA_DP_US(0, 6, 4);
+        QA_DP_SS(1, 7, 4);
         if (two) {
-            QA_STORE(2, c[2]);
-            QA_STORE(3, c[3]);
-            qa_block_floats(type, p, a, t0 + 1, nb, l, c[2], c[3], acc + QA_ROWS);
+            QA_LOAD(5, a->bytes + (((t0 + 1) * nb + l) * QA_CHUNKS + k) * QA_TILE_BYTES, 64);
+            QA_DP_US(2, 6, 5);
+            QA_DP_SS(3, 7, 5);
         }
+    }
+}
+
+// One step of a panel: block l by activation tiles t and t + 1 (if two).
+typedef struct {
+    int l;
+    int64_t t;
+    bool two;
+} qa_step;
+
+// The panel by every activation tile into acc (16 registers' worth per tile), block by block: a block's weights
+// (8 KiB of tiles) stay in the first-level cache while every activation tile passes them, where a whole panel
+// does not; each sum still takes the blocks in order, so the floats are the same. The tiles do not wait for the
+// floats: a step's products are under way while the floats of the step before are taken from the sums it stored.
+static inline __attribute__((always_inline)) void qa_panel_by_tiles(enum ggml_type type, const qa_panel * p, int nb,
+                                                                     const qa_activations * a, int64_t tiles,
+                                                                     __m512 * acc) {
+    int32_t c[2][4][QA_ROWS * QA_ROWS] __attribute__((aligned(64)));
+    const int64_t pairs = (tiles + 1) / 2;
+    const int64_t steps = (int64_t) nb * pairs;
+    qa_step done = { 0, 0, tiles > 1 };
+    qa_products(p, nb, 0, a, 0, done.two);
+    for (int64_t i = 0; i < steps; i++) {
+        int32_t (*sums)[QA_ROWS * QA_ROWS] = c[i % 2];
+        QA_STORE(0, sums[0]);
+        QA_STORE(1, sums[1]);
+        if (done.two) {
+            QA_STORE(2, sums[2]);
+            QA_STORE(3, sums[3]);
+        }
+        if (i + 1 < steps) {
+            const int64_t t = (i + 1) % pairs * 2;
+            qa_products(p, nb, (int) ((i + 1) / pairs), a, t, t + 1 < tiles);
+        }
+        qa_block_floats(type, p, a, done.t, nb, done.l, sums[0], sums[1], acc + done.t * QA_ROWS);
+        if (done.two) {
+            qa_block_floats(type, p, a, done.t + 1, nb, done.l, sums[2], sums[3], acc + (done.t + 1) * QA_ROWS);
+        }
+        done.l = (int) ((i + 1) / pairs);
+        done.t = (i + 1) % pairs * 2;
+        done.two = done.t + 1 < tiles;
     }
 }
 
@@ -366,7 +395,9 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
     x.bytes = (uint8_t *) ggml_aligned_malloc(activations_size);
     x.d = (float *) malloc((size_t) tiles * nb * QA_ROWS * sizeof(float));
     x.sums = (int32_t *) malloc((size_t) tiles * nb * 4 * QA_ROWS * sizeof(int32_t));
-    GGML_ASSERT(p.bytes && p.d && p.dmin && p.mins && x.bytes && x.d && x.sums);
+    const size_t acc_size = (size_t) tiles * QA_ROWS * sizeof(__m512);
+    __m512 * acc = (__m512 *) ggml_aligned_malloc(acc_size);
+    GGML_ASSERT(p.bytes && p.d && p.dmin && p.mins && x.bytes && x.d && x.sums && acc);
     qa_configure();
 
     for (int64_t i13 = 0; i13 < ne13; i13++) {
@@ -388,22 +419,18 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
 #define QA_PREPARE(T) qa_prepare_panel(T, w, nb, next, next_size, &p)
                 QG_BY_TYPE(type, QA_PREPARE);
 #undef QA_PREPARE
-                for (int64_t t = 0; t < tiles; t += 2) {
-                    const bool two = t + 1 < tiles;
-                    __m512 acc[2 * QA_ROWS], out[QA_ROWS];
-                    for (int r = 0; r < 2 * QA_ROWS; r++) {
-                        acc[r] = _mm512_setzero_ps();
-                    }
-#define QA_TILES(T) qa_tiles(T, &p, nb, &x, t, two, acc)
-                    QG_BY_TYPE(type, QA_TILES);
+                for (int64_t r = 0; r < tiles * QA_ROWS; r++) {
+                    acc[r] = _mm512_setzero_ps();
+                }
+#define QA_TILES(T) qa_panel_by_tiles(T, &p, nb, &x, tiles, acc)
+                QG_BY_TYPE(type, QA_TILES);
 #undef QA_TILES
-                    // acc[r] lane n is activation row 16t + n by weight row r: dst's rows are activation rows
-                    for (int h = 0; h < (two ? 2 : 1); h++) {
-                        qa_transpose16((const __m512i *) (acc + h * QA_ROWS), (__m512i *) out);
-                        for (int n = 0; n < QA_ROWS && (t + h) * QA_ROWS + n < ne11; n++) {
-                            _mm512_mask_storeu_ps(c + ((t + h) * QA_ROWS + n) * ldc + i0,
-                                                  (__mmask16) ((1u << rows) - 1), out[n]);
-                        }
+                // acc[16 t + r] lane n is activation row 16t + n by weight row r: dst's rows are activation rows
+                for (int64_t t = 0; t < tiles; t++) {
+                    __m512 out[QA_ROWS];
+                    qa_transpose16((const __m512i *) (acc + t * QA_ROWS), (__m512i *) out);
+                    for (int n = 0; n < QA_ROWS && t * QA_ROWS + n < ne11; n++) {
+                        _mm512_mask_storeu_ps(c + (t * QA_ROWS + n) * ldc + i0, (__mmask16) ((1u << rows) - 1), out[n]);
                     }
                 }
             }
@@ -418,5 +445,6 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
     ggml_aligned_free(x.bytes, activations_size);
     free(x.d);
     free(x.sums);
+    ggml_aligned_free(acc, acc_size);
 }
 #endif
