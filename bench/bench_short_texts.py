@@ -24,6 +24,7 @@ against the human sorting, and order agreement: the share of texts whose label i
 lists the labels in another (shuffled) order.
 
     .venv/bin/python bench/bench_short_texts.py [--repeats 2] [--reuters-repeats 1] [--seed 47] [--sets ...]
+        [--model NAME] [--layouts ...]
 Writes bench/results/short-texts-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import newrllama  # noqa: E402
 from bench_results import write_results  # noqa: E402
-from fetch_instruct_model import instruct_model_path  # noqa: E402
+from fetch_instruct_model import DEFAULT, MODELS, instruct_model_path  # noqa: E402
 from reuters import reuters_stories  # noqa: E402
 
 FORTUNE_FILES = ("computers", "food", "law", "love", "medicine", "politics", "science", "sports")
@@ -163,11 +164,12 @@ def fresh_context(model, texts):
     return ctx
 
 
-def run_set(model, name: str, items: List[Tuple[str, str]], repeats: int, seed: int) -> dict:
+def run_set(model, name: str, items: List[Tuple[str, str]], repeats: int, seed: int,
+            chosen: Sequence[str] = ()) -> dict:
     texts, truth = [t for t, _ in items], [label for _, label in items]
     labels = sorted(set(truth))
     shuffled = random.Random(seed).sample(labels, len(labels))
-    runs = layouts(labels, name == "reuters")
+    runs = {k: run for k, run in layouts(labels, name == "reuters").items() if not chosen or k in chosen or k == "reference"}
     seconds: Dict[str, List[float]] = {k: [] for k in runs}
     results: Dict[str, dict] = {}
     for r in range(repeats):
@@ -199,16 +201,20 @@ def main() -> None:
     ap.add_argument("--reuters-repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=47)
     ap.add_argument("--sets", nargs="+", default=["fortunes", "packages", "wordnet", "reuters"])
+    ap.add_argument("--model", default=DEFAULT, choices=sorted(MODELS), help="the instruct model")
+    ap.add_argument("--layouts", nargs="+", default=[], metavar="LAYOUT",
+                    help="only these layouts and the reference (names as reported; default: all)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     sets = {"fortunes": lambda: fortunes(rng), "packages": lambda: packages(rng), "wordnet": lambda: wordnet(rng),
             "reuters": reuters}
-    report = {"model": Path(instruct_model_path()).name, "repeats": args.repeats, "reuters_repeats": args.reuters_repeats,
+    path = instruct_model_path(args.model)
+    report = {"model": Path(path).name, "repeats": args.repeats, "reuters_repeats": args.reuters_repeats,
               "seed": args.seed, "sets": {}}
-    with newrllama.Model(instruct_model_path()) as model:
+    with newrllama.Model(path) as model:
         for name in args.sets:
             repeats = args.reuters_repeats if name == "reuters" else args.repeats
-            report["sets"][name] = run_set(model, name, sets[name](), repeats, args.seed)
+            report["sets"][name] = run_set(model, name, sets[name](), repeats, args.seed, args.layouts)
     write_results("short-texts", report)
     for name, s in report["sets"].items():
         for k, r in s["layouts"].items():
