@@ -330,6 +330,12 @@ typedef struct {
     bool two;
 } qa_step;
 
+// Step i of a panel's walk over pairs of activation tiles: block i / pairs by the pair i % pairs.
+static inline qa_step qa_step_at(int64_t i, int64_t pairs, int64_t tiles) {
+    const int64_t t = i % pairs * 2;
+    return (qa_step) { (int) (i / pairs), t, t + 1 < tiles };
+}
+
 // The panel by every activation tile into acc (16 registers' worth per tile), block by block: a block's weights
 // (8 KiB of tiles) stay in the first-level cache while every activation tile passes them, where a whole panel
 // does not; each sum still takes the blocks in order, so the floats are the same. The tiles do not wait for the
@@ -340,8 +346,8 @@ static inline __attribute__((always_inline)) void qa_panel_by_tiles(enum ggml_ty
     int32_t c[2][4][QA_ROWS * QA_ROWS] __attribute__((aligned(64)));
     const int64_t pairs = (tiles + 1) / 2;
     const int64_t steps = (int64_t) nb * pairs;
-    qa_step done = { 0, 0, tiles > 1 };
-    qa_products(p, nb, 0, a, 0, done.two);
+    qa_step done = qa_step_at(0, pairs, tiles);
+    qa_products(p, nb, done.l, a, done.t, done.two);
     for (int64_t i = 0; i < steps; i++) {
         int32_t (*sums)[QA_ROWS * QA_ROWS] = c[i % 2];
         QA_STORE(0, sums[0]);
@@ -350,17 +356,15 @@ static inline __attribute__((always_inline)) void qa_panel_by_tiles(enum ggml_ty
             QA_STORE(2, sums[2]);
             QA_STORE(3, sums[3]);
         }
+        const qa_step next = qa_step_at(i + 1, pairs, tiles);
         if (i + 1 < steps) {
-            const int64_t t = (i + 1) % pairs * 2;
-            qa_products(p, nb, (int) ((i + 1) / pairs), a, t, t + 1 < tiles);
+            qa_products(p, nb, next.l, a, next.t, next.two);
         }
         qa_block_floats(type, p, a, done.t, nb, done.l, sums[0], sums[1], acc + done.t * QA_ROWS);
         if (done.two) {
             qa_block_floats(type, p, a, done.t + 1, nb, done.l, sums[2], sums[3], acc + (done.t + 1) * QA_ROWS);
         }
-        done.l = (int) ((i + 1) / pairs);
-        done.t = (i + 1) % pairs * 2;
-        done.two = done.t + 1 < tiles;
+        done = next;
     }
 }
 
