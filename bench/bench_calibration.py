@@ -4,17 +4,21 @@ Two sets the cures and the calibration were never tuned on, both labelled once p
   - held-back one-liners: the one-line descriptions of Debian packages in six archive sections that no earlier
     benchmark used (`apt-cache dumpavail`), 40 per section (--seed);
   - the 70 Reuters stories of r-cran-tm (2 labels), cut at 1500 characters.
-For each cure (annotate()'s default "auto", which is "contextual" on the one-liners and "reverse" on the stories;
-"reverse"; and "none", one scoring in the labels' sorted order: a fit's offsets can take out any constant correction
-such as contextual's, so calibrating "none" shows what one order's scores hold), --draws draws of --coded coded
+For each cure (annotate()'s default "auto", which is "contextual" on the one-liners and "reverse" on the stories
+uncalibrated, and "reverse" on both when the labels are calibrated: its calibrated figures come from labels annotate()
+scored with calibration="pending"; "auto, one order", the calibrated figures from the uncalibrated default's labels,
+as "auto" calibrated before it took two orders; "reverse"; and "none", one scoring in the labels' sorted order: a
+fit's offsets can take out any constant correction such as contextual's, so calibrating "none" shows what one order's
+scores hold), --draws draws of --coded coded
 texts (short texts) or 20 (Reuters): calibrate() on the coded ones and score the others, Cohen's kappa against the
 human sorting, uncalibrated, calibrated as calibrate() does by default (criterion "kappa": a fit applied only where
 it gives the held-out coded texts better labels), and as it does with criterion "log-loss" (a fit applied where it
 predicts their probabilities better, cross_fit()'s default). Reported: the medians over the draws, how often the
-coded texts chose no calibration, and the number of draws in which calibrating lowered kappa.
+coded texts chose no calibration, and the number of draws in which calibrating lowered kappa (what a second order
+costs: bench/bench_short_texts.py).
 
     .venv/bin/python bench/bench_calibration.py [--draws 60] [--coded 30] [--seed 53] [--model PATH]
-        [--cures auto reverse none]
+        [--cures auto "auto, one order" reverse none]
 Writes bench/results/calibration-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -35,23 +39,25 @@ from bench_short_texts import INSTRUCTIONS, packages, reuters  # noqa: E402
 from fetch_instruct_model import instruct_model_path  # noqa: E402
 
 HELD_BACK_SECTIONS = ("electronics", "fonts", "hamradio", "kernel", "video", "web")
-CURES = ("auto", "reverse", "none")
+CURES = ("auto", "auto, one order", "reverse", "none")
 
 
-def draws_of(annotations: List, truth: List[str], draws: int, n_coded: int, seed: int) -> dict:
+def draws_of(annotations: List, to_calibrate: List, truth: List[str], draws: int, n_coded: int, seed: int) -> dict:
+    """Kappas over the draws: uncalibrated from ``annotations``, calibrated from ``to_calibrate`` (the labels scored
+    for calibration), a fit on the coded ones applied to the others."""
     rng = random.Random(seed)
     kappas: Dict[str, List[float]] = {"uncalibrated": [], "calibrated": [], "log-loss": []}
     chose_none = {"calibrated": 0, "log-loss": 0}
     for _ in range(draws):
         coded = sorted(rng.sample(range(len(truth)), n_coded))
         rest = [i for i in range(len(truth)) if i not in set(coded)]
-        fits = {rule: newrllama.calibrate([annotations[i] for i in coded], [truth[i] for i in coded],
+        fits = {rule: newrllama.calibrate([to_calibrate[i] for i in coded], [truth[i] for i in coded],
                                           criterion=criterion)
                 for rule, criterion in (("calibrated", "kappa"), ("log-loss", "log-loss"))}
         for rule, cal in fits.items():
             chose_none[rule] += not cal.calibrated
         scored = {"uncalibrated": [annotations[i] for i in rest],
-                  **{k: cal.apply([annotations[i] for i in rest]) for k, cal in fits.items()}}
+                  **{k: cal.apply([to_calibrate[i] for i in rest]) for k, cal in fits.items()}}
         for k, done in scored.items():
             kappas[k].append(newrllama.validate([a.label for a in done], [truth[i] for i in rest]).kappa)
     return {"draws": draws, "coded": n_coded,
@@ -66,10 +72,21 @@ def run_set(ctx, name: str, items: List[Tuple[str, str]], instruction: str, cure
     texts, truth = [t for t, _ in items], [label for _, label in items]
     labels = sorted(set(truth))
     out = {"texts": len(texts), "labels": labels, "cures": {}}
+    labelled: Dict[Tuple[str, bool], List] = {}
+
+    def labels_of(debias: str, for_calibration: bool) -> List:
+        """The set's labels by one cure, scored for calibration or not (once each)."""
+        if (debias, for_calibration) not in labelled:
+            labelled[debias, for_calibration] = newrllama.annotate(
+                texts, labels, instruction, debias=debias, context=ctx,
+                calibration="pending" if for_calibration else None)
+        return labelled[debias, for_calibration]
+
     for cure in cures:
-        annotations = newrllama.annotate(texts, labels, instruction, debias=cure, context=ctx)
+        debias = cure.split(",")[0]
+        annotations, to_calibrate = labels_of(debias, False), labels_of(debias, cure == "auto")
         v = newrllama.validate([a.label for a in annotations], truth)
-        result = {"kappa_all_uncalibrated": v.kappa, **draws_of(annotations, truth, draws, n_coded, seed)}
+        result = {"kappa_all_uncalibrated": v.kappa, **draws_of(annotations, to_calibrate, truth, draws, n_coded, seed)}
         out["cures"][cure] = result
         m = result["median_kappa"]
         print(f"{name} {cure}: median kappa uncalibrated {m['uncalibrated']:.3f}, calibrated {m['calibrated']:.3f}, "

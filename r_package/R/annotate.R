@@ -51,7 +51,8 @@
 #' @param debias How the labels' listing order is taken out of the scores
 #'   (`NULL`: the library's default, `"auto"`, which is `"contextual"` for a
 #'   text short enough to follow the list of labels and `"reverse"` for the
-#'   others): `"reverse"` (the list and
+#'   others, and for every text whose labels are calibrated or pending, see
+#'   `calibration`): `"reverse"` (the list and
 #'   its reverse, averaged: twice the work of one order), `"rotations"` (every
 #'   cyclic rotation of the list, averaged), `"prior"` (a sample of the texts
 #'   under every rotation estimates what each place adds, which is taken off
@@ -68,7 +69,13 @@
 #'   warning of class `newrllama_group_dependent_labels` says so); the other
 #'   cures score each text on its own.
 #' @param calibration A calibration from [calibrate_labels()], applied to the scores
-#'   (with a `codebook`: a named list, question = calibration).
+#'   (with a `codebook`: a named list, question = calibration), or `"pending"`
+#'   for labels to be calibrated later (the coded texts a calibration will be
+#'   fitted on, or every text before one is). With `debias = "auto"`, labels
+#'   calibrated or pending are scored in two orders for every text: calibrated,
+#'   one order labelled held-back one-liners worse than two (the benchmarks
+#'   page, "Calibration on sets never tuned on"). A calibration fitted on texts
+#'   scored in one order gets its texts scored in one order too.
 #' @param examples_in Where the `examples` go (`NULL`: the library's default,
 #'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
 #'   each an earlier user turn answered by its label. The benchmarks page
@@ -251,6 +258,9 @@ check_questions <- function(codebook, call = sys.call(-1)) {
 python_calibrations <- function(calibration, by_question, call = sys.call(-1)) {
   if (is.null(calibration)) {
     return(NULL)
+  }
+  if (is.character(calibration)) {
+    return(calibration) # "pending", or a mistake Python names
   }
   if (!by_question) {
     return(check_calibration(calibration, call = call)$py)

@@ -26,6 +26,11 @@ ORDER_CURES["auto"] = (f"for texts shorter than two lists of labels (which then 
                        f"{ORDER_CURES['contextual']}, and for longer texts {ORDER_CURES['reverse']}")
 
 
+def _cure(source: Any) -> str:
+    """The cure the provenance's texts were scored with: "auto" scores every text in two orders for calibration."""
+    return "reverse" if source.debias == "auto" and source.for_calibration else source.debias
+
+
 def _source_sentences(source: Any) -> List[str]:
     labels = ", ".join(f'"{label}"' for label in source.labels)
     out = [f"Texts were labelled with newrllama {source.newrllama} and the model {source.model_file} "
@@ -36,7 +41,7 @@ def _source_sentences(source: Any) -> List[str]:
     out.append(f"{prompt}{examples}{joined} was followed by the list of {len(source.labels)} labels ({labels}) "
                f"(prompt digest {source.codebook_digest}); each label was scored by the probability of its tokens and "
                "of the end of the answer after the prompt, and the order in which the labels were listed was taken "
-               f"out of the scores {ORDER_CURES.get(source.debias, source.debias)}.")
+               f"out of the scores {ORDER_CURES.get(_cure(source), source.debias)}.")
     d = source.determinism
     if d:
         mode = ("batch-invariant (a text's scores do not depend on the other texts decoded with it, "

@@ -67,10 +67,14 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     the system turn did not; same benchmark).
     ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
     "auto", the default, is "contextual" for a text short enough to follow the list of labels and
-    "reverse" for the others; "reverse" scores the list and its reverse, twice the work; "prior" at
+    "reverse" for the others (and for every text whose labels are calibrated, below); "reverse" scores the list and its reverse, twice the work; "prior" at
     most 1.5 times; "rotations" K times; "batch" nothing extra; "contextual" one scoring per text and
     three content-free texts per call and layout; "none").
-    ``calibration`` (from ``calibrate()``) corrects the scores.
+    ``calibration`` (from ``calibrate()``) corrects the scores; "pending" marks labels to be calibrated later (the
+    coded texts a calibration will be fitted on, or every text before one is). With "auto", labels calibrated or
+    pending are scored in two orders for every text, as "reverse" scores them: calibrated, one order labelled
+    held-back one-liners worse than two (bench/bench_calibration.py). A calibration fitted on texts "auto" scored
+    in one order gets its texts scored in one order too.
 
     Several questions about each text: ``codebook={"topic": [...], "tone": {...}}`` instead
     of ``labels`` (each question's labels a list or a dict label -> definition; the
@@ -154,7 +158,8 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
                                      if cure == "contextual" else None)
                 for i in members:
                     results[i] = scored[i]
-            source = _provenance(identity, determinism, book, debias, task.examples_in, task.too_long)
+            source = _provenance(identity, determinism, book, debias, task.examples_in, task.too_long,
+                                 task.for_calibration(q))
             results = [dataclasses.replace(a, provenance=source, tokens_cut=tokens_cut_of(fits.get(i)))
                        for i, a in enumerate(results)]
             per_question[q] = calibrations[q].apply(results) if q in calibrations else results
@@ -240,10 +245,10 @@ def model_of(context: Optional[Context], model: Any) -> Iterator[Model]:
 
 
 def _provenance(identity: ModelIdentity, determinism: Optional[Dict[str, Any]], book: Codebook, debias: str,
-                examples_in: str, too_long: str) -> Provenance:
+                examples_in: str, too_long: str, for_calibration: bool) -> Provenance:
     return Provenance(os.path.basename(identity.path), identity.sha256, book.labels, book.instruction,
                       codebook_digest(book, examples_in), debias, examples_in, len(book.examples), determinism,
-                      __version__, too_long)
+                      __version__, too_long, for_calibration)
 
 
 def _content_free(probes: Sequence[Tuple[Optional[str], bool]], completions: Sequence[Completion],

@@ -15,6 +15,7 @@ from .text_fit import check_too_long
 from ..runs.jobs import digest
 
 Labels = Union[Sequence[str], Mapping[str, str]]
+PENDING = "pending"  # calibration= for labels to be calibrated later
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,7 +23,8 @@ class AnnotationTask:
     """One question (``labels``: a list, or a dict label -> definition) or several (``codebook``: a dict
     question -> labels), with the arguments annotate() documents. Checked when made: a task that exists is
     one annotate() can run. ``books`` holds each question's Codebook (the key None for one question),
-    ``calibrations`` each calibrated question's Calibration."""
+    ``calibrations`` each calibrated question's Calibration. ``calibration`` may also be PENDING ("pending"): labels
+    to be calibrated later, scored as a calibration needs them (see for_calibration)."""
 
     labels: Optional[Labels] = None
     instruction: str = ""
@@ -65,6 +67,18 @@ class AnnotationTask:
                                        "give them to the task, not beside it")
         return labels
 
+    def for_calibration(self, question: Optional[str]) -> bool:
+        """Whether debias "auto" scores the question's texts for calibration (every text in two orders,
+        order_bias.py): when they are to be calibrated ("pending"), or when a calibration fitted on texts so scored
+        (or on annotations that do not say) is applied; a calibration fitted on texts "auto" scored in one order
+        gets its texts scored as those were."""
+        if self.debias != "auto":
+            return False
+        if self.calibration == PENDING:
+            return True
+        cal = self.calibrations.get(question)
+        return cal is not None and (cal.fitted_on is None or cal.fitted_on.for_calibration)
+
     @property
     def questions(self) -> Optional[List[str]]:
         """The codebook's questions; None for one question (a text's result is then one Annotation)."""
@@ -86,24 +100,27 @@ def _calibration_dicts(calibration: Any) -> Any:
     """A calibration (or a dict question -> calibration) as plain data, for a run's digest."""
     if isinstance(calibration, Mapping):
         return {q: c.to_dict() for q, c in calibration.items()}
-    return calibration.to_dict() if calibration is not None else None
+    return calibration.to_dict() if isinstance(calibration, Calibration) else calibration
 
 
 def _check_calibrations(calibration: Any, books: Mapping[Optional[str], Codebook]) -> Dict[Optional[str], Calibration]:
     """The calibration of each question that has one, checked against its labels."""
-    if calibration is None:
+    if calibration is None or calibration == PENDING:
         return {}
     if None in books:
         given = {None: calibration}
     elif isinstance(calibration, Mapping):
         given = dict(calibration)
     else:
-        raise InvalidArgumentError("with a codebook, calibration must be a dict question -> Calibration")
+        raise InvalidArgumentError(f"with a codebook, calibration must be a dict question -> Calibration, or "
+                                   f"{PENDING!r} for labels to be calibrated later")
     for q, cal in given.items():
         if q not in books:
             raise InvalidArgumentError(f"calibration names the question {q!r}, which is not in the codebook")
         if not isinstance(cal, Calibration):
-            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), got {type(cal).__name__}")
+            got = repr(cal) if isinstance(cal, str) else type(cal).__name__
+            raise InvalidArgumentError(f"calibration must come from newrllama.calibrate(), or be {PENDING!r} for "
+                                       f"labels to be calibrated later, got {got}")
         if set(cal.labels) != set(books[q].labels):
             raise InvalidArgumentError(f"the calibration was fitted on the labels {list(cal.labels)}, "
                                        f"not {list(books[q].labels)}")

@@ -31,6 +31,10 @@ order does not favour its first label either:
   evidence; on long texts the content-free texts stand poorly for the real ones, and "contextual" labelled
   worse than "reverse" (bench/bench_short_texts.py). A text's cure depends on its length and the codebook
   alone, so it still does not depend on the other texts.
+  Labels that are (or will be) calibrated on coded texts (annotate()'s ``calibration``) take "reverse" for every
+  text: a calibration's offsets already take out what "contextual" does, so one order calibrated labelled
+  held-back one-liners worse than two orders calibrated (bench/bench_calibration.py), and the calibrated default
+  is then the calibrated "reverse".
 - "none": the scores with the labels in the order given, as they are.
 Which is the default, and why, is measured by bench/bench_short_texts.py and bench/bench_validity.py
 (docs/benchmarks.md, "Short texts" and "Labels on real text").
@@ -55,11 +59,12 @@ def check_debias(debias: object) -> str:
     return debias  # type: ignore[return-value]
 
 
-def cure_of(debias: str, lists_first: bool) -> str:
-    """The cure a text is scored with: "auto" resolved by the text's prompt layout, any other as it is."""
+def cure_of(debias: str, lists_first: bool, for_calibration: bool = False) -> str:
+    """The cure a text is scored with: "auto" resolved by the text's prompt layout and whether its labels are
+    calibrated, any other as it is."""
     if debias != "auto":
         return debias
-    return "contextual" if lists_first else "reverse"
+    return "contextual" if lists_first and not for_calibration else "reverse"
 
 
 def base_order(debias: str, labels: Sequence[str]) -> Order:

@@ -10,14 +10,15 @@ from typing import Any, Dict, Optional, Tuple
 from ..errors import InvalidArgumentError
 
 # What must match for scores to be comparable (a calibration fitted on one applies to the other).
-LABELLING = ("model_sha256", "codebook_digest", "debias")
+LABELLING = ("model_sha256", "codebook_digest", "debias", "for_calibration")
 
 
 @dataclass(frozen=True)
 class Provenance:
     """The model file and its SHA-256, the codebook (labels, instruction, definitions, examples and where they go)
     and its digest, the order cure, the determinism held (None when annotate() made its own context), the
-    newrllama version and the rule for texts too long for a sequence."""
+    newrllama version, the rule for texts too long for a sequence, and whether debias "auto" scored the labels
+    for calibration (every text in two orders, order_bias.py)."""
 
     model_file: str
     model_sha256: str
@@ -30,11 +31,17 @@ class Provenance:
     determinism: Optional[Dict[str, Any]]
     newrllama: str
     too_long: str = "error"  # the rule for texts longer than a sequence (text_fit.py); records before it had none
+    for_calibration: bool = False  # records before it had none: "auto" then scored short texts in one order
 
     def differs_from(self, other: "Provenance") -> Optional[str]:
         """How other's scores were made otherwise (model, prompt or order cure), or None if they were not."""
         for key in LABELLING:
             mine, theirs = getattr(self, key), getattr(other, key)
+            if mine != theirs and key == "for_calibration":
+                where = "two orders for calibration here, in one there" if mine else \
+                    "one order here, in two for calibration there"
+                return (f"debias 'auto' scored short texts in {where}; annotate(..., calibration='pending') scores "
+                        "the coded texts for calibration")
             if mine != theirs:
                 return f"{key.replace('_', ' ')} {mine!r} here, {theirs!r} there"
         return None

@@ -52,6 +52,21 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
   expect_equal(reordered$text[least_confident(reordered, 2)], coded$text[least_confident(coded, 2)])
 })
 
+test_that("with the default cure, labels to be calibrated take two orders and keep to their calibration", {
+  pending <- annotated(texts, labels, calibration = "pending")
+  reverse <- annotated(texts, labels, debias = "reverse")
+  expect_equal(pending$.probs, reverse$.probs)
+  expect_false(anyNA(pending$.order_flip))
+  cal <- calibrate_labels(pending, truth, folds = 3, penalty = 1)
+  direct <- annotated(texts, labels, calibration = cal)
+  expect_equal(direct$.probs, predict(cal, pending)$.probs)
+  one_order <- annotated(texts, labels)
+  expect_true(all(is.na(one_order$.order_flip)))
+  expect_error(predict(cal, one_order), "two orders for calibration here, in one there",
+               class = "newrllama_invalid_argument")
+  expect_error(annotated(texts, labels, calibration = "later"), "or be 'pending'", class = "newrllama_invalid_argument")
+})
+
 test_that("calibrate_labels() and least_confident() refuse what they cannot use", {
   coded <- annotated(texts[1:2], labels)
   expect_error(calibrate_labels(coded, "sports"), "one value per row", class = "newrllama_invalid_argument")

@@ -152,6 +152,42 @@ def test_annotations_say_what_made_them_and_a_calibration_keeps_it(model, tmp_pa
     assert cal.apply([dataclasses.replace(a, provenance=None) for a in plain])[0].label in TOPICS
 
 
+def test_default_labels_to_be_calibrated_take_two_orders_and_keep_to_their_calibration(model):
+    """With debias="auto", labels to be calibrated (calibration="pending") or calibrated with a fit on such labels are
+    scored in both orders, as "reverse" scores them, so the calibrated default is the calibrated "reverse"; a
+    calibration fitted on one order's labels gets its texts scored in one order; the two are never mixed."""
+    def topic(texts, ctx, **options):
+        return newrllama.annotate(texts, TOPICS, "Give the topic.", context=ctx, **options)
+
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        pending = topic(STORIES, ctx, calibration="pending")
+        assert ctx.last_stats.n_prompts == 2 * len(STORIES), "two orders, no content-free texts"
+        reverse = topic(STORIES, ctx, debias="reverse")
+        one_order = topic(STORIES, ctx)
+        cal = newrllama.calibrate(pending[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
+        rest = topic(STORIES[6:], ctx, calibration=cal)
+        assert ctx.last_stats.n_prompts == 2 * 2
+        one_cal = newrllama.calibrate(one_order[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
+        rest_one = topic(STORIES[6:], ctx, calibration=one_cal)
+    assert [(a.probs, a.raw_probs) for a in pending] == [(a.probs, a.raw_probs) for a in reverse]
+    assert all(a.order_flip is not None for a in pending) and all(a.order_flip is None for a in one_order)
+    assert {(a.provenance.debias, a.provenance.for_calibration) for a in pending} == {("auto", True)}
+    reverse_cal = newrllama.calibrate(reverse[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
+    assert (cal.scale, cal.offsets) == (reverse_cal.scale, reverse_cal.offsets)
+    assert [a.probs for a in rest] == [a.probs for a in reverse_cal.apply(reverse[6:])]
+    assert [a.order_free_probs for a in rest_one] == [a.probs for a in one_order[6:]]
+    assert not rest_one[0].provenance.for_calibration
+    with pytest.raises(newrllama.InvalidArgumentError, match=r"one order here, in two for calibration there.*"
+                                                             r"calibration='pending'"):
+        one_cal.apply(pending)
+    with pytest.raises(newrllama.InvalidArgumentError, match="two orders for calibration here, in one there"):
+        cal.apply(one_order)
+    text = newrllama.methods_text(pending)
+    assert "averaging the scores of the list and of its reverse" in text and "contextual calibration" not in text
+    with pytest.raises(newrllama.InvalidArgumentError, match="or be 'pending' for labels to be calibrated later"):
+        newrllama.annotate(STORIES, TOPICS, calibration="later", model=model)
+
+
 @pytest.mark.parametrize("content, message", [
     ("{not json", "is not JSON"), ('{"format": "other"}', "not a newrllama calibration"),
     ('{"format": "newrllama-calibration-1", "labels": ["a"]}', "lacks or garbles"),
