@@ -32,6 +32,7 @@ WEIGHTS = {
 
 
 EMBEDDED = "gemma-3-270m-q4_k_m.gguf"
+SMALL_INSTRUCT = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # scripts/fetch_instruct_model.py's default
 K_QUANT_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 
@@ -44,7 +45,7 @@ def model_of(r: dict) -> str:
 
 def instruct_model_of(r: dict) -> str:
     """The instruct model of bench_determinism's annotate() cases (the 0.5B one before files recorded it)."""
-    name = r.get("instruct", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    name = r.get("instruct", SMALL_INSTRUCT)
     return WEIGHTS.get(name, name)
 
 
@@ -632,7 +633,7 @@ def headline(results: Path = RESULTS) -> List[str]:
     rows.append(["The batch-invariant mode (default) against `batch_invariant=False` (llama.cpp's f16 attention): "
                  "documents after a long instruction, long distinct prompts",
                  " / ".join(f"{v:.2f}x" for v in mode.values()) + " the speed", path])
-    path, r = _latest("short-texts", results)
+    path, r = _latest("short-texts", results, model=SMALL_INSTRUCT)  # the headline's instruct model, every set
     reuters = r["sets"]["reuters"]["layouts"]
     rows.append(["Reuters stories, instruct model: Cohen's kappa of `annotate()` against the human topics (in "
                  "brackets: one order, labels listed in the instruction)",
