@@ -67,9 +67,10 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     the system turn did not; same benchmark).
     ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
     "auto", the default, is "contextual" for a text short enough to follow the list of labels and
-    "reverse" for the others (and for every text whose labels are calibrated, below); "reverse" scores the list and its reverse, twice the work; "prior" at
-    most 1.5 times; "rotations" K times; "batch" nothing extra; "contextual" one scoring per text and
-    three content-free texts per call and layout; "none").
+    "reverse" for the others (and for every text whose labels are calibrated, below); "reverse" scores
+    the list and its reverse, twice the work; "prior" at most 1.5 times; "rotations" K times; "batch"
+    nothing extra; "contextual" one scoring per text and three content-free texts per call and layout;
+    "none").
     ``calibration`` (from ``calibrate()``) corrects the scores; "pending" marks labels to be calibrated later (the
     coded texts a calibration will be fitted on, or every text before one is). With "auto", labels calibrated or
     pending are scored in two orders for every text, as "reverse" scores them: calibrated, one order labelled

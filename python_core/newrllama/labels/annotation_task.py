@@ -74,7 +74,7 @@ class AnnotationTask:
         gets its texts scored as those were."""
         if self.debias != "auto":
             return False
-        if self.calibration == PENDING:
+        if _pending(self.calibration):
             return True
         cal = self.calibrations.get(question)
         return cal is not None and (cal.fitted_on is None or cal.fitted_on.for_calibration)
@@ -103,9 +103,13 @@ def _calibration_dicts(calibration: Any) -> Any:
     return calibration.to_dict() if isinstance(calibration, Calibration) else calibration
 
 
+def _pending(calibration: Any) -> bool:
+    return isinstance(calibration, str) and calibration == PENDING
+
+
 def _check_calibrations(calibration: Any, books: Mapping[Optional[str], Codebook]) -> Dict[Optional[str], Calibration]:
     """The calibration of each question that has one, checked against its labels."""
-    if calibration is None or calibration == PENDING:
+    if calibration is None or _pending(calibration):
         return {}
     if None in books:
         given = {None: calibration}

@@ -5,6 +5,7 @@ import dataclasses
 import math
 import random
 
+import pandas
 import pytest
 
 import newrllama
@@ -186,6 +187,8 @@ def test_default_labels_to_be_calibrated_take_two_orders_and_keep_to_their_calib
     assert "averaging the scores of the list and of its reverse" in text and "contextual calibration" not in text
     with pytest.raises(newrllama.InvalidArgumentError, match="or be 'pending' for labels to be calibrated later"):
         newrllama.annotate(STORIES, TOPICS, calibration="later", model=model)
+    with pytest.raises(newrllama.InvalidArgumentError, match="got DataFrame"):  # not compared with "pending"
+        newrllama.AnnotationTask(TOPICS, calibration=pandas.DataFrame({"cal": [1]}))
 
 
 @pytest.mark.parametrize("content, message", [
