@@ -383,9 +383,13 @@ def calibration(r: dict) -> List[str]:
     default = ("(by default: a fit applied only where it gives the held-out coded texts better labels, criterion "
                "\"kappa\")" if by_rule else "(when this ran: no calibration one of the candidates, by log-loss)")
     described = ", ".join(CALIBRATION_RULES[rule] + (f" {default}" if rule == "calibrated" else "") for rule in rules)
+    both = any("auto, one order" in st["cures"] for st in r["sets"].values())
+    auto = (" Cure `auto` uncalibrated is the default's labels (one order on the one-liners), calibrated the labels "
+            "annotate() scores for calibration (two orders for every text); `auto, one order` is the default's "
+            "one-order labels calibrated." if both else "")
     return table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
                  f"Cohen's kappa on the texts not coded over the draws: uncalibrated, {described}; for each, how "
-                 "often the coded texts chose no calibration, and in how many draws calibrating lowered kappa:",
+                 f"often the coded texts chose no calibration, and in how many draws calibrating lowered kappa.{auto}",
                  ["set", "texts", "cure", "coded", "uncalibrated"] + [h for rule in rules
                                                                       for h in (rule, "none chosen", "lowered")], rows)
 
