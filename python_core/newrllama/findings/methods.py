@@ -27,8 +27,9 @@ ORDER_CURES["auto"] = (f"for texts shorter than two lists of labels (which then 
 
 
 def _cure(source: Any) -> str:
-    """The cure the provenance's texts were scored with: "auto" scores every text in two orders for calibration."""
-    return "reverse" if source.debias == "auto" and source.for_calibration else source.debias
+    """The cure the provenance's texts were scored with: "auto" scores every text in two orders for calibration
+    (only "auto" records for_calibration)."""
+    return "reverse" if source.for_calibration else source.debias
 
 
 def _source_sentences(source: Any) -> List[str]:

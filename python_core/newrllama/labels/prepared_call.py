@@ -62,7 +62,8 @@ def prepare_call(use: Model, texts: Sequence[Optional[str]], task: AnnotationTas
     text_lengths = {i: len(use.tokenize(texts[i])) for i in runnable} if list_lengths else {}
     layout = {(q, i): q in list_lengths and books[q].lists_first(text_lengths[i], list_lengths[q])
               for q in books for i in runnable}
-    cures = {(q, i): cure_of(debias, first, task.for_calibration(q)) for (q, i), first in layout.items()}
+    for_calibration = {q: task.for_calibration(q) for q in books}  # a question's rule, not a text's
+    cures = {(q, i): cure_of(debias, first, for_calibration[q]) for (q, i), first in layout.items()}
     jobs, probes = _jobs(books, debias, runnable, cures, layout)
     tokens = PromptTokens(use.vocab)
     fits = _fit_texts(use, context, texts, jobs, probes, task, layout, context_kwargs, tokens)
