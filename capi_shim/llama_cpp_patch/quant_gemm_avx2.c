@@ -397,6 +397,18 @@ static inline __m256i qg_activation_pair(enum ggml_type type, const block_q8_K *
     return _mm256_set1_epi32(v);
 }
 
+// What the panel's pairs (block l) make of activation block x's sums: Q4_K and Q5_K the rows' M, Q6_K their sums
+// of scale times the sums of 16.
+static inline __attribute__((always_inline)) __m256i qg_panel_pairs(enum ggml_type type, const qg_panel * p,
+                                                                    const block_q8_K * x, int l) {
+    const int npairs = qg_sum_pairs(type);
+    __m256i m = _mm256_setzero_si256();
+    for (int i = 0; i < npairs; i++) {
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_load_si256(p->pairs + l * npairs + i), qg_activation_pair(type, x, i)));
+    }
+    return m;
+}
+
 // The panel by C activation rows (x): out[c * 8 + r] = output of weight row r and activation row c.
 static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type type, const qg_panel * p,
                                                                  const block_q8_K * const * x, int nb, float * out,
@@ -404,16 +416,14 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
     const int G = qg_unit_groups(type);
     const int units = QG_GROUPS / G;
     const int subs = QK_K / qg_sub_codes(type);
-    const int npairs = qg_sum_pairs(type);
     __m256 acc[QG_PANEL_COLS];
     for (int c = 0; c < C; c++) {
         acc[c] = _mm256_setzero_ps();
     }
     for (int l = 0; l < nb; l++) {
-        __m256i s32[QG_PANEL_COLS], m32[QG_PANEL_COLS];
+        __m256i s32[QG_PANEL_COLS];
         for (int c = 0; c < C; c++) {
             s32[c] = _mm256_setzero_si256();
-            m32[c] = _mm256_setzero_si256();
         }
         const __m256i * codes = p->codes + l * QG_GROUPS;
         for (int u = 0; u < units; u++) {
@@ -421,6 +431,7 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
             for (int c = 0; c < C; c++) {
                 unit[c] = _mm256_setzero_si256();
             }
+#pragma GCC unroll 8
             for (int g = u * G; g < (u + 1) * G; g++) {
                 const __m256i w = _mm256_load_si256(codes + g);
                 for (int c = 0; c < C; c++) {
@@ -434,27 +445,34 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
                 s32[c] = _mm256_add_epi32(s32[c], qg_unit_scaled(unit[c], sc));
             }
         }
-        for (int i = 0; i < npairs; i++) {
-            const __m256i pr = _mm256_load_si256(p->pairs + l * npairs + i);
-            for (int c = 0; c < C; c++) {
-                m32[c] = _mm256_add_epi32(m32[c], _mm256_madd_epi16(pr, qg_activation_pair(type, x[c] + l, i)));
-            }
-        }
+        // S's floats, then (Q4_K, Q5_K) M's: M is summed only once S's sums are done with, to spare registers
         const __m256 d = _mm256_loadu_ps(p->d + l * QG_LANES);
-        const __m256 dmin = _mm256_loadu_ps(p->dmin + l * QG_LANES);
         for (int c = 0; c < C; c++) {
             const __m256 da = _mm256_set1_ps(x[c][l].d);
             if (type == GGML_TYPE_Q6_K) {
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s32[c], _mm256_slli_epi32(m32[c], 5))),
-                                         _mm256_mul_ps(d, da), acc[c]);
-            } else {
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[c]), _mm256_mul_ps(d, da), acc[c]);
-                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m32[c]), _mm256_mul_ps(dmin, da), acc[c]);
+                s32[c] = _mm256_sub_epi32(s32[c], _mm256_slli_epi32(qg_panel_pairs(type, p, x[c] + l, l), 5));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[c]), _mm256_mul_ps(d, da), acc[c]);
+        }
+        if (type != GGML_TYPE_Q6_K) {
+            const __m256 dmin = _mm256_loadu_ps(p->dmin + l * QG_LANES);
+            for (int c = 0; c < C; c++) {
+                const __m256 da = _mm256_set1_ps(x[c][l].d);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(qg_panel_pairs(type, p, x[c] + l, l)),
+                                          _mm256_mul_ps(dmin, da), acc[c]);
             }
         }
     }
     for (int c = 0; c < C; c++) {
         _mm256_storeu_ps(out + c * QG_LANES, acc[c]);
+    }
+}
+
+// The 8 weight rows of the tile from row i0 of a (ne01 rows, nb01 bytes apart); rows past the end repeat the last
+// one, whose outputs are not stored.
+static inline void qg_weight_rows(const char * a, size_t nb01, int64_t ne01, int64_t i0, const char * w[QG_LANES]) {
+    for (int r = 0; r < QG_LANES; r++) {
+        w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
     }
 }
 
@@ -514,9 +532,7 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
             const int64_t i0 = tile * QG_LANES;
             const int rows = (int) MIN(QG_LANES, ne01 - i0);
             const char * w[QG_LANES];
-            for (int r = 0; r < QG_LANES; r++) {  // rows past the end repeat the last one
-                w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
-            }
+            qg_weight_rows(a, nb01, ne01, i0, w);
             float out[QG_LANES];
 #define QG_ROWS(T) qg_tile_rows(T, w, b, sums, nb, part, h)
             _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
@@ -572,9 +588,7 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                     const int64_t i0 = tile * QG_LANES;
                     const int rows = (int) MIN(QG_LANES, ne01 - i0);
                     const char * w[QG_LANES];
-                    for (int r = 0; r < QG_LANES; r++) {  // rows past the end repeat the last one
-                        w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
-                    }
+                    qg_weight_rows(a, nb01, ne01, i0, w);
                     float out[QG_PANEL_COLS * QG_LANES];
 #define QG_UNPACK(T) qg_unpack_panel(T, w, nb, &p)
                     QG_BY_TYPE(type, QG_UNPACK);
