@@ -10,6 +10,9 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - quant-gemm-avx2, in the same file: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2 (quant_gemm_avx2.c)
   for every number of rows, where llama.cpp would take its tiled kernel or vec_dot. It goes after q0-gemm-vnni,
   whose call it leaves first;
+- q0-gemm-avx2, in the same file: the matmul of Q5_0 and Q8_0 weights with AVX2 (q0_gemm_avx2.c), with
+  q0-gemm-vnni's bits, where the CPU has AVX2 but not AVX512-VNNI (so tinyBLAS takes them nowhere). It goes after
+  quant-gemm-avx2, whose helpers it uses, and its call after q0-gemm-vnni's;
 - quant-gemm-amx, in the same file: the same matmul with AMX tiles (quant_gemm_amx.c) from 8 activation rows up,
   with quant-gemm-avx2's bits, where the CPU has AMX-INT8 and the kernel lets the process use it. It goes after
   quant-gemm-avx2, whose helpers and call it uses;
@@ -189,7 +192,30 @@ HUGE_PAGES = Patch(
   #endif"""),),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES)
+# Q5_0 and Q8_0 without AVX512-VNNI: the call goes beside q0-gemm-vnni's, the kernel after quant-gemm-avx2's helpers.
+Q0_GEMM_AVX2 = Patch(
+    name="q0-gemm-avx2",
+    source=Q0_GEMM_VNNI.source,
+    kernel=HERE / "q0_gemm_avx2.c",
+    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    edits=(Edit("q0-gemm-vnni's call", """        ggml_q0_gemm_vnni(params, dst);
+        return;
+    }
+#endif
+""", """        ggml_q0_gemm_vnni(params, dst);
+        return;
+    }
+#endif
+#ifdef GGML_Q0_GEMM_AVX2
+    if (!params->use_ref && ggml_q0_gemm_avx2_supports(dst)) {
+        ggml_q0_gemm_avx2(params, dst);
+        return;
+    }
+#endif
+"""),),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -150,7 +150,7 @@ def test_the_build_carries_the_patches_and_says_so(model):
     vnni = cpu.get("AVX512") == "1" and cpu.get("AVX512_VNNI") == "1"
     avx2 = cpu.get("AVX2") == "1" and cpu.get("FMA") == "1"
     vbmi = cpu.get("AVX512_VBMI") == "1"
-    expected = ", ".join(sorted(["flash-attn-bf16-blocked"] + (["q0-gemm-vnni"] if vnni else [])
+    expected = ", ".join(sorted(["flash-attn-bf16-blocked"] + (["q0-gemm-vnni"] if vnni else ["q0-gemm-avx2"] if avx2 else [])
                                 + (["quant-gemm-avx2", "quantize-q8_K-avx2"] if avx2 else [])
                                 + (["quant-gemm-amx"] if vnni and vbmi and avx2 else [])))
     with context(model) as ctx:

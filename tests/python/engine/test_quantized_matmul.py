@@ -1,5 +1,5 @@
 """The matmul of the weight types whose kernels newrllama patches into llama.cpp (capi_shim/llama_cpp_patch:
-q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, tinyBLAS elsewhere; quant-gemm-avx2 for Q4_K, Q5_K
+q0-gemm-vnni for Q5_0 and Q8_0 where the CPU has AVX512-VNNI, q0-gemm-avx2 where it has AVX2 only; quant-gemm-avx2 for Q4_K, Q5_K
 and Q6_K where it has AVX2 (its panels of several rows with vpdpbusd where it has AVX512-VNNI or AVX-VNNI), and
 quant-gemm-amx for them from 8 activation rows up where it has AMX-INT8), run by
 the installed ggml on random matrices of shapes that leave ragged tiles: its
@@ -26,8 +26,14 @@ ROOT = repo_modules.ROOT
 CHECK = Path(__file__).resolve().parent / "c" / "quantized_matmul_check.c"
 shim_build = repo_modules.load("capi_shim/build.py", "newrllama_shim_build")
 
-KERNEL_OF = {"q5_0": "q0-gemm-vnni", "q8_0": "q0-gemm-vnni",
-             "q4_K": "quant-gemm-avx2", "q5_K": "quant-gemm-avx2", "q6_K": "quant-gemm-avx2"}
+# The kernels of newrllama that may take each type (one of them is compiled in, by the CPU's units).
+KERNELS_OF = {"q5_0": ("q0-gemm-vnni", "q0-gemm-avx2"), "q8_0": ("q0-gemm-vnni", "q0-gemm-avx2"),
+              "q4_K": ("quant-gemm-avx2",), "q5_K": ("quant-gemm-avx2",), "q6_K": ("quant-gemm-avx2",)}
+
+
+def kernel_of(type_name: str, kernels: frozenset) -> str:
+    """The kernel of newrllama compiled in for the type, or "" where llama.cpp's own takes it."""
+    return next((k for k in KERNELS_OF[type_name] if k in kernels), "")
 SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512),  # M weight rows, N, K
           (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512)]  # and tiles of 16 activation rows: in pairs, whole, ragged, half
 K_QUANTS = ("q4_K", "q5_K", "q6_K")
@@ -52,7 +58,7 @@ def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int, a
     binary, kernels = check
     # Where newrllama's kernel takes the type, nothing is forced; elsewhere the shim forces ggml's tiled kernel
     # for K-quants (newrllama_model.c), and so does this.
-    env = {} if KERNEL_OF[type_name] in kernels else {"GGML_CPU_TILED_MM_FORCE": "1"}
+    env = {} if kernel_of(type_name, kernels) else {"GGML_CPU_TILED_MM_FORCE": "1"}
     env["NEWRLLAMA_AMX"] = amx
     done = subprocess.run([str(binary), type_name, str(m), str(n), str(k)], capture_output=True, text=True,
                           check=True, timeout=120, env=env)
@@ -61,7 +67,7 @@ def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int, a
 
 # Q5_0 and Q8_0 multiply activations rounded to Q8_0, the K-quants activations rounded to Q8_K; the check's
 # reference rounds them alike.
-@pytest.mark.parametrize("type_name", sorted(KERNEL_OF))
+@pytest.mark.parametrize("type_name", sorted(KERNELS_OF))
 @pytest.mark.parametrize("m, n, k", SHAPES)
 def test_products_are_exact_and_the_same_bits_in_any_batch(check, type_name, m, n, k):
     result = run(check, type_name, m, n, k)
@@ -70,13 +76,12 @@ def test_products_are_exact_and_the_same_bits_in_any_batch(check, type_name, m, 
     assert result["rounding_as_reference"], result  # newrllama's rounding to Q8_K is ggml's reference's, bit for bit
 
 
-@pytest.mark.parametrize("type_name", sorted(KERNEL_OF))
+@pytest.mark.parametrize("type_name", sorted(KERNELS_OF))
 @pytest.mark.parametrize("m, n, k", SHAPES)
 def test_newrllamas_kernels_give_the_bits_of_the_defined_arithmetic(check, type_name, m, n, k):
-    kernel = KERNEL_OF[type_name]
-    if kernel not in check[1]:
-        pytest.skip(f"{kernel} is not compiled into this llama.cpp (this CPU lacks its unit): {type_name} takes "
-                    "llama.cpp's own kernel, batch-invariant with other bits")
+    if not kernel_of(type_name, check[1]):
+        pytest.skip(f"none of {', '.join(KERNELS_OF[type_name])} is compiled into this llama.cpp (this CPU lacks "
+                    f"their units): {type_name} takes llama.cpp's own kernel, batch-invariant with other bits")
     assert run(check, type_name, m, n, k)["same_as_defined"], (type_name, m, n, k)
 
 

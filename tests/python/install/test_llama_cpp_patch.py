@@ -73,6 +73,11 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         patch.Q0_GEMM_VNNI.kernel_anchor)
     assert cpu.index("if (quant_gemm_avx2) {") < cpu.index("ggml_quant_gemm_amx_takes(dst)") < cpu.index(
         "ggml_quant_gemm_amx(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)")
+    # Q5_0 and Q8_0 without VNNI: the kernel after the AVX2 helpers it uses, its call beside VNNI's, before tinyBLAS
+    assert cpu.index("ggml_quant_gemm_avx2(const struct") < cpu.index("ggml_q0_gemm_avx2(const struct") < cpu.index(
+        patch.Q0_GEMM_AVX2.kernel_anchor)
+    assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index(
+        "ggml_q0_gemm_avx2(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)") < cpu.index("llamafile_sgemm")
     # the rounding to Q8_K goes before the function that calls it
     quants = (tmp_path / patch.QUANTIZE_Q8_K_AVX2.source).read_text()
     assert quants.index("static void other") < quants.index("static void ggml_quantize_q8_K_avx2(") < quants.index(
@@ -85,7 +90,7 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
-    assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, quant-gemm-amx, "
+    assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, q0-gemm-avx2, quant-gemm-amx, "
                           "quantize-q8_K-avx2, huge-pages")
 
 
@@ -124,6 +129,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
 BASELINE, WITH_UNITS = ["-march=x86-64"], ["-march=x86-64-v4", "-mavx512vnni", "-mavx512vbmi", "-DGGML_SIMD"]
+AVX2_ONLY = ["-march=x86-64-v3", "-DGGML_SIMD"]
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
@@ -139,7 +145,11 @@ def test_the_marker_is_built_only_with_its_kernel(p):
         return subprocess.run(["cc", "-E", "-P", "-x", language, *flags, "-"], input=text, capture_output=True,
                               text=True, check=True).stdout
 
-    assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
+    if p is patch.Q0_GEMM_AVX2:  # only where q0-gemm-vnni is not
+        assert patch.MARKER + p.name in preprocessed(AVX2_ONLY)
+        assert patch.MARKER + p.name not in preprocessed(WITH_UNITS)
+    else:
+        assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
     assert patch.MARKER + p.name not in preprocessed(BASELINE)
 
 
