@@ -232,7 +232,8 @@ static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type 
 enum {
     QG_GROUPS = QK_K / 4,            // groups of 4 codes per block
     QG_PANEL_COLS = 4,               // activation rows a panel takes together
-    QG_CHUNK_COLS = 64,              // activation rows per pass over a thread's panels, kept in cache
+    QG_CHUNK_COLS = 64,              // activation rows per chunk of work, kept in cache
+    QG_PANEL_TILES = 4,              // tiles per chunk of work
 };
 
 // Codes per sub-block: 32 for Q4_K and Q5_K, 16 for Q6_K.
@@ -543,9 +544,29 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     ggml_aligned_free(part, part_size);
 }
 
+// The last 1-3 activation rows of a chunk (x[0 .. left-1]) by the panel.
+static inline void qg_panel_left(enum ggml_type type, const qg_panel * p, const block_q8_K * const * x, int nb,
+                                 float * out, int left) {
+#define QG_COLS1(T) qg_panel_cols(T, p, x, nb, out, 1)
+#define QG_COLS2(T) qg_panel_cols(T, p, x, nb, out, 2)
+#define QG_COLS3(T) qg_panel_cols(T, p, x, nb, out, 3)
+    if (left == 1) {
+        QG_BY_TYPE(type, QG_COLS1);
+    } else if (left == 2) {
+        QG_BY_TYPE(type, QG_COLS2);
+    } else {
+        QG_BY_TYPE(type, QG_COLS3);
+    }
+#undef QG_COLS1
+#undef QG_COLS2
+#undef QG_COLS3
+}
+
 // dst = src0 x src1, src1 already in Q8_K in wdata (ggml converts it before the barrier). One activation row is
-// qg_decode's. More: the threads split the weight rows 8 at a time, and each takes the activation rows in chunks
-// that stay in cache while its panels pass over them.
+// qg_decode's. More: the work goes in chunks of QG_PANEL_TILES tiles by QG_CHUNK_COLS activation rows, which the
+// threads claim from ggml's shared counter as qg_decode's do, so that a thread held up by the machine leaves its
+// chunks to the others. The tiles vary fastest, so the threads pass over the same activation rows, which stay in
+// cache while their panels pass over them.
 static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -556,13 +577,15 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const size_t row_size = ggml_row_size(GGML_TYPE_Q8_K, ne10);
     const size_t ldb = row_size / sizeof(block_q8_K);
     const size_t ldc = nb1 / sizeof(float);
-    const int64_t r2 = ne12 / ne02;
-    const int64_t r3 = ne13 / ne03;
     const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
-    const int64_t t0 = tiles * params->ith / params->nth;
-    const int64_t t1 = tiles * (params->ith + 1) / params->nth;
     if (ne11 == 1) {
         qg_decode(params, dst, type, nb, row_size, tiles);
+        return;
+    }
+    const int64_t tile_chunks = (tiles + QG_PANEL_TILES - 1) / QG_PANEL_TILES;
+    const int64_t col_chunks = (ne11 + QG_CHUNK_COLS - 1) / QG_CHUNK_COLS;
+    const int64_t chunks = tile_chunks * col_chunks * ne12 * ne13;
+    if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
         return;
     }
 
@@ -577,58 +600,39 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     p.dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
     GGML_ASSERT(p.codes && p.scales && p.pairs && p.d && p.dmin);
 
-    for (int64_t i13 = 0; i13 < ne13; i13++) {
-        for (int64_t i12 = 0; i12 < ne12; i12++) {
-            const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
-            const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
-            float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-            for (int64_t j0 = 0; j0 < ne11; j0 += QG_CHUNK_COLS) {
-                const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
-                for (int64_t tile = t0; tile < t1; tile++) {
-                    const int64_t i0 = tile * QG_LANES;
-                    const int rows = (int) MIN(QG_LANES, ne01 - i0);
-                    const char * w[QG_LANES];
-                    qg_weight_rows(a, nb01, ne01, i0, w);
-                    float out[QG_PANEL_COLS * QG_LANES];
+    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        const int64_t first = chunk % tile_chunks * QG_PANEL_TILES;
+        const int64_t j0 = chunk / tile_chunks % col_chunks * QG_CHUNK_COLS;
+        const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
+        const int64_t plane = chunk / (tile_chunks * col_chunks);
+        const int64_t i12 = plane % ne12, i13 = plane / ne12;
+        const char * a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
+        const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 + i13 * ne12) * ne11 * row_size);
+        float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+        for (int64_t tile = first; tile < MIN(tiles, first + QG_PANEL_TILES); tile++) {
+            const int64_t i0 = tile * QG_LANES;
+            const int rows = (int) MIN(QG_LANES, ne01 - i0);
+            const char * w[QG_LANES];
+            qg_weight_rows(a, nb01, ne01, i0, w);
+            float out[QG_PANEL_COLS * QG_LANES];
 #define QG_UNPACK(T) qg_unpack_panel(T, w, nb, &p)
-                    QG_BY_TYPE(type, QG_UNPACK);
+            QG_BY_TYPE(type, QG_UNPACK);
 #undef QG_UNPACK
-                    int64_t j = j0;
-                    for (; j + QG_PANEL_COLS <= j1; j += QG_PANEL_COLS) {
-                        const block_q8_K * x[QG_PANEL_COLS];
-                        for (int k = 0; k < QG_PANEL_COLS; k++) {
-                            x[k] = b + (j + k) * ldb;
-                        }
+            for (int64_t j = j0; j < j1; j += QG_PANEL_COLS) {
+                const int n = (int) MIN(QG_PANEL_COLS, j1 - j);
+                const block_q8_K * x[QG_PANEL_COLS];
+                for (int k = 0; k < n; k++) {
+                    x[k] = b + (j + k) * ldb;
+                }
+                if (n == QG_PANEL_COLS) {
 #define QG_COLS4(T) qg_panel_cols(T, &p, x, nb, out, QG_PANEL_COLS)
-                        QG_BY_TYPE(type, QG_COLS4);
+                    QG_BY_TYPE(type, QG_COLS4);
 #undef QG_COLS4
-                        for (int k = 0; k < QG_PANEL_COLS; k++) {
-                            memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
-                        }
-                    }
-                    if (j < j1) {  // the last 1-3 activation rows
-                        const int left = (int) (j1 - j);
-                        const block_q8_K * x[QG_PANEL_COLS];
-                        for (int k = 0; k < left; k++) {
-                            x[k] = b + (j + k) * ldb;
-                        }
-#define QG_COLS1(T) qg_panel_cols(T, &p, x, nb, out, 1)
-#define QG_COLS2(T) qg_panel_cols(T, &p, x, nb, out, 2)
-#define QG_COLS3(T) qg_panel_cols(T, &p, x, nb, out, 3)
-                        if (left == 1) {
-                            QG_BY_TYPE(type, QG_COLS1);
-                        } else if (left == 2) {
-                            QG_BY_TYPE(type, QG_COLS2);
-                        } else {
-                            QG_BY_TYPE(type, QG_COLS3);
-                        }
-#undef QG_COLS1
-#undef QG_COLS2
-#undef QG_COLS3
-                        for (int k = 0; k < left; k++) {
-                            memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
-                        }
-                    }
+                } else {
+                    qg_panel_left(type, &p, x, nb, out, n);
+                }
+                for (int k = 0; k < n; k++) {
+                    memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
                 }
             }
         }
