@@ -592,12 +592,13 @@ def headline(results: Path = RESULTS) -> List[str]:
     rows.append([f"Annotation workload, {s['docs']} documents under one instruction, {model_of(r)}: prefix cache on "
                  "against off",
                  f"{s['speedup_on_over_off']:.1f}x faster", path])
-    for model in (EMBEDDED, K_QUANT_MODEL):
-        found = _latest_of_model("vs-llama-server", results, model, "annotation")
+    # Prefill speed, and so these ratios, moves with the CPU as generation's does: the newest file of each.
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("vs-llama-server", results)):
+        found = _latest_of_model("vs-llama-server", results, model, "annotation", cpu)
         if found:
             path, r = found
             swa = r.get("against_swa_full", {})
-            rows.append([f"The same workload over HTTP, 16 clients, {model_of(r)}: `newrllama serve` against "
+            rows.append([f"The same workload over HTTP, 16 clients, {model_of(r)}, {cpu}: `newrllama serve` against "
                          "llama-server as started by default (in brackets: against `--swa-full`, its best setting for "
                          "shared starts), instruction new / cached",
                          " / ".join(f"{w['ratios']['newrllama serve']:.1f}x"
