@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 bash "$ROOT/scripts/setup.sh"
-R_LIBS="$ROOT/.Rlib" "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider "$ROOT/tests/python/docs/test_docs_code_runs.py"
+R_LIBS="$ROOT/.Rlib" "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider ${NEWRLLAMA_DOCS_JUNIT:-} "$ROOT/tests/python/docs/test_docs_code_runs.py"
 bash "$ROOT/scripts/build_r_site.sh"
 "$ROOT/.venv/bin/python" -m mkdocs build --strict --clean --site-dir "$ROOT/site"
 # The API page must document every name that `import newrllama` exports.

