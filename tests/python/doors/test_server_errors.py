@@ -1,0 +1,37 @@
+"""A failure the server did not foresee answers 500 in OpenAI's error shape, saying what failed and no more: no
+traceback and no source paths reach the client (they are the server's to log). In process, over ASGI, with no
+model: fast, so in the fast lane (tests/breakage/19-server-error-leaks-traceback.patch must fail it)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+
+class BrokenContext:
+    """A context whose bookkeeping fails in a way no route expects."""
+
+    def n_used_cells(self) -> int:
+        raise RuntimeError("the cell count went wrong")
+
+
+def test_an_unexpected_error_is_a_500_error_body_without_a_traceback():
+    from newrllama.server import ServerConfig, create_app
+
+    app = create_app(ServerConfig())  # its lifespan is not run: no model is loaded
+    app.state.engine.ctx = BrokenContext()
+
+    async def get_metrics():
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            return await http.get("/metrics")
+
+    r = asyncio.run(get_metrics())
+    assert r.status_code == 500, r.text[:400]
+    error = r.json()["error"]
+    assert error["type"] == "server_error" and "the cell count went wrong" in error["message"]
+    for leak in ("Traceback", 'File "', ".py"):
+        assert leak not in r.text, r.text[:400]
