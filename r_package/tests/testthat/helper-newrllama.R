@@ -41,6 +41,7 @@ from_previous_session <- function(x) {
 }
 
 skip_if_no_server <- function() {
+  skip_on_fast_lane()
   skip_if_no_newrllama()
   testthat::skip_if_not_installed("processx")
   if (!reticulate::py_module_available("fastapi") || !reticulate::py_module_available("openai")) {
@@ -49,8 +50,15 @@ skip_if_no_server <- function() {
 }
 
 skip_if_no_ray <- function() {
+  skip_on_fast_lane()
   skip_if_no_newrllama()
   if (!reticulate::py_module_available("ray")) {
     testthat::skip("the cluster extra (ray) is not installed in Python")
   }
+}
+
+# The fast lane (NEWRLLAMA_TEST_LANE=fast, bash scripts/test.sh --fast) leaves out the tests that start processes,
+# servers or Ray, as pytest -m "not slow" does.
+skip_on_fast_lane <- function() {
+  testthat::skip_if(identical(Sys.getenv("NEWRLLAMA_TEST_LANE"), "fast"), "the fast lane leaves this test out")
 }

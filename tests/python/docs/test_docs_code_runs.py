@@ -1,5 +1,7 @@
 """The code in the README and the documentation pages runs: each page's Python blocks in one fresh interpreter,
-its R blocks in one Rscript, in an empty folder, on the real model (the R vignette runs when pkgdown builds it)."""
+its R blocks in one Rscript, in an empty folder, on the real model (the R vignette runs when pkgdown builds it).
+A page's code that succeeded is not run again until it or the library changes (helpers/doc_runs.py): it is then
+reported as skipped, saying so."""
 from __future__ import annotations
 
 import os
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import doc_runs
 from helpers.doc_pages import ROOT, doc_pages
 
 FENCE = re.compile(r"^```(python|r)\n(.*?)^```$", re.S | re.M)
@@ -24,9 +27,13 @@ def runs(language: str):
     return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in doc_pages() if blocks(p, language)]
 
 
-def _run(command, page: Path, cwd: Path, env: dict) -> None:
+def _run(command, page: Path, language: str, cwd: Path, env: dict) -> None:
+    run_key = doc_runs.key(f"page code {language}", blocks(page, language))
+    if doc_runs.ran(run_key):
+        pytest.skip(f"succeeded on this code and library before ({doc_runs.folder(run_key)})")
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"the code of {page.relative_to(ROOT)} failed:\n{done.stderr[-3000:]}"
+    doc_runs.remember(run_key)
 
 
 def test_the_fence_reader_finds_the_readme_quick_starts():
@@ -39,7 +46,7 @@ def test_the_fence_reader_finds_the_readme_quick_starts():
 def test_python_code_of_the_page_runs(page: Path, tmp_path: Path):
     script = tmp_path / "page.py"
     script.write_text(blocks(page, "python"))
-    _run([sys.executable, str(script)], page, tmp_path, dict(os.environ))
+    _run([sys.executable, str(script)], page, "python", tmp_path, dict(os.environ))
 
 
 @pytest.mark.slow
@@ -50,4 +57,4 @@ def test_r_code_of_the_page_runs(page: Path, tmp_path: Path):
     script = tmp_path / "page.R"
     script.write_text("options(warn = 1)\n" + blocks(page, "r"))
     env = dict(os.environ, R_LIBS=str(ROOT / ".Rlib"), NEWRLLAMA_PYTHON=sys.executable)
-    _run(["Rscript", str(script)], page, tmp_path, env)
+    _run(["Rscript", str(script)], page, "r", tmp_path, env)
