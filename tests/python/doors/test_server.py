@@ -464,18 +464,6 @@ def test_a_decode_failure_is_the_servers_500():
     assert after.status_code == 200 and after.json()["usage"]["completion_tokens"] == 4
 
 
-def test_library_errors_are_the_callers_only_when_the_request_cannot_run():
-    from newrllama.server.api_errors import library_error, prompt_failure
-    assert library_error(newrllama.InvalidArgumentError("the grammar could not be parsed"), "grammar").status == 400
-    assert library_error(newrllama.ClosedError("closed")).status == 503
-    for ours in (newrllama.GenerationError("x"), newrllama.ContextError("x"), newrllama.TokenizeError("x")):
-        assert library_error(ours).status == 500
-    failed = newrllama.Completion("", finish_reason="error", error="llama_decode failed", engine_error=True)
-    assert prompt_failure(2, failed, "prompt").status == 500
-    refused = newrllama.Completion("", finish_reason="error", error="prompt is empty")
-    assert (prompt_failure(2, refused, "prompt").status, prompt_failure(2, refused, "prompt").param) == (400, "prompt")
-
-
 def test_each_turn_of_a_chat_reuses_the_turn_before(client):
     """The server keeps what a request decoded: the next turn, which repeats it, decodes only what is new."""
     messages = [{"role": "user", "content": "Here are some notes about rivers, mills, bridges and the towns that "

@@ -7,6 +7,8 @@ import asyncio
 
 import pytest
 
+import newrllama
+
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
@@ -35,3 +37,15 @@ def test_an_unexpected_error_is_a_500_error_body_without_a_traceback():
     assert error["type"] == "server_error" and "the cell count went wrong" in error["message"]
     for leak in ("Traceback", 'File "', ".py"):
         assert leak not in r.text, r.text[:400]
+
+
+def test_library_errors_are_the_callers_only_when_the_request_cannot_run():
+    from newrllama.server.api_errors import library_error, prompt_failure
+    assert library_error(newrllama.InvalidArgumentError("the grammar could not be parsed"), "grammar").status == 400
+    assert library_error(newrllama.ClosedError("closed")).status == 503
+    for ours in (newrllama.GenerationError("x"), newrllama.ContextError("x"), newrllama.TokenizeError("x")):
+        assert library_error(ours).status == 500
+    failed = newrllama.Completion("", finish_reason="error", error="llama_decode failed", engine_error=True)
+    assert prompt_failure(2, failed, "prompt").status == 500
+    refused = newrllama.Completion("", finish_reason="error", error="prompt is empty")
+    assert (prompt_failure(2, refused, "prompt").status, prompt_failure(2, refused, "prompt").param) == (400, "prompt")
