@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Sets everything up, then runs every test: testthat, R CMD check of r_package/, the
-# documentation site's build, and pytest (C shim through cffi, Python API, the docs' code
-# and figures, cross-language). pytest runs last so that its summary is the closing line.
+# Sets everything up, then runs every test: pytest (C shim through cffi, Python API, the docs' figures,
+# cross-language) beside the R lane (testthat, R CMD check of r_package/, the documentation site's build, which
+# runs the docs' code). The two lanes run at once: pytest leaves most of a core idle (steps of a few prompts,
+# processes starting) and the R tests decode on one thread. pytest's output comes last, so that its summary is
+# the closing line.
 set -euo pipefail
 # --fast: the fast lane a developer runs on every change: testthat and pytest without the tests marked slow
 # (processes, servers, Ray, the instruct models), and no R CMD check or site.
@@ -15,6 +17,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Each part says when it starts (seconds since the command began, setup included), to keep the budget in view;
 # scripts/profile_tests.py reads these lines.
 part() { echo "== $1 (at ${SECONDS} s)"; }
+# The end of a part that runs beside the others (scripts/profile_tests.py pairs it with its start).
+part_done() { echo "== $1 done (at ${SECONDS} s)"; }
 # NEWRLLAMA_TEST_REPORTS=<folder> (scripts/profile_tests.py sets it): each runner writes a JUnit file of its tests'
 # times there.
 REPORTS="${NEWRLLAMA_TEST_REPORTS:-}"
@@ -33,11 +37,48 @@ bash "$ROOT/scripts/setup.sh"
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
 export R_LIBS="$ROOT/.Rlib"
 cd "$ROOT"
+# The two lanes run at once on the machine's cores, each with contexts of as many threads as there are cores: idle
+# OpenMP threads must sleep at once rather than spin, or each lane's threads wait at every barrier for one that
+# the other lane has pushed off its core (a test file run twice at once took more than twice as long as alone).
+export OMP_WAIT_POLICY=PASSIVE
+# pytest runs in the background, its output kept for the end (start_pytest ARGS...; finish_pytest).
+pytest_log=$(mktemp)
+check_dir=$(mktemp -d)
+pytest_pid=""
+stop_pytest() {
+    # The R lane failed: pytest is stopped, and what it printed so far shown.
+    if [ -n "$pytest_pid" ]; then
+        pkill -TERM -P "$pytest_pid" 2>/dev/null || true
+        kill "$pytest_pid" 2>/dev/null || true
+        echo "pytest was stopped (the R lane failed); its output so far:"
+        cat "$pytest_log"
+    fi
+    rm -rf "$check_dir" "$pytest_log"
+}
+trap stop_pytest EXIT
+start_pytest() {
+    (
+        part "pytest"
+        status=0
+        pytest_cmd -q --durations=30 $(junit pytest) "$@" || status=$?
+        part_done "pytest"
+        exit $status
+    ) > "$pytest_log" 2>&1 &
+    pytest_pid=$!
+}
+finish_pytest() {
+    part "waiting for pytest"
+    status=0
+    wait $pytest_pid || status=$?
+    pytest_pid=""
+    cat "$pytest_log"
+    exit $status
+}
 if $FAST; then
+    start_pytest -m "not slow" tests/python tests/cross_language
     part "testthat (r_package, fast lane)"
     NEWRLLAMA_TEST_LANE=fast Rscript scripts/testthat.R
-    part "pytest (fast lane)"
-    exec "$ROOT/.venv/bin/python" -m pytest -q -m "not slow" $(junit pytest) tests/python tests/cross_language
+    finish_pytest
 fi
 part "model fetches"
 # Validity is tested on real coded text every run: the Reuters stories of Debian's r-cran-tm (setup.sh installs
@@ -46,6 +87,9 @@ part "model fetches"
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" >/dev/null
 "$ROOT/.venv/bin/python" "$ROOT/scripts/fetch_instruct_model.py" qwen2.5-coder-1.5b >/dev/null
 export NEWRLLAMA_TEST_INSTRUCT=true
+
+# The docs' code runs in the site's build.
+start_pytest tests/python tests/cross_language --deselect tests/python/docs/test_docs_code_runs.py
 
 part "testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
@@ -64,8 +108,6 @@ if $DOC_RUNS ran "$examples_key"; then
     echo "the examples succeeded on this code and library before ($($DOC_RUNS dir "$examples_key")): --no-examples"
     examples="--no-examples"
 fi
-check_dir=$(mktemp -d)
-trap 'rm -rf "$check_dir"' EXIT
 (cd "$check_dir" && R CMD build --no-build-vignettes "$ROOT/r_package" > build.log 2>&1 \
     && _R_CHECK_FORCE_SUGGESTS_=false R CMD check --no-manual --no-tests --ignore-vignettes $examples \
         newrllama_*.tar.gz > check.log 2>&1) \
@@ -82,8 +124,4 @@ part "documentation site (pkgdown into docs/r/, then MkDocs into site/)"
 # link or anchor; R CMD check has just run the examples, so the R site leaves them out.
 NEWRLLAMA_SITE_EXAMPLES=false NEWRLLAMA_DOCS_JUNIT="$(junit docs-code)" bash "$ROOT/scripts/build_docs.sh"
 
-part "pytest"
-# The slowest tests are listed so that the whole command can be kept under its 30-minute budget.
-# The docs' code ran in the site's build above.
-pytest_cmd -q --durations=30 $(junit pytest) tests/python tests/cross_language \
-    --deselect tests/python/docs/test_docs_code_runs.py
+finish_pytest

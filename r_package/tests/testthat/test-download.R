@@ -1,20 +1,28 @@
+skip_on_fast_lane()  # HTTP servers and R processes
 skip_if_no_newrllama()
 skip_if_not_installed("processx")
 
 # Python's own http.server stands in for a model host: a server no one here wrote, on loopback.
 serve_folder <- function(folder) {
-  port <- free_port()
   python <- reticulate::py_config()$python
-  server <- processx::process$new(python, c("-u", "-m", "http.server", "--bind", "127.0.0.1", port,
-                                             "--directory", folder),
-                                  stderr = "|", stdout = "|", env = c("current", LD_LIBRARY_PATH = ""))
-  started <- character()
-  for (i in 1:100) {
-    server$poll_io(100)
-    started <- c(started, server$read_output_lines())
-    if (any(grepl("Serving HTTP", started))) break
+  # A free port can be taken by another process (the other lane) before the server binds it: then another port.
+  for (attempt in 1:3) {
+    port <- free_port()
+    server <- processx::process$new(python, c("-u", "-m", "http.server", "--bind", "127.0.0.1", port,
+                                               "--directory", folder),
+                                    stderr = "|", stdout = "|", env = c("current", LD_LIBRARY_PATH = ""))
+    # Up to a minute by the clock (the other lane may be loading a model): poll_io() returns as soon as either
+    # stream has output, so a count of polls can run out in no time.
+    started <- errors <- character()
+    deadline <- Sys.time() + 60
+    while (!any(grepl("Serving HTTP", started)) && server$is_alive() && Sys.time() < deadline) {
+      server$poll_io(200)
+      started <- c(started, server$read_output_lines())
+      errors <- c(errors, server$read_error_lines())
+    }
+    if (server$is_alive()) break
   }
-  expect_match(started, "Serving HTTP", all = FALSE)
+  expect_match(started, "Serving HTTP", all = FALSE, info = paste(errors, collapse = "\n"))
   list(url = sprintf("http://127.0.0.1:%d", port), process = server)
 }
 

@@ -11,6 +11,7 @@ script_output <- function(code) {
 
 test_that("a non-interactive Rscript run prints its progress by default, and not with progress = FALSE", {
   skip_on_cran()
+  skip_on_fast_lane()
   code <- function(extra) {
     c("ctx <- context_create(model_load(), n_ctx = 1024L, n_seq_max = 2L, n_threads = 1L)",
       paste0("x <- llm_vec_annotate(c('The striker scored.', 'Shares fell.', 'Rain tomorrow.'), ",

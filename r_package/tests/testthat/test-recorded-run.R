@@ -13,6 +13,7 @@ read_records <- function(path) {
 
 test_that("a run killed half-way resumes with every prompt once", {
   skip_on_cran()
+  skip_on_fast_lane()
   skip_if_not_installed("processx")
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out), add = TRUE)

@@ -219,6 +219,7 @@ test_that("missing, non-GGUF and truncated model files are model load errors", {
 
 test_that("100 calls on one context give the same answers in order and leave nothing behind", {
   skip_on_cran() # about 200 decode steps
+  skip_on_fast_lane()
   loop <- test_context(model, n_ctx = 512L, n_seq_max = 4L)
   prompts <- stats::setNames(capital_prompt(countries[1:3]), countries[1:3])
   first <- generate_parallel(loop, prompts, max_tokens = 2, progress = FALSE)
@@ -385,12 +386,14 @@ expect_interruptible <- function(long_call) {
 
 test_that("an interrupt stops a long call; the session and the context keep working", {
   skip_on_cran()
+  skip_on_fast_lane()  # an R process of its own
   skip_if(.Platform$OS.type != "unix", "sends SIGINT")
   expect_interruptible("generate_parallel(ctx, paste('Tell a long story about item', 1:64), max_tokens = 200, progress = FALSE)")
 })
 
 test_that("an interrupt stops a streamed answer; the session and the context keep working", {
   skip_on_cran()
+  skip_on_fast_lane()  # an R process of its own
   skip_if(.Platform$OS.type != "unix", "sends SIGINT")
   expect_interruptible("generate_text(ctx, 'Tell a long story:', max_tokens = 2000, stream = function(piece) NULL)")
 })
