@@ -258,7 +258,7 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     counting = "1, 2, 3, 4, 5, 6,"
     # Left alone, the answer runs to its max_tokens (greedy counting has no end): whatever stops it sooner
     # below is the disconnect.
-    alone = httpx.post(f"{server.url}/v1/completions", json={"prompt": counting, "max_tokens": 300, "temperature": 0},
+    alone = httpx.post(f"{server.url}/v1/completions", json={"prompt": counting, "max_tokens": 160, "temperature": 0},
                        timeout=300).json()
     assert alone["choices"][0]["finish_reason"] == "length"
     body = json.dumps({"prompt": counting, "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
@@ -274,8 +274,8 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     sock.close()
     idle = wait_for_idle(server)
     assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
-    # It stopped within a few steps of the disconnect, long before the 300 tokens it runs alone.
-    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 100
+    # It stopped within a few steps of the disconnect, long before the 160 tokens it runs alone.
+    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 80
     # The next N_SEQ requests still run N_SEQ wide.
     before = idle["newrllama:engine_steps_total"]
 
