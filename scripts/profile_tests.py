@@ -115,7 +115,8 @@ def loads_by_file(log: Path, parts: List[Tuple[str, float]], epoch: float) -> Tu
             per_test_file[entry["test"].split("::")[0]] += 1
         else:  # R and the site: the part in turn when it loaded
             at = entry["at"] - epoch
-            in_turn = sorted((start, name) for name, start in parts if name != "pytest" and not name.endswith(" done"))
+            in_turn = sorted((start, name) for name, start in parts
+                             if not name.startswith("pytest") and not name.endswith(" done"))
             per_test_file["(" + next((name for start, name in reversed(in_turn) if start <= at), "?") + ")"] += 1
     return per_test_file, per_model
 
@@ -124,8 +125,7 @@ def profile(lane: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         reports = Path(tmp)
         status, parts, epoch, total = run_command(lane, reports)
-        cases = [dict(case, runner=name) for name in ("testthat", "docs-code", "pytest")
-                 for case in junit_cases(reports / f"{name}.xml")]
+        cases = [dict(case, runner=path.stem) for path in sorted(reports.glob("*.xml")) for case in junit_cases(path)]
         loads, models = loads_by_file(reports / "loads.jsonl", parts, epoch)
     files: Dict[str, Dict] = defaultdict(lambda: {"seconds": 0.0, "tests": 0, "skipped": 0, "failed": 0})
     for case in cases:

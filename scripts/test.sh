@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: pytest (C shim through cffi, Python API, the docs' figures,
 # cross-language) beside the R lane (testthat, R CMD check of r_package/, the documentation site's build, which
-# runs the docs' code). The two lanes run at once: pytest leaves most of a core idle (steps of a few prompts,
-# processes starting) and the R tests decode on one thread. pytest's output comes last, so that its summary is
-# the closing line.
+# runs the docs' code). The lanes run at once, pytest in two processes (the engine's tests, and the rest): one
+# pytest leaves most of a core idle (steps of a few prompts, processes starting) and the R tests decode on one
+# thread. pytest's output comes last, so that its summaries are the closing lines.
 set -euo pipefail
 # --fast: the fast lane a developer runs on every change: testthat and pytest without the tests marked slow
 # (processes, servers, Ray, the instruct models), and no R CMD check or site.
@@ -23,15 +23,6 @@ part_done() { echo "== $1 done (at ${SECONDS} s)"; }
 # times there.
 REPORTS="${NEWRLLAMA_TEST_REPORTS:-}"
 junit() { [ -n "$REPORTS" ] && echo "--junitxml=$REPORTS/$1.xml" || true; }
-# NEWRLLAMA_TEST_COVERAGE=<file>: pytest runs under coverage.py, which writes python_core's line coverage there.
-pytest_cmd() {
-    if [ -n "${NEWRLLAMA_TEST_COVERAGE:-}" ]; then
-        "$ROOT/.venv/bin/python" -m coverage run --data-file="$NEWRLLAMA_TEST_COVERAGE" \
-            --source="$ROOT/python_core/newrllama" -m pytest "$@"
-    else
-        "$ROOT/.venv/bin/python" -m pytest "$@"
-    fi
-}
 part "setup"
 bash "$ROOT/scripts/setup.sh"
 export NEWRLLAMA_PYTHON="$ROOT/.venv/bin/python"
@@ -41,41 +32,53 @@ cd "$ROOT"
 # OpenMP threads must sleep at once rather than spin, or each lane's threads wait at every barrier for one that
 # the other lane has pushed off its core (a test file run twice at once took more than twice as long as alone).
 export OMP_WAIT_POLICY=PASSIVE
-# pytest runs in the background, its output kept for the end (start_pytest ARGS...; finish_pytest).
-pytest_log=$(mktemp)
+# pytest runs in the background, each process's output kept for the end (start_pytest NAME ARGS...; finish_pytest).
 check_dir=$(mktemp -d)
-pytest_pid=""
+pytest_logs=$(mktemp -d)
+pytest_pids=()
+pytest_names=()
 stop_pytest() {
     # The R lane failed: pytest is stopped, and what it printed so far shown.
-    if [ -n "$pytest_pid" ]; then
-        pkill -TERM -P "$pytest_pid" 2>/dev/null || true
-        kill "$pytest_pid" 2>/dev/null || true
+    local pid
+    for pid in "${pytest_pids[@]}"; do
+        pkill -TERM -P "$pid" 2>/dev/null || true
+        kill "$pid" 2>/dev/null || true
+    done
+    if [ ${#pytest_pids[@]} -gt 0 ]; then
         echo "pytest was stopped (the R lane failed); its output so far:"
-        cat "$pytest_log"
+        cat "$pytest_logs"/*.log
     fi
-    rm -rf "$check_dir" "$pytest_log"
+    rm -rf "$check_dir" "$pytest_logs"
 }
 trap stop_pytest EXIT
 start_pytest() {
+    local name=$1
+    shift
     (
-        part "pytest"
+        part "pytest ($name)"
         status=0
-        pytest_cmd -q --durations=30 $(junit pytest) "$@" || status=$?
-        part_done "pytest"
+        "$ROOT/.venv/bin/python" -m pytest -q --durations=15 $(junit "pytest-$name") "$@" || status=$?
+        part_done "pytest ($name)"
         exit $status
-    ) > "$pytest_log" 2>&1 &
-    pytest_pid=$!
+    ) > "$pytest_logs/$name.log" 2>&1 &
+    pytest_pids+=($!)
+    pytest_names+=("$name")
 }
 finish_pytest() {
     part "waiting for pytest"
-    status=0
-    wait $pytest_pid || status=$?
-    pytest_pid=""
-    cat "$pytest_log"
+    local status=0 pid name
+    for pid in "${pytest_pids[@]}"; do
+        wait "$pid" || status=1
+    done
+    pytest_pids=()
+    for name in "${pytest_names[@]}"; do
+        cat "$pytest_logs/$name.log"
+    done
     exit $status
 }
 if $FAST; then
-    start_pytest -m "not slow" tests/python tests/cross_language
+    start_pytest engine -m "not slow" tests/python/engine
+    start_pytest rest -m "not slow" tests/python tests/cross_language --ignore=tests/python/engine
     part "testthat (r_package, fast lane)"
     NEWRLLAMA_TEST_LANE=fast Rscript scripts/testthat.R
     finish_pytest
@@ -89,7 +92,9 @@ part "model fetches"
 export NEWRLLAMA_TEST_INSTRUCT=true
 
 # The docs' code runs in the site's build.
-start_pytest tests/python tests/cross_language --deselect tests/python/docs/test_docs_code_runs.py
+start_pytest engine tests/python/engine
+start_pytest rest tests/python tests/cross_language --ignore=tests/python/engine \
+    --deselect tests/python/docs/test_docs_code_runs.py
 
 part "testthat (r_package)"
 # The install test makes a virtualenv from this checkout; pip's wheel cache holds the
