@@ -43,10 +43,14 @@ rm -rf "$OUT"
 DOC_RUNS="$ROOT/.venv/bin/python $ROOT/tests/python/helpers/doc_runs.py"
 vignette_key=$($DOC_RUNS key vignette r_package/vignettes/coding-a-corpus.Rmd r_package/_pkgdown.yml)
 vignette_dir=$($DOC_RUNS dir "$vignette_key")
-if $DOC_RUNS ran "$vignette_key"; then
+# pkgdown.yml goes with them: pkgdown refuses to build into a folder that holds files without it.
+restored=false
+if $DOC_RUNS ran "$vignette_key" && [ -f "$vignette_dir/pkgdown.yml" ]; then
     say "the vignette succeeded on this code and library before: its pages come from $vignette_dir"
     mkdir -p "$OUT"
     cp -r "$vignette_dir/articles" "$OUT/articles"
+    cp "$vignette_dir/pkgdown.yml" "$OUT/pkgdown.yml"
+    restored=true
 fi
 say "building the pkgdown site into $OUT (examples: $EXAMPLES)"
 EXAMPLES="$EXAMPLES" Rscript -e '
@@ -55,10 +59,11 @@ pkgdown::check_pkgdown(".")        # every topic and vignette in the index, or a
 pkgdown::build_site(".", examples = identical(Sys.getenv("EXAMPLES"), "true"), lazy = TRUE,
                     new_process = FALSE, install = FALSE, preview = FALSE)
 '
-if ! $DOC_RUNS ran "$vignette_key"; then
+if ! $restored; then
     rm -rf "$vignette_dir"
     mkdir -p "$vignette_dir"
     cp -r "$OUT/articles" "$vignette_dir/articles"
+    cp "$OUT/pkgdown.yml" "$vignette_dir/pkgdown.yml"
     $DOC_RUNS remember "$vignette_key"
 fi
 
