@@ -291,6 +291,25 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     assert server.metrics()["newrllama:engine_steps_total"] - before < 40
 
 
+def test_a_client_gone_before_its_answer_frees_its_sequence(server):
+    """A client that closes its connection while waiting for a whole (not streamed) answer: the server notices
+    within a moment and cancels the prompt, rather than running it to its 2000 tokens for no one."""
+    body = json.dumps({"prompt": "1, 2, 3, 4, 5, 6,", "max_tokens": 2000, "temperature": 0}).encode()
+    request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(request)
+    deadline = time.monotonic() + 60
+    while server.metrics()["newrllama:prompts_running"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    at_close = server.metrics()
+    assert at_close["newrllama:prompts_running"] == 1
+    sock.close()
+    idle = wait_for_idle(server)
+    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
+    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 80
+
+
 def hostile_requests():
     """(method, path, body bytes or JSON, headers): malformed, mistyped, absurd, oversized, misrouted."""
     good = {"prompt": "Hi", "max_tokens": 2}

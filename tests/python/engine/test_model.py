@@ -1,6 +1,7 @@
 """The Python Model API: loading, tokenizer, chat template, closing."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -136,3 +137,14 @@ def test_context_defaults_to_the_usable_cores(model):
         assert ctx.n_threads == len(os.sched_getaffinity(0))
         assert "n_seq_max=1" in repr(ctx)
     assert "closed" in repr(ctx)
+
+
+def test_a_load_is_logged_where_the_test_profile_asks(tmp_path, monkeypatch):
+    """scripts/profile_tests.py counts every process's model loads through NEWRLLAMA_MODEL_LOAD_LOG."""
+    log = tmp_path / "loads.jsonl"
+    monkeypatch.setenv("NEWRLLAMA_MODEL_LOAD_LOG", str(log))
+    with newrllama.Model():
+        pass
+    entry = json.loads(log.read_text().splitlines()[-1])
+    assert entry["file"] == os.path.basename(newrllama.default_model_path()) and entry["pid"] == os.getpid()
+    assert "test_a_load_is_logged_where_the_test_profile_asks" in entry["test"] and entry["seconds"] >= 0
