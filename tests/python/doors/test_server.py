@@ -40,6 +40,25 @@ def client(server):
         yield c
 
 
+def open_completion(server, body: dict) -> socket.socket:
+    """A completion request sent over a bare socket, which the test can close while the answer is running."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+    return sock
+
+
+def closed_while_running(server, sock: socket.socket) -> int:
+    """Closes the client's connection while its one prompt runs; the engine steps it took to stop."""
+    at_close = server.metrics()
+    assert at_close["newrllama:prompts_running"] == 1
+    sock.close()
+    idle = wait_for_idle(server)
+    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
+    return idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"]
+
+
 def wait_for_idle(server, timeout=10.0) -> dict:
     deadline = time.monotonic() + timeout
     while True:
@@ -261,23 +280,14 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
     alone = httpx.post(f"{server.url}/v1/completions", json={"prompt": counting, "max_tokens": 160, "temperature": 0},
                        timeout=300).json()
     assert alone["choices"][0]["finish_reason"] == "length"
-    body = json.dumps({"prompt": counting, "max_tokens": 2000, "temperature": 0, "stream": True}).encode()
-    request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.sendall(request)
+    sock = open_completion(server, {"prompt": counting, "max_tokens": 2000, "temperature": 0, "stream": True})
     received = b""
     while received.count(b"data: ") < 3:
         received += sock.recv(4096)
-    at_close = server.metrics()
-    assert at_close["newrllama:prompts_running"] == 1
-    sock.close()
-    idle = wait_for_idle(server)
-    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
     # It stopped within a few steps of the disconnect, long before the 160 tokens it runs alone.
-    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 80
+    assert closed_while_running(server, sock) < 80
     # The next N_SEQ requests still run N_SEQ wide.
-    before = idle["newrllama:engine_steps_total"]
+    before = server.metrics()["newrllama:engine_steps_total"]
 
     async def burst():
         async with httpx.AsyncClient(base_url=server.url, timeout=300) as http:
@@ -294,20 +304,11 @@ def test_a_client_killed_mid_stream_frees_its_sequence(server):
 def test_a_client_gone_before_its_answer_frees_its_sequence(server):
     """A client that closes its connection while waiting for a whole (not streamed) answer: the server notices
     within a moment and cancels the prompt, rather than running it to its 2000 tokens for no one."""
-    body = json.dumps({"prompt": "1, 2, 3, 4, 5, 6,", "max_tokens": 2000, "temperature": 0}).encode()
-    request = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.sendall(request)
+    sock = open_completion(server, {"prompt": "1, 2, 3, 4, 5, 6,", "max_tokens": 2000, "temperature": 0})
     deadline = time.monotonic() + 60
     while server.metrics()["newrllama:prompts_running"] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    at_close = server.metrics()
-    assert at_close["newrllama:prompts_running"] == 1
-    sock.close()
-    idle = wait_for_idle(server)
-    assert idle["newrllama:prompts_running"] == 0 and idle["newrllama:kv_cells_running"] == 0
-    assert idle["newrllama:engine_steps_total"] - at_close["newrllama:engine_steps_total"] < 80
+    assert closed_while_running(server, sock) < 80
 
 
 def hostile_requests():
