@@ -7,6 +7,7 @@ Cases (embedded model or --model, 32 prompts "Here is a short story about ...", 
   fresh vs warmed          the call on a context that first ran another call, against a fresh context
   alone vs in the batch    8 of the prompts each alone on a context of its own
   seeded after other work  8 prompts at temperature 0.9, seed 7, again after another call
+on a build that offloads to a GPU, the default with 9 of the model's layers and with none offloaded,
 and annotate() on the instruct model (--instruct; the first sentence of each of the 70 Reuters stories of r-cran-tm,
 8 labels, debias="none"): the same call after another call on the context, and on a fresh context, its
 probabilities compared bit for bit. A case counts texts, token ids and probabilities: all must be equal.
@@ -46,7 +47,10 @@ PROMPTS = [f"Here is a short story about {s}:" for s in SUBJECTS]
 OTHER = [f"A recipe for {s} soup:" for s in ("tomato", "onion", "pumpkin", "lentil", "fish", "bean", "pea", "corn")]
 LABELS = ["acquisition", "crude oil", "earnings", "trade", "interest rates", "currency", "grain", "shipping"]
 VARIANTS = {"batch-invariant (default)": {}, "batch_invariant=False": {"batch_invariant": False},
-            "prefix_cache=False": {"prefix_cache": False}, "previous code (default)": "previous"}
+            "prefix_cache=False": {"prefix_cache": False}, "previous code (default)": "previous",
+            # On a build that offloads (every layer by default): half of gemma-3-270m's 18 layers, then none.
+            "9 layers offloaded": {"n_gpu_layers": 9}, "no layer offloaded": {"n_gpu_layers": 0}}
+OFFLOAD_VARIANTS = ("9 layers offloaded", "no layer offloaded")
 
 
 def first_sentences() -> list:
@@ -57,6 +61,9 @@ def first_sentences() -> list:
 def worker(options: dict, model_path: str, instruct_path: str) -> dict:
     import newrllama
     from helpers.callers import call_from_threads
+
+    options = dict(options)
+    offload = {"n_gpu_layers": options.pop("n_gpu_layers")} if "n_gpu_layers" in options else {}
 
     def ctx_of(model, **kw):
         return newrllama.Context(model, **{"n_ctx": 16384, "n_seq_max": 32, "n_threads": 2, **options, **kw})
@@ -70,7 +77,8 @@ def worker(options: dict, model_path: str, instruct_path: str) -> dict:
     greedy = newrllama.SamplingParams(max_tokens=32)
     seeded = newrllama.SamplingParams(max_tokens=32, temperature=0.9, seed=7)
     cases, seconds = {}, {}
-    with newrllama.Model(model_path) as model:
+    with newrllama.Model(model_path, **offload) as model:
+        offloaded = {"n_gpu_layers": model.n_gpu_layers, "backend": model.backend}
         with ctx_of(model) as ctx:
             ctx.generate_parallel(OTHER, newrllama.SamplingParams(max_tokens=2))  # warm-up (not the prompts)
             t0 = time.perf_counter()
@@ -92,7 +100,7 @@ def worker(options: dict, model_path: str, instruct_path: str) -> dict:
                 alone += seen([ctx.generate(p, greedy)])
         cases["alone vs in the batch"] = same(alone, ref[:8])
     texts = first_sentences()
-    with newrllama.Model(instruct_path) as instruct:
+    with newrllama.Model(instruct_path, **offload) as instruct:
         def annotate(ctx):
             return [(a.label, a.probs) for a in newrllama.annotate(texts, LABELS, "Give the topic of the news story.",
                                                                     debias="none", context=ctx)]
@@ -108,7 +116,7 @@ def worker(options: dict, model_path: str, instruct_path: str) -> dict:
         cases["annotate: labels equal, after other work vs fresh"] = same([a[0] for a in again], [a[0] for a in fresh])
         cases["annotate: largest probability gap"] = max(abs(a[1][k] - b[1][k]) for a, b in zip(again, fresh)
                                                          for k in a[1])
-    return {"cases": cases, **{f"{k} seconds": v for k, v in seconds.items()}}
+    return {"cases": cases, "offload": offloaded, **{f"{k} seconds": v for k, v in seconds.items()}}
 
 
 def run_variant(name: str, previous: str, model_path: str, instruct_path: str) -> dict:
@@ -141,7 +149,10 @@ def main() -> None:
     path, instruct_path = model_path(args.model), model_path(args.instruct)
     labels = {"model": model_label(path), "instruct": model_label(instruct_path)}
     from in_turn import paired_median, run_in_turn
-    names = [n for n in args.variants if VARIANTS[n] != "previous" or args.previous]
+    import newrllama
+    offloads = newrllama.system_info().gpu_offload
+    names = [n for n in args.variants if (VARIANTS[n] != "previous" or args.previous)
+             and (n not in OFFLOAD_VARIANTS or offloads)]
     raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous, path, instruct_path)) for n in names},
                       args.repeats)
     base = names[0]

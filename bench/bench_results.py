@@ -1,4 +1,4 @@
-"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu>[-<rerun>].json, never over an earlier file,
+"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu or GPU>[-<rerun>].json, never over an earlier file,
 with the commit, command, machine and time they came from (bench/report.py shows them beside every table)."""
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def accelerator() -> Optional[str]:
+    """The first GPU llama.cpp offloads to here (its description), or None on a build or machine without one."""
+    import newrllama
+    info = newrllama.system_info()
+    gpus = [d for d in info.devices if d.kind != "cpu"] if info.gpu_offload else []
+    return gpus[0].description if gpus else None
+
+
 def commit() -> str:
     """The checkout's commit, with "+changes" when files git tracks differ from it: the code behind a figure."""
     def git(*args: str) -> str:
@@ -38,7 +46,7 @@ def machine(model: Optional[str] = None) -> dict:
     from), the model (the embedded one unless the benchmark names another), the command that ran the benchmark
     and when (UTC)."""
     import newrllama
-    return {"cpu": cpu_name(), "commit": STARTED_AT_COMMIT, "python": platform.python_version(), "newrllama": newrllama.__version__,
+    return {"cpu": cpu_name(), "accelerator": accelerator(), "commit": STARTED_AT_COMMIT, "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
             "model": model or Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
@@ -47,7 +55,7 @@ def machine(model: Optional[str] = None) -> dict:
 
 def write_results(name: str, report: dict) -> Path:
     day = datetime.date.today().isoformat()
-    cpu = "".join(ch if ch.isalnum() else "-" for ch in cpu_name()).strip("-")[:40]
+    cpu = "".join(ch if ch.isalnum() else "-" for ch in accelerator() or cpu_name()).strip("-")[:40]
     out = RESULTS / f"{name}-{day}-{cpu}.json"
     # A rerun on the same day keeps the earlier file: committed figures stay tied to their results.
     rerun = 2

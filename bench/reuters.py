@@ -1,6 +1,7 @@
 """Reuters-21578 stories that Debian's r-cran-tm ships (texts/acq: 50 acquisitions, texts/crude: 20 crude oil)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -10,6 +11,9 @@ LABELS = {"acq": "acquisition", "crude": "crude oil"}
 
 
 def tm_texts_dir() -> Path:
+    """r-cran-tm's texts folder, or NEWRLLAMA_TM_TEXTS where R is not installed (a copy of its acq and crude)."""
+    if os.environ.get("NEWRLLAMA_TM_TEXTS"):
+        return Path(os.environ["NEWRLLAMA_TM_TEXTS"])
     out = subprocess.run(["Rscript", "-e", 'cat(system.file("texts", package = "tm"))'], capture_output=True,
                          text=True, check=True).stdout.strip()
     if not out:

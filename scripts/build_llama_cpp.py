@@ -18,6 +18,7 @@ runs before anything is installed.
     python scripts/build_llama_cpp.py --python .venv/bin/python [--gpu none|cuda|vulkan|metal]
     python scripts/build_llama_cpp.py --python .venv/bin/python --check   # exit 0 if the flavour is installed
     python scripts/build_llama_cpp.py --gpu cuda --print-cmake-args
+    python scripts/build_llama_cpp.py --gpu cuda --keep-build /tmp/llama-build   # source and objects kept
 """
 from __future__ import annotations
 
@@ -243,7 +244,7 @@ def record_build(installed: dict, target: Path) -> None:
 
 def downloaded_source(python: str, into: Path, env: Dict[str, str], requirement: str = LLAMA_CPP_PYTHON) -> Path:
     """llama-cpp-python's source archive, extracted under `into`; returns the source's root."""
-    _pip(python, "download", "-q", "--no-deps", "--no-cache-dir", "--no-binary", ":all:", "-d", str(into),
+    _pip(python, "download", "-q", "--no-deps", "--no-cache-dir", "--no-binary", "llama-cpp-python", "-d", str(into),
          requirement, env=env)
     archive = next(into.glob("llama_cpp_python-*.tar.gz"))
     with tarfile.open(archive) as tar:
@@ -262,16 +263,29 @@ def patched_source(python: str, into: Path, env: Dict[str, str]) -> Path:
     return root
 
 
-def build_and_install(python: str, gpu: str, args: List[str], target: Path) -> None:
+def build_wheel(python: str, args: List[str], target: Path, workdir: Path, keep: bool) -> None:
+    env = _clean_env()
+    source = patched_source(python, workdir, env)
+    build_env = {**env, "CMAKE_ARGS": cmake_args_text(args)}
+    if keep:
+        # scikit-build-core builds in this folder rather than a temporary one, so that llama.cpp's own tools
+        # can be built later from the same objects (a reference built apart would compile the backend again).
+        build_env["SKBUILD_BUILD_DIR"] = str(workdir / "build")
+    _pip(python, "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(target), str(source), env=build_env)
+
+
+def build_and_install(python: str, gpu: str, args: List[str], target: Path, keep_build: Path = None) -> None:
     env = _clean_env()
     if not any(target.glob("llama_cpp_python-*.whl")):
         target.mkdir(parents=True, exist_ok=True)
         print(f"[build] building {LLAMA_CPP_PYTHON} ({gpu}, llama.cpp patch {llama_cpp_patch.NAME}) into {target}; "
               f"CMAKE_ARGS={cmake_args_text(args)}", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(prefix="newrllama-llama-cpp-") as tmp:
-            source = patched_source(python, Path(tmp), env)
-            _pip(python, "wheel", "-q", "--no-deps", "--no-cache-dir", "-w", str(target), str(source),
-                 env={**env, "CMAKE_ARGS": cmake_args_text(args)})
+        if keep_build is not None:
+            keep_build.mkdir(parents=True, exist_ok=True)
+            build_wheel(python, args, target, keep_build, keep=True)
+        else:
+            with tempfile.TemporaryDirectory(prefix="newrllama-llama-cpp-") as tmp:
+                build_wheel(python, args, target, Path(tmp), keep=False)
     _pip(python, "uninstall", "-q", "-y", "llama-cpp-python", env=env)
     _pip(python, "install", "-q", "--no-cache-dir", "--only-binary", "llama-cpp-python", "--find-links", str(target),
          LLAMA_CPP_PYTHON, env=env)
@@ -283,6 +297,9 @@ def main(argv: List[str] = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="the interpreter to install into")
     parser.add_argument("--check", action="store_true", help="only check the installed flavour")
     parser.add_argument("--print-cmake-args", action="store_true")
+    parser.add_argument("--keep-build", type=Path, default=None, metavar="DIR",
+                        help="keep the patched source (DIR/llama_cpp_python-*) and CMake's build folder (DIR/build) "
+                             "of a new build, for building llama.cpp's own tools from the same objects")
     args = parser.parse_args(argv)
     try:
         platform_libs.shared_libraries()
@@ -311,7 +328,7 @@ def main(argv: List[str] = None) -> int:
     if missing:
         print(f"build_llama_cpp: cannot build the {args.gpu} flavour: " + "; ".join(missing), file=sys.stderr)
         return 1
-    build_and_install(args.python, args.gpu, flags, target)
+    build_and_install(args.python, args.gpu, flags, target, args.keep_build)
     installed = inspect(args.python)
     problems = flavour_problems(args.gpu, installed)
     if problems:
