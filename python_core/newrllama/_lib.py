@@ -1,13 +1,29 @@
 """Loads the compiled shim, checks it against the libllama it loaded, and turns C errors into exceptions."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.metadata
 import os
+import sys
 from typing import Dict, NoReturn, Optional, Type
 
 from . import errors
 
+
+def _load_cxx_runtime_globally() -> None:
+    """libllama's calls into the C++ runtime must bind to libstdc++ itself. A CUDA build's libggml-cuda exports weak
+    copies of libstdc++'s stream and locale code, and with the shim (a C library) loading libllama, those copies won:
+    every model load crashed in llama_model::print_info (CUDA 13.0, H200, bench/results/gpu). With libstdc++ in the
+    process's global scope before the shim loads, lookups find it first, as they do under LD_PRELOAD."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+        except OSError:  # a llama.cpp built against another C++ runtime (libc++) brings its own
+            pass
+
+
+_load_cxx_runtime_globally()
 try:
     from ._capi import ffi, lib
 except ImportError as exc:  # pragma: no cover - depends on the install

@@ -1,6 +1,9 @@
 """system_info() and the C device queries under it."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import newrllama
@@ -34,3 +37,14 @@ def test_n_gpu_layers_defaults_to_what_the_build_can_do():
         assert model.n_vocab > 0
     with pytest.raises(newrllama.InvalidArgumentError, match="n_gpu_layers"):
         newrllama.Model(n_gpu_layers="all")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="libstdc++ is Linux's C++ runtime")
+def test_the_cxx_runtime_is_global_before_the_shim_loads():
+    # A CUDA build's libggml-cuda exports weak copies of libstdc++'s stream code; bound to them, every model load
+    # crashed on an H200. What a GPU-less machine can check: after the import, libstdc++'s symbols resolve from the
+    # process's global scope, which the interpreter (not linked to libstdc++) does not give by itself.
+    probe = ("import ctypes, sys; found = lambda: hasattr(ctypes.CDLL(None), '_ZNSo9_M_insertIlEERSoT_'); "
+             "before = found(); import newrllama; print(before, found())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
