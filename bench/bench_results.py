@@ -1,4 +1,5 @@
-"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu or GPU>[-<rerun>].json, never over an earlier file,
+"""Where a benchmark's results go: bench/results/<name>-<date>-<cpu>[-<rerun>].json (bench/results/gpu/ with the GPU's
+name where layers were offloaded), never over an earlier file,
 with the commit, command, machine and time they came from (bench/report.py shows them beside every table)."""
 from __future__ import annotations
 
@@ -55,12 +56,15 @@ def machine(model: Optional[str] = None) -> dict:
 
 def write_results(name: str, report: dict) -> Path:
     day = datetime.date.today().isoformat()
-    cpu = "".join(ch if ch.isalnum() else "-" for ch in accelerator() or cpu_name()).strip("-")[:40]
-    out = RESULTS / f"{name}-{day}-{cpu}.json"
+    gpu = accelerator()
+    # Figures from a GPU stay apart from the CPU figures that the README's headline and the benchmarks page draw on.
+    folder = RESULTS / "gpu" if gpu else RESULTS
+    cpu = "".join(ch if ch.isalnum() else "-" for ch in gpu or cpu_name()).strip("-")[:40]
+    out = folder / f"{name}-{day}-{cpu}.json"
     # A rerun on the same day keeps the earlier file: committed figures stay tied to their results.
     rerun = 2
     while out.exists():
-        out = RESULTS / f"{name}-{day}-{cpu}-{rerun}.json"
+        out = folder / f"{name}-{day}-{cpu}-{rerun}.json"
         rerun += 1
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("x") as f:  # "x": a file that appeared meanwhile is an error, not overwritten

@@ -116,7 +116,9 @@ run() {
     say "the annotation workload"
     timeout 100 "$PY" bench/bench_annotate.py --docs 64 256 --repeats 1 --mixed 0 --choices-docs 0
     say "the engine's fast tests, every layer offloaded"
-    timeout 150 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests/python/engine \
+    local ignore=()  # one engine module imports the server, whose packages a GPU image may lack
+    "$PY" -c "import fastapi" 2>/dev/null || ignore=(--ignore tests/python/engine/test_sampling_table.py)
+    timeout 150 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests/python/engine "${ignore[@]}" \
         --junitxml="$RESULTS/device-engine-tests.xml" 2>&1 | tail -25
     [ "$RESULTS" = "$ROOT/bench/results" ] || find bench/results -name '*.json' -newer "$WORK/run.stamp" -exec cp {} "$RESULTS/" \;
     say "done"
