@@ -22,9 +22,9 @@ def llama_tool_binary(target: str = "llama-batched-bench") -> str:
 
 
 def reference_env() -> Dict[str, str]:
-    """The environment a reference tool runs in, as a user starts it: without GGML_CPU_TILED_MM_FORCE, which
-    newrllama's shim sets in this process's C environment (a child would inherit it) for the types its kernels do
-    not take, and which would slow llama.cpp's own tool down for steps of fewer than 8 rows."""
+    """The environment a reference tool runs in, as a user starts it: without GGML_CPU_TILED_MM_FORCE, which a
+    benchmark may set for newrllama and which would slow llama.cpp's own tool down for steps of fewer than 8 rows.
+    newrllama itself sets nothing there (tests/python/engine/test_system.py)."""
     return {k: v for k, v in os.environ.items() if k != "GGML_CPU_TILED_MM_FORCE"}
 
 

@@ -29,17 +29,32 @@ void newrllama_set_log_level(int level) {
     llama_log_set(log_to_stderr, (void *)(intptr_t)level);
 }
 
+/* Whether the process runs LLVM's or Intel's OpenMP runtime, the ones that read KMP_BLOCKTIME. */
+static int kmp_openmp_loaded(void) {
+    static const char *const runtimes[] = {"libomp.so", "libomp.so.5", "libiomp5.so"};
+    for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; i++) {
+        void *handle = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD);
+        if (handle) {
+            dlclose(handle);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void init_backend_once(void) {
     newrllama_set_log_level(1);
-    /* Batch invariance for the quantized types that newrllama's matmul kernels do not take (Q2_K,
-     * Q3_K and the IQ types, and the K-quants where the CPU lacks AVX2): ggml's CPU matmul takes its
-     * tiled kernel for 8 rows or more and vec_dot below, and the two round differently, so a token's
-     * numbers would depend on how many tokens shared its step. Taking the tiled kernel for every row
-     * count makes each row's sums the same in any batch, slowly (one row is padded to sixteen). The
-     * types newrllama's kernels take never reach the tiled kernel. ggml reads this once, at the first
-     * matmul of the process; a value the user set is kept. See docs/design/determinism.md. */
-    setenv("GGML_CPU_TILED_MM_FORCE", "1", 0);
+    /* Nothing newrllama does may reach the environment of the process, which every child process inherits (a
+     * llama.cpp tool started from R or Python after loading newrllama ran 4x slower with what was set there).
+     * Batch invariance for the quantized types newrllama's matmul kernels do not take comes from ggml's tiled
+     * kernel taken for every row count, which newrllama's build of llama.cpp does by default
+     * (capi_shim/llama_cpp_patch/tiled_forced_by_default.cpp) rather than through GGML_CPU_TILED_MM_FORCE. And
+     * ggml's CPU init sets KMP_BLOCKTIME for LLVM's and Intel's OpenMP runtimes, which read it at their first
+     * parallel region; GCC's libgomp, which llama-cpp-python's builds use, never reads it, so there it is taken
+     * back out unless the user had set it. */
+    const int kmp_blocktime_was_set = getenv("KMP_BLOCKTIME") != NULL;
     llama_backend_init();
+    if (!kmp_blocktime_was_set && !kmp_openmp_loaded()) unsetenv("KMP_BLOCKTIME");
 }
 
 static once_flag backend_once = ONCE_FLAG_INIT;

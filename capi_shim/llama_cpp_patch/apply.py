@@ -1,7 +1,7 @@
 """newrllama's patches of the llama.cpp that llama-cpp-python vendors, applied by scripts/build_llama_cpp.py to
 the extracted source archive before the wheel is built.
 
-Five changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
+Six changes to ggml's CPU backend, each a kernel (its file here says why) inserted before the function that
 dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - flash-attn-bf16-blocked, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
   (flash_attn_bf16_blocked.cpp) takes the rows that llama.cpp would attend cell by cell;
@@ -19,6 +19,11 @@ dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - quantize-q8_K-avx2, in ggml/src/ggml-cpu/arch/x86/quants.c: the rounding of activations to Q8_K that the
   K-quant kernels multiply, with AVX2 (quantize_q8_K_avx2.c), the reference's values bit for bit, where ggml's x86
   build calls the scalar reference.
+One to a setting of the CPU backend:
+- tiled-forced-by-default, in ggml/src/ggml-cpu/tiled/tiled.cpp: ggml's tiled kernel for every number of rows
+  (batch invariance for the weight types the kernels above do not take) unless GGML_CPU_TILED_MM_FORCE says
+  otherwise, so that nothing need be set in the process's environment, which child processes inherit
+  (tiled_forced_by_default.cpp).
 And one to ggml's allocation:
 - huge-pages, in ggml/src/ggml.c: buffers of 2 MiB and more on transparent huge pages, on Linux (huge_pages.c). It
   changes no bits, and is built into ggml's base library, so the build fingerprint does not name it.
@@ -215,7 +220,19 @@ Q0_GEMM_AVX2 = Patch(
 """),),
 )
 
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES)
+# ggml's tiled kernel for every row count unless GGML_CPU_TILED_MM_FORCE says otherwise, with nothing set in the
+# process's environment.
+TILED_FORCED_BY_DEFAULT = Patch(
+    name="tiled-forced-by-default",
+    source=Path("ggml") / "src" / "ggml-cpu" / "tiled" / "tiled.cpp",
+    kernel=HERE / "tiled_forced_by_default.cpp",
+    kernel_anchor="// GGML_CPU_TILED_MM_FORCE: test/bench only, take the tiled path even when unprofitable\n",
+    edits=(Edit("setting's default", "        forced = env != NULL && atoi(env) == 1;\n",
+                "        forced = env == NULL || atoi(env) == 1;\n"),),
+)
+
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
+           TILED_FORCED_BY_DEFAULT)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -15,16 +15,24 @@ from .._lib import ffi, lib
 from ..errors import DeterminismWarning
 from .system import _features, system_info
 
-# Set by the C shim before the first matmul (newrllama_model.c); a value the user set is kept.
+# ggml's tiled kernel for every row count: newrllama's build of llama.cpp takes it unless this says otherwise
+# (capi_shim/llama_cpp_patch/tiled_forced_by_default.cpp); ggml reads it once, at the first matmul of the process.
 TILED_MATMUL_SETTING = "GGML_CPU_TILED_MM_FORCE"
 
 
 def _process_env(name: str) -> str:
-    # The C shim sets it in the C environment, which os.environ (a copy made at start-up) does not see.
+    # The C environment, which is what ggml reads: os.environ is a copy made at start-up, which R's Sys.setenv()
+    # and C code do not reach.
     getenv = ctypes.CDLL(None).getenv
     getenv.restype = ctypes.c_char_p
     value = getenv(name.encode())
     return value.decode() if value else ""
+
+
+def tiled_matmul_forced() -> str:
+    """The tiled-kernel setting in force, as the build fingerprint gives it: the variable's value where it is set,
+    else "1" on newrllama's build of llama.cpp (which forces it by default) and "" on another."""
+    return _process_env(TILED_MATMUL_SETTING) or ("1" if "tiled-forced-by-default" in llama_cpp_patches() else "")
 
 
 # Built into llama.cpp's CPU library by newrllama's patch (capi_shim/llama_cpp_patch), followed by its name.
@@ -64,7 +72,7 @@ def build_fingerprint() -> str:
     used = sorted(name for name, value in _features(line).items() if value == "1")
     backends = ", ".join(["cpu", *system_info().gpu_backends])
     return (f"llama-cpp-python {importlib.metadata.version('llama-cpp-python')} ({backends}); {platform.machine()} "
-            f"{' '.join(used)}; {TILED_MATMUL_SETTING}={_process_env(TILED_MATMUL_SETTING)}; "
+            f"{' '.join(used)}; {TILED_MATMUL_SETTING}={tiled_matmul_forced()}; "
             f"llama.cpp patch: {llama_cpp_patches()}")
 
 

@@ -9,6 +9,16 @@ test_that("model_load() loads the embedded model", {
   expect_output(print(model), "state: +ready")
 })
 
+test_that("a child process started after loading a model inherits nothing newrllama set", {
+  # R's system() hands the C environment on; llama.cpp's own tools ran 4x slower with what was set there.
+  ctx <- context_create(model, n_ctx = 512, n_seq_max = 1)
+  generate_text(ctx, "Hello", max_tokens = 2)
+  child <- system2("env", stdout = TRUE)
+  # Neither is set where the tests run (scripts/test.sh), so whatever holds one was set by newrllama or llama.cpp.
+  expect_false(any(startsWith(child, "GGML_CPU_TILED_MM_FORCE=")))
+  expect_false(any(startsWith(child, "KMP_BLOCKTIME=")))
+})
+
 test_that("model_load() loads a model by path", {
   again <- model_load(model$path, use_mmap = FALSE)
   expect_equal(again$n_vocab, model$n_vocab)

@@ -56,10 +56,9 @@ def check(tmp_path_factory) -> Tuple[Path, frozenset]:
 @functools.lru_cache(maxsize=None)
 def run(check: Tuple[Path, frozenset], type_name: str, m: int, n: int, k: int, amx: str = "on") -> Dict:
     binary, kernels = check
-    # Where newrllama's kernel takes the type, nothing is forced; elsewhere the shim forces ggml's tiled kernel
-    # for K-quants (newrllama_model.c), and so does this.
-    env = {} if kernel_of(type_name, kernels) else {"GGML_CPU_TILED_MM_FORCE": "1"}
-    env["NEWRLLAMA_AMX"] = amx
+    # Where newrllama's kernel does not take the type, newrllama's build takes ggml's tiled kernel for every row
+    # count by default (patch tiled-forced-by-default), with nothing in the environment.
+    env = {"NEWRLLAMA_AMX": amx}
     done = subprocess.run([str(binary), type_name, str(m), str(n), str(k)], capture_output=True, text=True,
                           check=True, timeout=120, env=env)
     return json.loads(done.stdout)
@@ -83,6 +82,21 @@ def test_newrllamas_kernels_give_the_bits_of_the_defined_arithmetic(check, type_
         pytest.skip(f"none of {', '.join(KERNELS_OF[type_name])} is compiled into this llama.cpp (this CPU lacks "
                     f"their units): {type_name} takes llama.cpp's own kernel, batch-invariant with other bits")
     assert run(check, type_name, m, n, k)["same_as_defined"], (type_name, m, n, k)
+
+
+# Q3_K is a type none of newrllama's kernels take. ggml's tiled kernel takes its steps of every row count in
+# newrllama's build (patch tiled-forced-by-default), with nothing set in the environment, so a row's numbers are the
+# same alone and in a batch; a user's GGML_CPU_TILED_MM_FORCE=0 still puts ggml back to vec_dot below 8 rows.
+def test_a_type_without_newrllamas_kernels_is_batch_invariant_by_default(check):
+    binary, _ = check
+
+    def alone_as_in_batch(env: Dict[str, str]) -> bool:
+        done = subprocess.run([str(binary), "q3_K", "24", "16", "512"], capture_output=True, text=True, check=True,
+                              timeout=120, env=env)
+        return json.loads(done.stdout)["same_alone"]
+
+    assert alone_as_in_batch({})
+    assert not alone_as_in_batch({"GGML_CPU_TILED_MM_FORCE": "0"})
 
 
 def cpu_has_amx_int8() -> bool:

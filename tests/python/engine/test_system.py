@@ -1,6 +1,8 @@
 """system_info() and the C device queries under it."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -48,3 +50,38 @@ def test_the_cxx_runtime_is_global_before_the_shim_loads():
              "before = found(); import newrllama; print(before, found())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+CHILD_ENVIRONMENT = """
+import json, os, subprocess
+before = dict(os.environ)
+import newrllama
+with newrllama.Model() as model, newrllama.Context(model, n_ctx=512, n_seq_max=1) as ctx:
+    ctx.generate("Hello", newrllama.SamplingParams(max_tokens=2))
+    fingerprint = ctx.engine_stats().determinism.build
+child = subprocess.run(["env", "-0"], capture_output=True, check=True).stdout.decode().split("\\0")
+seen = dict(line.split("=", 1) for line in child if "=" in line)
+print(json.dumps({"changed": {k: seen.get(k) for k in set(seen) | set(before) if seen.get(k) != before.get(k)},
+                  "fingerprint": fingerprint}))
+"""
+
+
+def child_environment(**settings: str) -> dict:
+    """What a child process started after importing newrllama and generating finds changed in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GGML_CPU_TILED_MM_FORCE", "KMP_BLOCKTIME")}
+    done = subprocess.run([sys.executable, "-c", CHILD_ENVIRONMENT], capture_output=True, text=True, check=True,
+                          env={**env, **settings})
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_child_process_inherits_nothing_newrllama_set():
+    seen = child_environment()
+    assert seen["changed"] == {}
+    # ggml's tiled kernel is still taken for every row count, by the build's default rather than the environment
+    assert "GGML_CPU_TILED_MM_FORCE=1;" in seen["fingerprint"]
+
+
+def test_the_users_own_settings_are_kept_and_honoured():
+    seen = child_environment(GGML_CPU_TILED_MM_FORCE="0", KMP_BLOCKTIME="50")
+    assert seen["changed"] == {}
+    assert "GGML_CPU_TILED_MM_FORCE=0;" in seen["fingerprint"]

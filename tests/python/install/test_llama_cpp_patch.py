@@ -31,8 +31,12 @@ QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch
 BASE = ("#include \"ggml-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.HUGE_PAGES.kernel_anchor
         + "    void * aligned_memory = NULL;\n  #if defined(__APPLE__)\n    int result = vm_allocate();\n  #else\n"
         + patch.HUGE_PAGES.edits[0].old + "\n    return aligned_memory;\n}\n")
+TILED = ("#include \"tiled.h\"\n\nstatic void other(void) {}\n\n" + patch.TILED_FORCED_BY_DEFAULT.kernel_anchor
+         + "static bool ggml_tiled_matmul_forced(void) {\n    static bool forced = false;\n"
+         + "    std::call_once(flag, []() {\n        const char * env = getenv(\"GGML_CPU_TILED_MM_FORCE\");\n"
+         + patch.TILED_FORCED_BY_DEFAULT.edits[0].old + "    });\n    return forced;\n}\n")
 SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU,
-           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS, patch.HUGE_PAGES.source: BASE}
+           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS, patch.HUGE_PAGES.source: BASE, patch.TILED_FORCED_BY_DEFAULT.source: TILED}
 assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
@@ -87,11 +91,15 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     assert base.index("static void other") < base.index("static int ggml_posix_memalign_huge_pages(") < base.index(
         patch.HUGE_PAGES.kernel_anchor) < base.index("ggml_posix_memalign_huge_pages(&aligned_memory")
     assert "vm_allocate();\n  #else\n  #ifdef __linux__\n" in base
+    # ggml's tiled kernel for every row count unless the variable says otherwise: nothing set in the environment
+    tiled = (tmp_path / patch.TILED_FORCED_BY_DEFAULT.source).read_text()
+    assert tiled.index("static void other") < tiled.index(patch.MARKER) < tiled.index("ggml_tiled_matmul_forced(")
+    assert "forced = env == NULL || atoi(env) == 1;" in tiled and "env != NULL" not in tiled
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
     assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, q0-gemm-avx2, quant-gemm-amx, "
-                          "quantize-q8_K-avx2, huge-pages")
+                          "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -124,7 +132,8 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
-            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages")} == {2}
+            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages",
+                                  "tiled-forced-by-default")} == {2}
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
@@ -134,7 +143,8 @@ AVX2_ONLY = ["-march=x86-64-v3", "-DGGML_SIMD"]
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
-@pytest.mark.parametrize("p", [p for p in patch.PATCHES if p is not patch.HUGE_PAGES], ids=lambda p: p.name)
+@pytest.mark.parametrize("p", [p for p in patch.PATCHES if p not in (patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT)],
+                         ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
     """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
     A kernel is preprocessed after the kernels that go before it in the same file, whose guards it may build on."""
