@@ -142,8 +142,8 @@ def test_two_fresh_processes_and_thread_counts_give_the_same_bits():
 def test_the_build_carries_the_patches_and_says_so(model):
     """Without the attention patch, batch_invariant=True attends bf16 cells one by one; without the matmul patches
     (each compiled in only where the CPU has its unit), tinyBLAS takes the Q5_0 and Q8_0 weights and ggml's forced
-    tiled kernel the K-quants: the same rules, other bits (and slower); the fingerprint must tell a reader which
-    they have."""
+    tiled kernel the K-quants: the same rules, other bits (and slower); without tiled-forced-by-default ggml's tiled
+    kernel is not forced unless the environment says so; the fingerprint must tell a reader which they have."""
     from newrllama._lib import ffi, lib
     from newrllama.engine.system import _features
     cpu = _features(ffi.string(lib.newrllama_system_info()).decode())
@@ -152,7 +152,8 @@ def test_the_build_carries_the_patches_and_says_so(model):
     vbmi = cpu.get("AVX512_VBMI") == "1"
     expected = ", ".join(sorted(["flash-attn-bf16-blocked"] + (["q0-gemm-vnni"] if vnni else ["q0-gemm-avx2"] if avx2 else [])
                                 + (["quant-gemm-avx2", "quantize-q8_K-avx2"] if avx2 else [])
-                                + (["quant-gemm-amx"] if vnni and vbmi and avx2 else [])))
+                                + (["quant-gemm-amx"] if vnni and vbmi and avx2 else [])
+                                + ["tiled-forced-by-default"]))
     with context(model) as ctx:
         record = ctx.engine_stats().determinism
     assert record.build.endswith(f"; llama.cpp patch: {expected}")
