@@ -52,9 +52,10 @@ def runtime_nodes(tree: ast.AST):
         todo.extend(child for child in ast.iter_child_nodes(node) if not is_type_checking_block(child))
 
 
-def imports_of(path: Path, module: str):
+def imports_of(path: Path, module: str, type_hints_too: bool = False):
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    for node in runtime_nodes(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree) if type_hints_too else runtime_nodes(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
@@ -132,3 +133,42 @@ def test_the_engines_policy_and_bookkeeping_modules_do_not_load_the_c_library():
     loading = {m: sorted(import_closure(f"newrllama.engine.{m}") & C_LIBRARY) for m in PURE_ENGINE_MODULES}
     assert {m: c for m, c in loading.items() if c} == {}
     assert import_closure("newrllama.engine.scheduler") & C_LIBRARY  # the check sees a module that does
+
+
+def circles(graph: dict) -> list:
+    """The groups of modules that import one another, directly or through others (Tarjan's components)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_engines_modules_import_each_other_in_no_circle():
+    # Type hints count: a module that names another's classes depends on it as much as one that calls it.
+    graph = {name: {t for t in imports_of(path, name, type_hints_too=True) if t.startswith("newrllama.engine.")}
+             for path, name in modules() if name.startswith("newrllama.engine.")}
+    assert circles(graph) == []
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check sees one

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .prefix_cache import TOKEN_TYPECODE
-from .step_events import LabelPathCleared, LabelPathScored, PromptFailed, StepEvent
 
 
 class Targets:
@@ -175,11 +175,37 @@ class LabelJob:
     def calls(self, active) -> List[object]:
         return [self.owner.call]
 
-    def after_step(self, slot) -> Optional[StepEvent]:
+    def after_step(self, slot) -> Optional["LabelPathScored"]:
         return LabelPathScored(self) if slot.n_score_rows > 0 else None
 
-    def cleared(self) -> StepEvent:
+    def cleared(self) -> "LabelPathCleared":
         return LabelPathCleared(self)
 
-    def failed(self, why: str) -> StepEvent:
-        return PromptFailed(self.owner, f"{why} scoring a label of this prompt")
+    def failed(self, why: str) -> "LabelPathFailed":
+        return LabelPathFailed(self, f"{why} scoring a label of this prompt")
+
+
+# What a step did for a label path (step_events.py gathers every holder's events).
+@dataclass(frozen=True)
+class LabelPathScored:
+    """A label path's rows are scored (its job's scratch sequence can go)."""
+
+    job: LabelJob
+
+
+@dataclass(frozen=True)
+class LabelPathCleared:
+    """A failed step left a label path's scratch sequence empty: it is scored later from a new copy."""
+
+    job: LabelJob
+
+
+@dataclass(frozen=True)
+class LabelPathFailed:
+    """A label path cannot be decoded even alone: its prompt fails."""
+
+    job: LabelJob
+    why: str
+
+
+LabelPathEvent = Union[LabelPathScored, LabelPathCleared, LabelPathFailed]

@@ -51,12 +51,12 @@ from __future__ import annotations
 
 import enum
 from array import array
+from dataclasses import dataclass
 from collections import deque
-from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .policy import SchedulerConfig
 from .sequence_layout import SequenceLayout
-from .step_events import RunCleared, RunFailed, RunReady, StepEvent
 
 if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it
     from .kv_store import KvStore
@@ -192,14 +192,39 @@ class Prefix:
         """It works for the calls whose prompts wait for it."""
         return [r.call for r in active if r is not None and r.prefix is self]
 
-    def after_step(self, slot) -> Optional[StepEvent]:
+    def after_step(self, slot) -> Optional["RunReady"]:
         return RunReady(self) if self.ready else None
 
-    def cleared(self) -> StepEvent:
+    def cleared(self) -> "RunCleared":
         return RunCleared(self)
 
-    def failed(self, why: str) -> StepEvent:
+    def failed(self, why: str) -> "RunFailed":
         return RunFailed(self)
+
+
+# What a step did for a cached run (step_events.py gathers every holder's events).
+@dataclass(frozen=True)
+class RunReady:
+    """A cached run is decoded to its end: the prompts waiting for it can copy it."""
+
+    prefix: Prefix
+
+
+@dataclass(frozen=True)
+class RunCleared:
+    """A failed step left a cached run's sequence empty: it is decoded again from its start."""
+
+    prefix: Prefix
+
+
+@dataclass(frozen=True)
+class RunFailed:
+    """A cached run cannot be decoded even alone: its prompts decode their starts themselves."""
+
+    prefix: Prefix
+
+
+RunEvent = Union[RunReady, RunCleared, RunFailed]
 
 
 class PrefixCache:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 import threading
 from array import array
-from typing import Callable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple, Union
 
 from ..errors import ClosedError
 from .params import SamplingParams
@@ -18,7 +19,6 @@ from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
 from .prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
 from .progress import Progress, progress_bar
-from .step_events import FirstTokensScored, PromptCleared, PromptFailed, StepEvent, TokenSampled
 from .stops import StopMatcher
 
 # Called from the engine thread with the bytes a stream may show, and True once at the end.
@@ -131,17 +131,17 @@ class Request:
     def calls(self, active) -> List["Call"]:
         return [self.call]
 
-    def after_step(self, slot) -> Optional[StepEvent]:
+    def after_step(self, slot) -> Optional["PromptEvent"]:
         if slot.sampler:  # the step sampled for it (a NULL pointer is false)
             return TokenSampled(self, slot.token, slot.is_eog)
         if slot.n_score_rows > 0:
             return FirstTokensScored(self)
         return None
 
-    def cleared(self) -> StepEvent:
+    def cleared(self) -> "PromptCleared":
         return PromptCleared(self)
 
-    def failed(self, why: str) -> StepEvent:
+    def failed(self, why: str) -> "PromptFailed":
         return PromptFailed(self, f"{why} for this prompt")
 
     def accept(self, token: int, is_eog: bool) -> Optional[FinishReason]:
@@ -193,6 +193,41 @@ class Request:
         if self.sink is not None:
             self._show(len(self.text), True)
 
+
+
+# What a step did for a prompt (step_events.py gathers every holder's events).
+@dataclass(frozen=True)
+class TokenSampled:
+    """A token was sampled for a prompt (negative: its grammar allows none)."""
+
+    request: Request
+    token: int
+    is_eog: bool
+
+
+@dataclass(frozen=True)
+class FirstTokensScored:
+    """A prompt's last row scored the first token of each of its labels."""
+
+    request: Request
+
+
+@dataclass(frozen=True)
+class PromptCleared:
+    """A failed step left a prompt's sequence empty: it decodes its whole prompt itself from now on."""
+
+    request: Request
+
+
+@dataclass(frozen=True)
+class PromptFailed:
+    """A prompt cannot be decoded even alone."""
+
+    request: Request
+    why: str
+
+
+PromptEvent = Union[TokenSampled, FirstTokensScored, PromptCleared, PromptFailed]
 
 class Call:
     """The requests of one caller: waits for them, shows progress, gathers the call's statistics."""

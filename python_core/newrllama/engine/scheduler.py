@@ -38,8 +38,8 @@ from .reproducibility import Determinism
 from .sequence_layout import SequenceLayout
 from .request import Call, Request
 from .step_assembly import SlotHolder, StepAssembly
-from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathScored, PromptCleared, PromptFailed,
-                          RunCleared, RunFailed, RunReady, StepEvent, TokenSampled)
+from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathFailed, LabelPathScored, PromptCleared,
+                          PromptFailed, RunCleared, RunFailed, RunReady, StepEvent, TokenSampled)
 
 
 @dataclass(frozen=True)
@@ -342,6 +342,8 @@ class Scheduler:
             self.labels.path_cleared(event.job)
         elif isinstance(event, PromptFailed):
             self.retire(event.request, "error", event.why, engine_error=True)
+        elif isinstance(event, LabelPathFailed):
+            self.retire(event.job.owner, "error", event.why, engine_error=True)
         elif isinstance(event, RunFailed):
             self._run_failed(event.prefix)
         else:
