@@ -28,7 +28,7 @@ from .engine.params import SamplingParams
 from .engine.results import Completion, GenerationStats
 from .engine.policy import SchedulerConfig
 from .runs.recording import Recording
-from .engine.scheduler import EngineStats
+from .engine.results import EngineStats
 from .engine.system import Device, SystemInfo, system_info
 from .labels.validation import LabelScores, ReliabilityBin, Validation, validate
 from .engine.stream import TextStream

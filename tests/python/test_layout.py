@@ -111,7 +111,7 @@ def test_the_public_names_are_those_of_before():
 # what a step did, the requests, the prefix cache's runs, the scoring of labels): they run without the C library,
 # so they are tested without a model; the step's assembly lends their arrays to C.
 PURE_ENGINE_MODULES = ["policy", "params", "sampling_table", "sequence_layout", "step_events", "stops", "results",
-                       "request", "prefix_cache", "choices", "label_flow"]
+                       "request", "prefix_cache", "prompt_prefixes", "choices", "label_flow"]
 C_LIBRARY = {"newrllama._lib", "newrllama._capi"}
 
 
@@ -172,3 +172,14 @@ def test_the_engines_modules_import_each_other_in_no_circle():
              for path, name in modules() if name.startswith("newrllama.engine.")}
     assert circles(graph) == []
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check sees one
+
+
+# The engine's edge with C: the model and its vocabulary, the context, its KV sequences, the samplers, the step's
+# assembly and call, and what the build can do. Every other engine module reaches C through these.
+ENGINE_C_EDGE = {"model", "vocab", "context", "kv_store", "samplers", "step_assembly", "system"}
+
+
+def test_only_the_engines_c_edge_imports_the_c_library():
+    direct = {name.rsplit(".", 1)[1] for path, name in modules() if name.startswith("newrllama.engine.")
+              and set(imports_of(path, name, type_hints_too=True)) & C_LIBRARY}
+    assert direct == ENGINE_C_EDGE and len(ENGINE_C_EDGE) <= 7

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from .._lib import lib
 from ..errors import TemplateError
 
 _MARK = "\u2063LABEL\u2063"  # a text no template rewrites, to find where the assistant's content ends
@@ -24,8 +23,7 @@ class AnswerEnds:
     """A vocabulary's answer-ending tokens, worked out once from its chat template."""
 
     def __init__(self, vocab) -> None:
-        eog = [t for t in (lib.newrllama_token_eot(vocab.model_handle), lib.newrllama_token_eos(vocab.model_handle))
-               if t >= 0]
+        eog = vocab.end_of_generation_tokens()
         lines = [ts[0] for ts in (vocab.tokenize(b"\n", False), vocab.tokenize(b"\n\n", False)) if len(ts) == 1]
         self.plain: Tuple[int, ...] = _unique(lines + eog)
         self.opening: Optional[Tuple[int, ...]] = None  # the tokens that open the assistant's turn

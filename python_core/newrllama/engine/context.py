@@ -22,7 +22,8 @@ from .request import Call, Request
 from ..runs.recording import Recording
 from ..runs.results_file import run_recorded
 from .results import Completion, GenerationStats
-from .scheduler import EngineStats, Scheduler
+from .results import EngineStats
+from .scheduler import Scheduler
 from .sequence_layout import SequenceLayout
 from .stream import TextStream
 from .progress import Progress, check_progress

@@ -11,7 +11,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 from ..columns import column_values
 from ..errors import InvalidArgumentError, NewrllamaError
 from .model import check_token_list, encode_text
-from .._lib import ffi, lib
+from .samplers import c_sampling_params, prompt_seed
 from .choices import ChoiceScoring, LabelSet
 from .params import SamplingParams
 from .prefix_cache import shared_start_lengths, token_key
@@ -89,26 +89,6 @@ def _parsed_grammars(vocab: Vocab, plist: List[SamplingParams]):
                 what = "json_schema" if p.json_schema is not None else "grammar"
                 raise InvalidArgumentError(f"the {what} of prompt {i} (params[{i}]): {exc}") from None
     return grammars
-
-
-def prompt_seed(params: SamplingParams, tokens: List[int], repeat: int) -> int:
-    """A prompt's sampling seed, from the prompt itself (and which repeat of it this is), not its place in the
-    call: a subset re-run samples the same answers."""
-    return lib.newrllama_prompt_seed(max(params.seed, -1), tokens, len(tokens), repeat)
-
-
-def c_sampling_params(p: SamplingParams):
-    """The C form of the sampling part of p (stop strings and max_tokens stay in Python)."""
-    c = ffi.new("newrllama_sampling_params *")
-    c.max_tokens = p.max_tokens
-    c.top_k = p.top_k
-    c.top_p = p.top_p
-    c.min_p = p.min_p
-    c.temperature = p.temperature
-    c.repeat_last_n = p.repeat_last_n
-    c.penalty_repeat = p.penalty_repeat
-    c.seed = p.seed
-    return c
 
 
 def ends_in_a_word(vocab: Vocab, prompt: Prompt, tokens: List[int]) -> bool:

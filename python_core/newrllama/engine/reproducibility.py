@@ -11,9 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from .._lib import ffi, lib
 from ..errors import DeterminismWarning
-from .system import _features, system_info
+from .system import _features, built_library_dir, system_info, system_line
 
 # ggml's tiled kernel for every row count: newrllama's build of llama.cpp takes it unless this says otherwise
 # (capi_shim/llama_cpp_patch/tiled_forced_by_default.cpp); ggml reads it once, at the first matmul of the process.
@@ -48,7 +47,7 @@ def _cpu_library() -> Optional[Path]:
             fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path
             if len(fields) == 6 and "ggml-cpu" in Path(fields[5]).name:
                 return Path(fields[5])
-    found = sorted(Path(ffi.string(lib.newrllama_built_library_dir()).decode()).glob("*ggml-cpu*"))
+    found = sorted(built_library_dir().glob("*ggml-cpu*"))
     return found[0] if found else None
 
 
@@ -68,7 +67,7 @@ def build_fingerprint() -> str:
     """llama-cpp-python's version, the backends built in, the CPU's architecture and the SIMD features llama.cpp
     uses here, the matmul setting and the patches of llama.cpp compiled in: what two machines must share to give
     the same bits."""
-    line = ffi.string(lib.newrllama_system_info()).decode("utf-8", "replace")
+    line = system_line()
     used = sorted(name for name, value in _features(line).items() if value == "1")
     backends = ", ".join(["cpu", *system_info().gpu_backends])
     return (f"llama-cpp-python {importlib.metadata.version('llama-cpp-python')} ({backends}); {platform.machine()} "

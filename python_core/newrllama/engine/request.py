@@ -4,7 +4,9 @@ A Request's tokens are its prompt followed by what it generated, in an int32 arr
 that steps read from directly (step_assembly.py lends it to C); n_past says how many
 of them its sequence holds. Everything here runs per event (one sampled token, one
 finished prompt), never per vocabulary entry: sampling happens in C, and this module
-does not call it."""
+does not call it. Its own fields are written by its methods (accept() applies stop strings and max_tokens), its
+prefix fields by prompt_prefixes.py, its sequence and sampler by the scheduler, its place in the queue by
+policy.py (docs/design/layers.md, "A step")."""
 from __future__ import annotations
 
 import enum
@@ -51,7 +53,7 @@ class Request:
         self.c_params = c_params  # the sampling part of params in C, shared by the call's requests with these params
         self.key = key  # prefix_cache.token_key(prompt_tokens)
         self.n_prompt = len(prompt_tokens)
-        self.seed = seed  # its sampler's (see parallel.prompt_seed)
+        self.seed = seed  # its sampler's (see samplers.prompt_seed)
         self.tokens: Optional[array] = None
         self.n_tokens = self.n_prompt
         self.n_past = 0

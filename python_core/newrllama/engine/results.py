@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Literal, Optional
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional
+
+if TYPE_CHECKING:
+    from .reproducibility import Determinism
 
 FinishReason = Literal["stop", "length", "error", "cancelled"]
 
@@ -52,3 +55,21 @@ class GenerationStats:
     n_decode_calls: int
     n_fallbacks: int
     n_failed: int
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """Figures of a context's scheduler since the context was made."""
+
+    n_steps: int
+    t_step_s: float     # inside newrllama_step (decode and sampling, in C)
+    t_python_s: float   # the scheduler's own work around the steps
+    n_cached_prefixes: int = 0  # prefixes the prefix cache holds now
+    n_prefix_evictions: int = 0
+    n_running: int = 0          # prompts holding a sequence now
+    n_waiting: int = 0          # prompts submitted and waiting for a sequence
+    determinism: Optional[Determinism] = None  # what the context's numbers repeat with
+
+    @property
+    def python_us_per_step(self) -> float:
+        return 1e6 * self.t_python_s / self.n_steps if self.n_steps else 0.0

@@ -1,63 +1,27 @@
-"""The scheduler of a context: it runs every caller's prompts in one batch, on the process's engine thread
-(engine_thread.py), which is the only thread that decodes.
-
-Callers (generate_parallel, generate, stream, from any thread) hand it Requests and
-wait; the engine thread admits waiting requests to free sequences as soon as one
-is free (continuous batching), builds each step (one token for every generating
-request, then prefill chunks in the room left in n_batch), and runs it with one C
-call (newrllama_step: decode, then sample every request that wants a token). The
-policy lives here: admission, stop strings, max_tokens, cancellation, the fallback
-to decoding requests one at a time when a batched step fails, the prefix cache
-(prefix_cache.py: at admission a prompt copies the longest start that a cached run
-or a running prompt holds, or waits in its sequence while a start it shares with
-other prompts is decoded as part of the steps; room a step leaves goes to the runs
-of prompts still waiting for a sequence; a finished prompt's run is kept),
-statistics. Its Python cost is per event (an admitted prompt, a sampled token),
-not per vocabulary entry; EngineStats.python_us_per_step measures it.
-
-A step is assembled by step_assembly.py (for holders of three kinds: a Request, a
-cached run being decoded, a label path being scored) and labels are scored across
-steps by label_flow.py. After a step each holder reports what happened to it as an
-event (step_events.py) and the scheduler acts on it (act): holders never call back."""
+"""The scheduler of a context: the policy, in one place. It runs every caller's prompts in one batch on the
+process's engine thread (engine_thread.py), the only thread that decodes: admission, cancellation, the step and
+the fallback to one holder at a time when a batched step fails, acting on what each step did. The flow of a step,
+who owns what and where the C library is called: docs/design/layers.md, "A step"."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional
 
-from .. import _lib
-from .._lib import ffi, lib
 from .engine_thread import engine
 from ..errors import ClosedError
 from .kv_store import KvStore
 from .label_flow import LabelFlow
 from .policy import SchedulerConfig, WaitingQueue
-from .prefix_cache import MIN_SHARED_TOKENS, PrefixCache, common_prefix_length, shared_start_lengths, \
-    shares_start, worth_caching
+from .prefix_cache import PrefixCache
+from .prompt_prefixes import PromptPrefixes
 from .reproducibility import Determinism
+from .results import EngineStats
 from .sequence_layout import SequenceLayout
 from .request import Call, Request
-from .step_assembly import SlotHolder, StepAssembly
+from .samplers import SamplerError, free_sampler, new_sampler
+from .step_assembly import NO_KV_ROOM, SlotHolder, StepAssembly
 from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathFailed, LabelPathScored, PromptCleared,
                           PromptFailed, RunCleared, RunFailed, RunReady, StepEvent, TokenSampled)
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """Figures of a context's scheduler since the context was made."""
-
-    n_steps: int
-    t_step_s: float     # inside newrllama_step (decode and sampling, in C)
-    t_python_s: float   # the scheduler's own work around the steps
-    n_cached_prefixes: int = 0  # prefixes the prefix cache holds now
-    n_prefix_evictions: int = 0
-    n_running: int = 0          # prompts holding a sequence now
-    n_waiting: int = 0          # prompts submitted and waiting for a sequence
-    determinism: Optional[Determinism] = None  # what the context's numbers repeat with
-
-    @property
-    def python_us_per_step(self) -> float:
-        return 1e6 * self.t_python_s / self.n_steps if self.n_steps else 0.0
 
 
 class Scheduler:
@@ -69,8 +33,9 @@ class Scheduler:
         self.config = config
         self.determinism = determinism
         self.cache = cache
+        self.prefixes = PromptPrefixes(cache, kv)
         self.labels = LabelFlow(kv, layout.scratch_seqs, layout.n_batch)
-        self.assembly = StepAssembly(layout.n_sequences, layout.n_batch, config, cache, self.labels)
+        self.assembly = StepAssembly(layout.n_sequences, layout.n_batch, config, self.prefixes, self.labels)
         self._engine = engine()
         self._cv = self._engine.cv  # one lock for every context's scheduler: they share the engine thread
         self._incoming: List[Request] = []
@@ -78,8 +43,6 @@ class Scheduler:
         self._closing = False
         self._waiting = WaitingQueue(config)
         self._active: List[Optional[Request]] = [None] * layout.n_seq  # by sequence id
-        self._decode_code = ffi.new("int32_t *")
-        self._err = _lib.new_error_slot()
         self._n_admitted = 0
         self._n_steps = 0
         self._t_step = 0.0
@@ -151,10 +114,8 @@ class Scheduler:
         cancelled = self._waiting.remove_cancelled()
         for r in cancelled:
             r.finish("cancelled", "cancelled")
-        if cancelled and self.cache is not None:  # runs made ahead for them go; the others' are made again
-            self.cache.drop_unclaimed()
-            for r in self._waiting:
-                r.runs_ahead = False
+        if cancelled:
+            self.prefixes.cancelled_while_waiting(self._waiting)
         for r in self._active:
             if r is not None and r.cancelled:
                 self.retire(r, "cancelled", "cancelled")
@@ -169,14 +130,7 @@ class Scheduler:
                 if self._start(r, seq):
                     admitted.append(r)
                     break
-        if self.cache is None:
-            return
-        if len(admitted) > 1:  # prompts admitted together, from any callers, share their common starts
-            for r, lengths in zip(admitted, shared_start_lengths([r.key for r in admitted])):
-                if lengths:
-                    r.shared = worth_caching(r.shared + lengths, r.n_prompt - 1)
-        for r in admitted:
-            self._attach_prefix(r)
+        self.prefixes.admitted(admitted, self._active)
 
     def _start(self, r: Request, seq: int) -> bool:
         """Gives a waiting request sequence seq; False if it ended instead (cancelled, or it cannot run)."""
@@ -187,69 +141,15 @@ class Scheduler:
         if refusal is not None:
             r.finish("error", refusal)
             return False
-        sampler = None  # for choices: labels are scored, not sampled
-        if r.choice is None:
-            out = ffi.new("newrllama_sampler_handle *")
-            grammar = r.grammar if r.grammar is not None else ffi.NULL
-            if lib.newrllama_sampler_create_ex(self._ctx, r.c_params, r.seed, grammar, out, self._err) != lib.NEWRLLAMA_OK:
-                # Its grammar was parsed when the call was prepared: what fails here is memory.
-                r.finish("error", ffi.string(self._err[0]).decode("utf-8", "replace"), engine_error=True)
-                return False
-            sampler = out[0]
+        try:  # for choices, none: labels are scored, not sampled
+            sampler = new_sampler(self._ctx, r) if r.choice is None else None
+        except SamplerError as exc:
+            r.finish("error", str(exc), engine_error=True)
+            return False
         r.start(seq, sampler, self._n_admitted)
         self._n_admitted += 1
         self._active[seq] = r
         return True
-
-    def _attach_prefix(self, r: Request) -> None:
-        running_seq, n_running = self._running_start(r)
-        prefix, n = self.cache.lookup(r.key, r.shared, (running_seq, n_running))
-        if prefix is not None:
-            r.prefix = prefix
-            if prefix.ready:
-                self._copy_prefix(r, n)
-        elif n > 0:  # the running prompt decoded these tokens itself
-            self._kv.copy(running_seq, r.seq, n)
-            r.n_past = r.n_copied = r.n_cached = n
-
-    def _running_start(self, r: Request) -> Tuple[int, int]:
-        """The running prompt whose decoded cells give r the longest start (its sequence, how many tokens)."""
-        best_seq, best_n = -1, 0
-        limit = r.n_prompt - 1
-        for d in self._active:
-            if d is None or d is r:
-                continue
-            n = min(d.n_past, d.n_prompt, limit)
-            if (n < MIN_SHARED_TOKENS or n <= best_n or not self.cache.can_cut(d.n_past)
-                    or not shares_start(r.key, d.key, max(best_n + 1, MIN_SHARED_TOKENS))):
-                continue
-            best_seq, best_n = d.seq, min(n, common_prefix_length(r.key, d.key))
-        return best_seq, best_n
-
-    def _copy_prefix(self, r: Request, n: int) -> None:
-        self._kv.copy(r.prefix.seq, r.seq, n)
-        r.n_past = r.n_copied = n
-        r.n_cached = n - PrefixCache.charge(r.prefix, n)
-
-    def _let_go_of_prefix(self, r: Request) -> None:
-        """The request decodes its whole prompt itself from now on (its copy is gone, or never came)."""
-        if r.prefix is not None:
-            self.cache.release(r.prefix)
-            r.prefix = None
-        r.n_cached = r.n_copied = 0
-        r.n_past = 0
-
-    def _run_ready(self, p) -> None:
-        self.cache.prefix_ready(p)
-        for r in self._active:
-            if r is not None and r.prefix is p and r.awaiting_prefix:
-                self._copy_prefix(r, p.n_tokens)
-
-    def _run_failed(self, p) -> None:
-        for r in self._active:
-            if r is not None and r.prefix is p:
-                self._let_go_of_prefix(r)
-        self.cache.drop(p)
 
     def _calls_of(self, holders: List[SlotHolder]) -> Iterable[Call]:
         return {id(c): c for h in holders for c in h.calls(self._active)}.values()
@@ -273,7 +173,7 @@ class Scheduler:
         if not holders:  # every admitted request waits for a run that has no room yet
             return 0.0
         t0 = time.perf_counter()
-        code = lib.newrllama_step(self._ctx, slots, len(holders), self._decode_code, self._err)
+        failed = self.assembly.run(self._ctx, len(holders))
         dt = time.perf_counter() - t0
         self._n_steps += 1
         self._t_step += dt
@@ -284,20 +184,18 @@ class Scheduler:
                 call.t_prompt_s += dt
             else:
                 call.t_gen_s += dt
-        if code == lib.NEWRLLAMA_OK:
+        if failed is None:
             for i, h in enumerate(holders):
                 self._advance(h, slots[i].n_tokens, slots[i])
             return dt
-        if code != lib.NEWRLLAMA_ERROR_DECODE:
-            _lib.raise_for(code, self._err)
         for i, h in enumerate(holders):
-            if slots[i].status == lib.NEWRLLAMA_SLOT_CLEARED:
+            if self.assembly.cleared(i):
                 self.act(h.cleared())
-        if self._decode_code[0] == 1 and self.cache is not None and self.cache.evict_idle():
+        if failed == NO_KV_ROOM and self.cache is not None and self.cache.evict_idle():
             return dt  # no free KV cells: idle cached runs are gone now, and the next step retries
         for call in calls:
             call.n_fallbacks += 1
-        return dt + self._one_by_one(holders, self._decode_code[0])
+        return dt + self._one_by_one(holders, failed)
 
     def _one_by_one(self, holders: List[SlotHolder], batch_code: int) -> float:
         """A batched step failed and was rolled back: decode each of its holders alone up to its
@@ -308,15 +206,12 @@ class Scheduler:
             while not h.gone:
                 n = self.assembly.fill(0, h, self._n_batch)
                 t0 = time.perf_counter()
-                code = lib.newrllama_step(self._ctx, slots, 1, self._decode_code, self._err)
+                failed = self.assembly.run(self._ctx, 1)
                 t_total += time.perf_counter() - t0
                 for call in self._calls_of([h]):
                     call.n_decode_calls += 1
-                if code != lib.NEWRLLAMA_OK:
-                    if code != lib.NEWRLLAMA_ERROR_DECODE:
-                        _lib.raise_for(code, self._err)
-                    self.act(h.failed(f"llama_decode failed (code {self._decode_code[0]}; "
-                                      f"batched decode code {batch_code})"))
+                if failed is not None:
+                    self.act(h.failed(f"llama_decode failed (code {failed}; batched decode code {batch_code})"))
                     break
                 if self._advance(h, n, slots[0]):
                     break
@@ -333,9 +228,9 @@ class Scheduler:
             self.labels.path_scored(event.job)
             self._after_scores(event.job.owner)
         elif isinstance(event, RunReady):
-            self._run_ready(event.prefix)
+            self.prefixes.run_ready(event.prefix, self._active)
         elif isinstance(event, PromptCleared):
-            self._let_go_of_prefix(event.request)
+            self.prefixes.let_go(event.request)
         elif isinstance(event, RunCleared):
             self.cache.restart(event.prefix)
         elif isinstance(event, LabelPathCleared):
@@ -345,7 +240,7 @@ class Scheduler:
         elif isinstance(event, LabelPathFailed):
             self.retire(event.job.owner, "error", event.why, engine_error=True)
         elif isinstance(event, RunFailed):
-            self._run_failed(event.prefix)
+            self.prefixes.run_failed(event.prefix, self._active)
         else:
             raise TypeError(f"not a step event: {event!r}")
 
@@ -370,13 +265,8 @@ class Scheduler:
         then reports the result."""
         free_sampler(r)
         self.labels.end_jobs_of(r)
-        source = r.prefix
-        if source is not None:
-            self.cache.release(source)
-            r.prefix = None
+        self.prefixes.ending(r, keep=reason != "error")
         if r.seq >= 0:
-            if self.cache is not None and reason != "error" and r.n_past > 0:
-                self.cache.keep(r.seq, r.tokens[:r.n_past].tobytes(), source, r.n_copied)
             self._kv.clear(r.seq)
             self._active[r.seq] = None
             r.seq = -1
@@ -402,8 +292,3 @@ class Scheduler:
                 r.call.closed = True
             r.finish("error", message, engine_error=True)
 
-
-def free_sampler(request: Request) -> None:
-    if request.sampler is not None:
-        lib.newrllama_sampler_free(request.sampler)
-        request.sampler = None

@@ -3,18 +3,21 @@
 A step's slots (the C array newrllama_step reads) are filled for holders of three kinds (a Request,
 a cached run being decoded, a label path being scored), which share one interface: SlotHolder.
 Generating prompts take a token each first, then label paths, runs being cached and prompts'
-prefill pieces share the room left in n_batch; the slots are then laid out by sequence id."""
+prefill pieces share the room left in n_batch; the slots are then laid out by sequence id, and run() makes the
+step's one C call (docs/design/layers.md, "A step")."""
 from __future__ import annotations
 
 import itertools
 from array import array
 from typing import Iterable, List, Optional, Protocol
 
-from .._lib import ffi
+from .. import _lib
+from .._lib import ffi, lib
 from .choices import ScoreRows
 from .label_flow import LabelFlow
 from .policy import SchedulerConfig, WaitingQueue, priority
-from .prefix_cache import Prefix, PrefixCache
+from .prefix_cache import Prefix
+from .prompt_prefixes import PromptPrefixes
 from .request import Call, Request, RequestStatus
 from .step_events import StepEvent
 
@@ -48,17 +51,24 @@ class SlotHolder(Protocol):
         """It cannot be decoded even alone."""
 
 
+# llama_decode's code for a step whose tokens found no free KV cells (the step was rolled back).
+NO_KV_ROOM = 1
+
+
 class StepAssembly:
-    def __init__(self, n_slots: int, n_batch: int, config: SchedulerConfig, cache: Optional[PrefixCache],
+    def __init__(self, n_slots: int, n_batch: int, config: SchedulerConfig, prefixes: PromptPrefixes,
                  labels: LabelFlow) -> None:
         """n_slots: every sequence of the context (prompts, cached runs, scratch), the most a step can hold."""
         self.slots = ffi.new("newrllama_slot[]", n_slots)
+        self._decode_code = ffi.new("int32_t *")
+        self._err = _lib.new_error_slot()
         self.holders: List[SlotHolder] = []
         # What each slot's pointers point into, lent to C for the step: the holders' arrays stay Python's.
         self._lent: List[tuple] = [()] * n_slots
         self._n_batch = n_batch
         self._config = config
-        self._cache = cache
+        self._prefixes = prefixes
+        self._cache = prefixes.cache
         self._labels = labels
         # llama.cpp splits a step into one pass over the weights per distinct number of tokens its sequences
         # carry (every sequence has a KV stream of its own): in a step of prefill alone, a small piece of a
@@ -111,6 +121,20 @@ class StepAssembly:
         self._in_sequence_order()
         return prefill
 
+    def run(self, ctx_handle, n: int) -> Optional[int]:
+        """The step of the first n slots, in one C call (capi_shim/newrllama_step.c): None once it is decoded and
+        sampled, else llama_decode's code for a step that failed and was rolled back (see cleared())."""
+        code = lib.newrllama_step(ctx_handle, self.slots, n, self._decode_code, self._err)
+        if code == lib.NEWRLLAMA_OK:
+            return None
+        if code != lib.NEWRLLAMA_ERROR_DECODE:
+            _lib.raise_for(code, self._err)
+        return self._decode_code[0]
+
+    def cleared(self, i: int) -> bool:
+        """Whether the failed step left slot i's sequence empty rather than rolled back (sliding-window cells)."""
+        return self.slots[i].status == lib.NEWRLLAMA_SLOT_CLEARED
+
     def take(self, h: SlotHolder, room: int) -> int:
         """Gives h the step's next slot: how many tokens it takes of room."""
         n = self.fill(len(self.holders), h, room)
@@ -162,7 +186,7 @@ class StepAssembly:
                 break
             if r.cancelled or r.runs_ahead or not r.shared:
                 continue
-            runs, r.runs_ahead = self._cache.prefetch(r.key, r.shared, free_cells)
+            runs = self._prefixes.make_ahead(r, free_cells)
             free_cells -= sum(p.n_tokens - p.n_inherited for p in runs)
             runs = [p for p in runs if not p.awaiting_parent]  # the others start when their parent is ready
             room -= sum(p.n_tokens - p.n_past for p in runs)

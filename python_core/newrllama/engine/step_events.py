@@ -6,7 +6,7 @@ fails, the scheduler asks it for the event that says what the failure means for 
 changes only its own fields: what follows for the batch (retiring a prompt, copying a run into
 the prompts that wait for it, freeing a scratch sequence) is the scheduler's decision, taken in
 Scheduler.act. Events go up, decisions go down. Each event is defined beside its holder, which imports nothing
-of the scheduler's side; this module gathers them (docs/design/engine.md, "A step")."""
+of the scheduler's side; this module gathers them (docs/design/layers.md, "A step")."""
 from __future__ import annotations
 
 from typing import Union

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Dict, List
 
@@ -50,8 +51,18 @@ def system_info() -> SystemInfo:
         gpu_backends=[name for name, library in _GPU_BACKEND_LIBRARIES.items() if library in present],
         gpu_offload=bool(lib.newrllama_supports_gpu_offload()),
         devices=[_device(i) for i in range(lib.newrllama_device_count())],
-        cpu_features=_features(ffi.string(lib.newrllama_system_info()).decode("utf-8", "replace")),
+        cpu_features=_features(system_line()),
     )
+
+
+def system_line() -> str:
+    """llama.cpp's system line: the CPU features it uses, 'AVX2 = 1 | ...'."""
+    return ffi.string(lib.newrllama_system_info()).decode("utf-8", "replace")
+
+
+def built_library_dir() -> Path:
+    """The folder of the libllama the shim was built against."""
+    return Path(ffi.string(lib.newrllama_built_library_dir()).decode())
 
 
 def _device(index: int) -> Device:

@@ -30,6 +30,10 @@ class Vocab:
     def model_handle(self):
         return self._model
 
+    def end_of_generation_tokens(self) -> List[int]:
+        """The model's end-of-turn and end-of-sequence tokens, those it has."""
+        return [t for t in (lib.newrllama_token_eot(self._model), lib.newrllama_token_eos(self._model)) if t >= 0]
+
     @property
     def answer_ends(self) -> AnswerEnds:
         """The tokens that end an answer (see answer_end.py), worked out at first use."""

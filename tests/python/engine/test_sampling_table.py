@@ -11,7 +11,7 @@ import pytest
 import newrllama
 from newrllama._lib import ffi, lib
 from newrllama.__main__ import build_parser
-from newrllama.engine.parallel import c_sampling_params
+from newrllama.engine.samplers import c_sampling_params
 from newrllama.engine.sampling_table import SAMPLING_FIELDS
 from newrllama.server.openai_request import BadRequest, completion_job
 
