@@ -45,7 +45,8 @@ static int kmp_openmp_loaded(void) {
 static void init_backend_once(void) {
     newrllama_set_log_level(1);
     /* Nothing newrllama does may reach the environment of the process, which every child process inherits (a
-     * llama.cpp tool started from R or Python after loading newrllama ran 4x slower with what was set there).
+     * llama.cpp tool started from R or Python after loading newrllama ran several times slower with what was set
+     * there).
      * Batch invariance for the quantized types newrllama's matmul kernels do not take comes from ggml's tiled
      * kernel taken for every row count, which newrllama's build of llama.cpp does by default
      * (capi_shim/llama_cpp_patch/tiled_forced_by_default.cpp) rather than through GGML_CPU_TILED_MM_FORCE. And
