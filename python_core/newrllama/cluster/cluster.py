@@ -27,7 +27,7 @@ from ..engine.generation_job import GenerationJob
 from ..runs.jobs import Job
 from .pool import WorkerPool, WorkerSpec, worker_failure
 from ..runs.recording import Recording
-from ..runs.results_file import run_recorded
+from ..runs.results_file import RecordedRun
 
 # Cells per sequence when n_ctx is not given: a prompt of a few hundred words and its answer.
 DEFAULT_CELLS_PER_SEQUENCE = 1024
@@ -195,20 +195,18 @@ class Cluster:
         check_progress(progress)
         t_start = time.perf_counter()
         pool = self._open_pool()
-        stats = None
-
-        def run(todo: List[int], record) -> List[Any]:
-            nonlocal stats
-            results: Dict[int, Any] = {}
+        with RecordedRun(job, recording, lambda: self._model_identity(pool)) as run:
+            todo = run.todo
+            by_index: Dict[int, Any] = {}
             bar = progress_bar(len(todo), progress, "prompt", "newrllama cluster")
 
             def done(chunk: Chunk, chunk_results: List[Any]) -> None:
-                results.update(zip(chunk.indices, chunk_results))
-                record(chunk.indices, chunk_results)
+                by_index.update(zip(chunk.indices, chunk_results))
+                run.record(chunk.indices, chunk_results)
                 bar.update(len(chunk.indices))
 
             def failed(chunk: Chunk, reason: str) -> None:
-                results.update((i, job.failed(f"not run: {reason}")) for i in chunk.indices)
+                by_index.update((i, job.failed(f"not run: {reason}")) for i in chunk.indices)
                 bar.update(len(chunk.indices))
 
             chunks = [Chunk(todo[a:a + self.chunk_size]) for a in range(0, len(todo), self.chunk_size)]
@@ -216,10 +214,8 @@ class Cluster:
                 stats = run_chunks(self._ray, pool, job.method, job.payload, chunks, done, failed)
             finally:
                 bar.close()
-            return [results[i] for i in todo]
-
-        results, n_resumed, t_write = run_recorded(job, recording,
-                                                   lambda: self._model_identity(pool), run)
+            results = run.results([by_index[i] for i in todo])
+            n_resumed, t_write = run.n_resumed, run.t_write
         t_total = time.perf_counter() - t_start
         self.last_stats = ClusterStats(
             n_prompts=len(job), n_resumed=n_resumed, n_failed=sum(job.has_error(r) for r in results),

@@ -20,7 +20,7 @@ from .prefix_cache import PrefixCache
 from .reproducibility import Determinism, build_fingerprint, held_batch_invariance
 from .request import Call, Request
 from ..runs.recording import Recording
-from ..runs.results_file import run_recorded
+from ..runs.results_file import RecordedRun
 from .results import Completion, GenerationStats
 from .results import EngineStats
 from .scheduler import Scheduler
@@ -202,15 +202,12 @@ class Context(OwnedHandle):
         if not recording.writes:
             return self._run_call(prompts, params, progress, None)
         job = GenerationJob(prompts, params)
-
-        def run(todo: List[int], record) -> List[Completion]:
+        with RecordedRun(job, recording, self.model.identity, self._scheduler.determinism) as run:
+            todo = run.todo
             todo_prompts, todo_params = job.payload(todo)
-            return self._run_call(todo_prompts, todo_params, progress,
-                                  lambda done: record([todo[i] for i, _ in done], [c for _, c in done]))
-
-        results, _, _ = run_recorded(job, recording, self.model.identity, run,
-                                     self._scheduler.determinism)
-        return results
+            done = self._run_call(todo_prompts, todo_params, progress,
+                                  lambda finished: run.record([todo[i] for i, _ in finished], [c for _, c in finished]))
+            return run.results(done)
 
     def _run_call(self, prompts: Sequence[Prompt], params: ParamsArg, progress: Progress,
                   on_done: Optional[Callable[[List[Tuple[int, Completion]]], None]]) -> List[Completion]:

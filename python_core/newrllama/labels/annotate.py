@@ -36,7 +36,7 @@ from .provenance import Provenance, codebook_digest
 from .prepared_call import PromptTokens, call_prompts, cure_groups, prepare_call, tokens_cut_of
 from ..engine.results import Completion
 from ..runs.recording import Recording
-from ..runs.results_file import run_recorded
+from ..runs.results_file import RecordedRun
 from ..version import __version__
 
 MISSING = "text is missing or empty"
@@ -205,9 +205,10 @@ RECORDED_GROUP = 64  # texts labelled between two writes of the output file
 def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording: Recording, progress: Progress,
                     context: Optional[Context], model: Any, context_kwargs: Dict[str, Any]) -> List[Any]:
     job = AnnotationJob(texts, task)
-
-    def run(todo: List[int], record) -> List[Any]:
-        warn_if_split(task.debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=7)
+    with model_of(context, model) as use, RecordedRun(
+            job, recording, use.identity, context.engine_stats().determinism if context is not None else None) as run:
+        todo = run.todo
+        warn_if_split(task.debias, len(todo), RECORDED_GROUP, "each group written to the output file", stacklevel=5)
         bar = progress_bar(len(todo), progress, "text", "newrllama annotate")
         done: List[Any] = []
         try:
@@ -217,16 +218,12 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
                     group = todo[a:a + RECORDED_GROUP]
                     # Without a context, each group gets one sized for it (as a call without output would).
                     results = _label([texts[i] for i in group], task, False, context, use, context_kwargs)
-                    record(group, results)
+                    run.record(group, results)
                     done.extend(results)
                     bar.update(len(group))
         finally:
             bar.close()
-        return done
-
-    with model_of(context, model) as use:
-        results, _, _ = run_recorded(job, recording, use.identity, run,
-                                     context.engine_stats().determinism if context is not None else None)
+        results = run.results(done)
     warn_about_results(results, list(task.books), stacklevel=5)
     return results
 

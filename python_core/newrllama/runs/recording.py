@@ -1,6 +1,6 @@
 """Where a long run writes its results as they come, and how a killed run resumes: the ``output``, ``ids``,
 ``resume`` and ``retry_errors`` of Context.generate_parallel, annotate() and a Cluster's calls, as one checked
-object that each of them (and R) hands to run_recorded (results_file.py)."""
+object that each of them (and R) opens a RecordedRun with (results_file.py)."""
 from __future__ import annotations
 
 import os

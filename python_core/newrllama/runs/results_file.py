@@ -143,42 +143,58 @@ def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
 # Runs the prompts at the given indices of a job and returns their results in that order; calls
 # record(indices, results) with results to be written as they come (results not recorded, such as a
 # chunk that lost its worker, are returned but not written, so that a resume runs them again).
-Runner = Callable[[List[int], Callable[[Sequence[int], Sequence[Any]], None]], List[Any]]
+class RecordedRun:
+    """A job run against its recording, as the runner sees it: ``todo``, the positions still to run (those not read
+    back from the output file, but for failed ones with ``retry_errors``); ``record()`` appends results to the file
+    as they come, each line with what its numbers repeat with (``determinism``, when one context ran them);
+    ``results()`` gives every result in input order once the runner has them for ``todo``. Use it in a ``with``
+    block: the file is closed on leaving. ``model`` is called only when there is a file."""
 
+    def __init__(self, job: Job, recording: Recording, model: Callable[[], ModelIdentity],
+                 determinism: Optional[RecordsItself] = None) -> None:
+        self._job = job
+        self._ids = check_ids(recording.ids, len(job))
+        keys = keys_of(len(job), self._ids)
+        self._determinism = determinism
+        self._out = (ResultsFile(recording.output, recording.resume, dict(zip(keys, job.digests)), model())
+                     if recording.writes else None)
+        self._results: List[Any] = [None] * len(job)
+        if self._out is not None:
+            try:
+                for i, key in enumerate(keys):
+                    line = self._out.done.get(key)
+                    if line is not None and not (recording.retry_errors and holds_error(line)):
+                        self._results[i] = job.from_record(line)
+            except BaseException:
+                self._out.close()
+                raise
+        self.todo: List[int] = [i for i, r in enumerate(self._results) if r is None]
+        self.n_resumed = len(job) - len(self.todo)
+        self.t_write = 0.0  # seconds spent writing the file
 
-def run_recorded(job: Job, recording: Recording, model: Callable[[], ModelIdentity], run: Runner,
-                 determinism: Optional[RecordsItself] = None) -> Tuple[List[Any], int, float]:
-    """The job's results in input order, those already in the recording's output read back (but for failed ones,
-    with ``retry_errors``) and the others run by ``run`` on ``model`` (called only when there is a file) and
-    appended to it as they come, each line with what its numbers repeat with (``determinism``, when one context
-    ran them); also how many were read back and the time spent writing."""
-    checked_ids = check_ids(recording.ids, len(job))
-    keys = keys_of(len(job), checked_ids)
-    out = (ResultsFile(recording.output, recording.resume, dict(zip(keys, job.digests)), model())
-           if recording.writes else None)
-    results: List[Any] = [None] * len(job)
-    t_write = 0.0
+    def __enter__(self) -> "RecordedRun":
+        return self
 
-    def record(indices: Sequence[int], done: Sequence[Any]) -> None:
-        nonlocal t_write
-        if out is not None:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+
+    def record(self, indices: Sequence[int], done: Sequence[Any]) -> None:
+        """Appends the results of these positions to the file (nothing without one)."""
+        if self._out is not None:
             t0 = time.perf_counter()
-            out.append(_record(i, checked_ids, job, r, out.model, determinism) for i, r in zip(indices, done))
-            t_write += time.perf_counter() - t0
+            self._out.append(_record(i, self._ids, self._job, r, self._out.model, self._determinism)
+                             for i, r in zip(indices, done))
+            self.t_write += time.perf_counter() - t0
 
-    try:
-        if out is not None:
-            for i, key in enumerate(keys):
-                line = out.done.get(key)
-                if line is not None and not (recording.retry_errors and holds_error(line)):
-                    results[i] = job.from_record(line)
-        todo = [i for i, r in enumerate(results) if r is None]
-        for i, r in zip(todo, run(todo, record)):
-            results[i] = r
-    finally:
-        if out is not None:
-            out.close()
-    return results, len(job) - len(todo), t_write
+    def results(self, of_todo: Sequence[Any]) -> List[Any]:
+        """Every result in input order: those read back, and of_todo for the positions in todo."""
+        for i, r in zip(self.todo, of_todo):
+            self._results[i] = r
+        return self._results
 
 
 def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any, model: ModelIdentity,

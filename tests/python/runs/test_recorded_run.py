@@ -122,8 +122,9 @@ def test_a_codebook_and_a_whole_call_cure_are_recorded_and_resumed(model, tmp_pa
         again = newrllama.annotate(STORIES, codebook=codebook, context=ctx, debias="prior", output=out, resume=True)
         assert ctx.engine_stats().n_steps == steps, "nothing ran again"
         many = STORIES[:4] * 17  # 68 texts: two groups of the file, each estimating its own correction
-        with pytest.warns(newrllama.AnnotationWarning, match="each group written to the output file"):
+        with pytest.warns(newrllama.AnnotationWarning, match="each group written to the output file") as seen:
             newrllama.annotate(many, LABELS, context=ctx, debias="batch", output=tmp_path / "many.jsonl")
+        assert seen[0].filename == __file__  # the warning points at the caller's line
     assert again == done and done[:3] == first
     assert done[4]["topic"].error and done[4]["tone"].error
     records = sorted(lines_of(out), key=lambda r: r["index"])
