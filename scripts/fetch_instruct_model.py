@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from newrllama.runs.catalog import RECOMMENDED, recommended_path
-from newrllama.runs.embedded import cache_dir
+from newrllama.models.catalog import RECOMMENDED, recommended_path
+from newrllama.models.embedded import cache_dir
 
 # The benchmarks' short names (in their result files) for the recommended models.
 MODELS = {"qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct"}

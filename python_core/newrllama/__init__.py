@@ -16,8 +16,8 @@ from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .engine.context import Context
 from .engine.convenience import generate_parallel
-from .runs.catalog import RecommendedModel, recommended_models
-from .runs.embedded import default_model_path
+from .models.catalog import RecommendedModel, recommended_models
+from .models.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
                        expected_scores, label_shares, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
                        write_coding_sheet)

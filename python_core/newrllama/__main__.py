@@ -8,7 +8,7 @@ import sys
 from typing import List, Optional
 
 from . import Context, Model, NewrllamaError, SamplingParams
-from .runs.catalog import is_fetched
+from .models.catalog import is_fetched
 from .engine.sampling_table import SAMPLING_FIELDS
 
 

@@ -10,7 +10,7 @@ import urllib.request
 import warnings
 
 import newrllama
-from newrllama.runs import catalog
+from newrllama.models import catalog
 from newrllama.findings.ppi import Interval
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
 from newrllama.labels.annotate import label_texts, split_message

@@ -6,7 +6,7 @@ import newrllama
 
 PACKAGE = Path(newrllama.__file__).resolve().parent
 # Lower layers never import higher ones; the doors import anything below them but not each other.
-LAYERS = {"base": 0, "runs": 1, "engine": 2, "labels": 3, "findings": 4, "server": 5, "cluster": 5, "doors": 6}
+LAYERS = {"base": 0, "models": 1, "runs": 2, "engine": 3, "labels": 4, "findings": 5, "server": 6, "cluster": 6, "doors": 7}
 BASE_MODULES = {"errors", "_lib", "_capi", "version", "columns", "frames"}  # below every layer: the caller's data in and out
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [

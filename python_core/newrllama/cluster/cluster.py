@@ -13,10 +13,10 @@ from ..frames import frame_texts, with_columns
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
-from ..runs.catalog import is_fetched
+from ..models.catalog import is_fetched
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..engine.model import Model, check_messages
-from ..runs.model_hash import ModelIdentity
+from ..models.model_hash import ModelIdentity
 from ..labels.order_bias import DEFAULT_DEBIAS
 from ..engine.parallel import ParamsArg, Prompt
 from ..engine.progress import Progress, check_progress, progress_bar

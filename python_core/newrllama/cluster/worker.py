@@ -16,7 +16,7 @@ from ..labels.annotation_task import AnnotationTask
 from ..engine.context import Context
 from ..errors import AnnotationWarning
 from ..engine.model import Model
-from ..runs.model_hash import ModelIdentity
+from ..models.model_hash import ModelIdentity
 from ..engine.parallel import ParamsArg, Prompt
 from ..engine.results import Completion
 

@@ -8,13 +8,13 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import _lib
 from .._lib import ffi, lib
-from ..runs.catalog import is_model_name, recommended_path
-from ..runs.download import fetch, is_remote
-from ..runs.embedded import default_model_path
+from ..models.catalog import is_model_name, recommended_path
+from ..models.download import fetch, is_remote
+from ..models.embedded import default_model_path
 from ..errors import InvalidArgumentError
 from .handle import OwnedHandle
 from .system import system_info
-from ..runs.model_hash import ModelIdentity, identify
+from ..models.model_hash import ModelIdentity, identify
 from .vocab import Vocab
 
 Message = Mapping[str, str]

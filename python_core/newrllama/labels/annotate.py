@@ -25,7 +25,7 @@ from ..engine.context import Context
 from ..engine.convenience import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
 from ..engine.model import Model
-from ..runs.model_hash import ModelIdentity
+from ..models.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
                          softmax)
 from ..engine.params import SamplingParams

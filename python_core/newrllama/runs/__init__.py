@@ -1,2 +1,2 @@
-"""Files of models and of runs, below the engine: downloads and the embedded model, GGUF sizing, model hashes,
-and results files that a killed run resumes from (the Job interface that generation and annotation implement)."""
+"""Recorded runs, below the engine: the results files that a killed run resumes from, the recording options that
+say where a run writes, and the Job interface that generation and annotation implement."""

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optio
 
 from ..errors import InvalidArgumentError
 from .jobs import Job, check_ids
-from .model_hash import ModelIdentity
+from ..models.model_hash import ModelIdentity
 from .recording import Recording
 
 try:

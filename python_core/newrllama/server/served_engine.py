@@ -12,7 +12,7 @@ from typing import Optional
 from ..engine.context import Context
 from ..engine.model import Model
 from ..errors import NewrllamaError
-from ..runs.catalog import is_model_name
+from ..models.catalog import is_model_name
 from .metrics import ServerMetrics
 
 

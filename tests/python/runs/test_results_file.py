@@ -7,7 +7,7 @@ import json
 import pytest
 
 import newrllama
-from newrllama.runs.model_hash import ModelIdentity
+from newrllama.models.model_hash import ModelIdentity
 from newrllama.runs.results_file import ResultsFile
 from helpers.results_lines import lines_of
 

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 import newrllama
-from newrllama.runs import catalog
-from newrllama.runs.catalog import RecommendedModel
-from newrllama.runs.pypi_chunks import PyPIChunks
+from newrllama.models import catalog
+from newrllama.models.catalog import RecommendedModel
+from newrllama.models.pypi_chunks import PyPIChunks
 from helpers.model_server import ModelServer
 from helpers.package_index import PackageIndex, chunk_wheel
 from helpers.small_gguf import small_gguf
 
 SMALL_NAME = "qwen2.5-coder-0.5b-instruct"
 SMALL = next(m for m in catalog.RECOMMENDED if m.name == SMALL_NAME)
-SMALL_CACHED = newrllama.runs.embedded.cache_dir() / SMALL.file_name  # the user's cache, before a test moves it
+SMALL_CACHED = newrllama.models.embedded.cache_dir() / SMALL.file_name  # the user's cache, before a test moves it
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import newrllama
-from newrllama.runs import embedded
+from newrllama.models import embedded
 
 NAME = "gemma-3-270m-q4_k_m.gguf"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import newrllama
-from newrllama.runs.download import cached_path, fetch
+from newrllama.models.download import cached_path, fetch
 from helpers.model_server import ModelServer
 from helpers.small_gguf import UNKNOWN_TYPE, small_gguf
 
@@ -234,7 +234,7 @@ def test_without_checksum_or_validator_a_cut_download_starts_over(server, cache)
     assert "Range" not in server.requests[-1][1]
 
 
-FETCH = "import sys; from newrllama.runs.download import fetch; print(fetch(sys.argv[1]))"
+FETCH = "import sys; from newrllama.models.download import fetch; print(fetch(sys.argv[1]))"
 
 
 def test_two_processes_loading_one_url_do_not_corrupt_each_other(server, cache):
@@ -262,7 +262,7 @@ def test_not_found_and_not_gguf_are_clear_errors_that_leave_nothing(server, cach
 
 FULL_DISK = """
 import resource, signal, sys
-from newrllama.runs.download import fetch
+from newrllama.models.download import fetch
 from newrllama import ModelLoadError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)          # a write past the limit fails with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (3 * 1024 * 1024, resource.RLIM_INFINITY))
@@ -288,7 +288,7 @@ def test_a_full_disk_is_a_clear_error_and_the_download_resumes_later(server, cac
 
 def test_a_download_larger_than_the_free_space_is_refused_before_writing(server, cache, monkeypatch):
     import shutil as real_shutil
-    from newrllama.runs import download
+    from newrllama.models import download
     usage = real_shutil.disk_usage(os.path.dirname(cache) or ".")
     monkeypatch.setattr(download.shutil, "disk_usage", lambda path: usage._replace(free=1024))
     url = f"{server.url}/files/small.gguf"

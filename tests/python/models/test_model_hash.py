@@ -8,8 +8,8 @@ import os
 import pytest
 
 import newrllama
-from newrllama.runs import download, file_record, model_hash
-from newrllama.runs.model_hash import identify
+from newrllama.models import download, file_record, model_hash
+from newrllama.models.model_hash import identify
 from helpers.model_server import ModelServer
 
 

@@ -5,7 +5,7 @@ import os
 import struct
 
 import newrllama
-from newrllama.runs.gguf_size import required_size
+from newrllama.models.gguf_size import required_size
 from helpers.small_gguf import UNKNOWN_TYPE, small_gguf
 
 
