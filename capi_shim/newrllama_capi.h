@@ -159,9 +159,9 @@ NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_hand
                                                             int n_threads, int n_seq_max, int n_batch,
                                                             newrllama_context_handle *context_out,
                                                             const char **error_message);
-/* As newrllama_context_create, plus n_seq_cache sequences (ids n_seq_max .. n_seq_max +
- * n_seq_cache - 1) that hold cached prompt prefixes or scratch work for the caller's own
- * policy. Each of the n_seq_max sequences has n_ctx_seq = n_ctx / n_seq_max cells of budget,
+/* As newrllama_context_create, plus n_seq_extra sequences (ids n_seq_max .. n_seq_max +
+ * n_seq_extra - 1) beyond the prompts', for the caller's own policy: newrllama's scheduler keeps
+ * cached prompt prefixes in some and scratch work (label paths) in the others. Each of the n_seq_max sequences has n_ctx_seq = n_ctx / n_seq_max cells of budget,
  * which callers enforce.
  * kv_unified = 0 (newrllama_context_create's choice): a stream of n_ctx_seq cells per
  * sequence, as llama-server keeps its slots: attention reads the sequence's own cells only, a
@@ -178,7 +178,7 @@ NEWRLLAMA_API newrllama_error_code newrllama_context_create(newrllama_model_hand
  * default and its fastest prefill of long prompts. */
 NEWRLLAMA_API newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx,
                                                                int n_threads, int n_seq_max, int n_batch,
-                                                               int n_seq_cache, int kv_unified, int batch_invariant,
+                                                               int n_seq_extra, int kv_unified, int batch_invariant,
                                                                newrllama_context_handle *context_out,
                                                                const char **error_message);
 NEWRLLAMA_API void newrllama_context_free(newrllama_context_handle ctx);
@@ -186,6 +186,9 @@ NEWRLLAMA_API int32_t newrllama_context_n_ctx(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_ctx_seq(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_batch(newrllama_context_handle ctx);
 NEWRLLAMA_API int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx);
+/* The n_seq_extra sequences beyond the prompts' (cached prefixes and scratch alike). */
+NEWRLLAMA_API int32_t newrllama_context_n_seq_extra(newrllama_context_handle ctx);
+/* Deprecated: the same number as newrllama_context_n_seq_extra, under a name that counted only cached prefixes. */
 NEWRLLAMA_API int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx);
 /* The model's sliding-window size (0 if it has none). */
 NEWRLLAMA_API int32_t newrllama_context_n_swa(newrllama_context_handle ctx);
@@ -355,7 +358,7 @@ NEWRLLAMA_API newrllama_error_code newrllama_step(newrllama_context_handle ctx, 
                                                   int32_t n_slots, int32_t *decode_code_out,
                                                   const char **error_message);
 
-/* Sequence operations; seq ids are in [0, n_seq_max + n_seq_cache). */
+/* Sequence operations; seq ids are in [0, n_seq_max + n_seq_extra). */
 NEWRLLAMA_API newrllama_error_code newrllama_seq_clear(newrllama_context_handle ctx, int32_t seq_id,
                                                        const char **error_message);
 /* dst becomes a copy of positions [0, n_tokens) of src (n_tokens < 0: all of src); dst's

@@ -16,7 +16,7 @@ newrllama_error_code newrllama_context_create(newrllama_model_handle model, int 
 }
 
 newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, int n_ctx, int n_threads,
-                                                 int n_seq_max, int n_batch, int n_seq_cache, int kv_unified,
+                                                 int n_seq_max, int n_batch, int n_seq_extra, int kv_unified,
                                                  int batch_invariant, newrllama_context_handle *context_out,
                                                  const char **error_message) {
     nr_clear_error(error_message);
@@ -32,10 +32,10 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
                        "n_ctx must be in [16 * n_seq_max, %d] = [%d, %d], got %d", NR_MAX_CTX,
                        16 * n_seq_max, NR_MAX_CTX, n_ctx);
     }
-    if (n_seq_cache < 0 || n_seq_cache > NR_MAX_SEQ - n_seq_max) {
+    if (n_seq_extra < 0 || n_seq_extra > NR_MAX_SEQ - n_seq_max) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "n_seq_cache must be in [0, %d - n_seq_max] = [0, %d], got %d", NR_MAX_SEQ,
-                       NR_MAX_SEQ - n_seq_max, n_seq_cache);
+                       "n_seq_extra must be in [0, %d - n_seq_max] = [0, %d], got %d", NR_MAX_SEQ,
+                       NR_MAX_SEQ - n_seq_max, n_seq_extra);
     }
     if (n_threads < 0 || n_threads > 1024) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
@@ -47,10 +47,10 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
                        "n_batch must be in [n_seq_max, n_ctx] = [%d, %d] (0 = default), got %d",
                        n_seq_max, n_ctx, n_batch);
     }
-    if (n_seq_max + n_seq_cache > n_batch) {
+    if (n_seq_max + n_seq_extra > n_batch) {
         /* llama.cpp sizes its output buffer for max(n_batch, sequences) rows and asserts otherwise. */
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "n_seq_max + n_seq_cache (%d + %d) must not exceed n_batch (%d)", n_seq_max, n_seq_cache, n_batch);
+                       "n_seq_max + n_seq_extra (%d + %d) must not exceed n_batch (%d)", n_seq_max, n_seq_extra, n_batch);
     }
     if (n_threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -71,10 +71,10 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
      * sequence (the extra ones too) has a stream of that budget. */
     int32_t n_ctx_seq = (n_ctx / n_seq_max + 255) / 256 * 256;
     struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = (uint32_t)n_ctx_seq * (uint32_t)(kv_unified ? n_seq_max : n_seq_max + n_seq_cache);
+    cp.n_ctx = (uint32_t)n_ctx_seq * (uint32_t)(kv_unified ? n_seq_max : n_seq_max + n_seq_extra);
     cp.n_batch = (uint32_t)n_batch;
     cp.n_ubatch = (uint32_t)n_batch;
-    cp.n_seq_max = (uint32_t)(n_seq_max + n_seq_cache);
+    cp.n_seq_max = (uint32_t)(n_seq_max + n_seq_extra);
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
@@ -128,7 +128,7 @@ newrllama_error_code newrllama_context_create_ex(newrllama_model_handle model, i
     c->batch_invariant = batch_invariant == 1;
     c->n_ctx_seq = n_ctx_seq;
     c->n_seq_max = n_seq_max;
-    c->n_seq_total = n_seq_max + n_seq_cache;
+    c->n_seq_total = n_seq_max + n_seq_extra;
     c->n_swa = llama_model_n_swa(model->model);
     *context_out = c;
     return NEWRLLAMA_OK;
@@ -151,9 +151,10 @@ int32_t newrllama_context_n_ctx(newrllama_context_handle ctx) { return ctx ? ctx
 int32_t newrllama_context_n_ctx_seq(newrllama_context_handle ctx) { return ctx ? ctx->n_ctx_seq : -1; }
 int32_t newrllama_context_n_batch(newrllama_context_handle ctx) { return ctx ? ctx->n_batch : -1; }
 int32_t newrllama_context_n_seq_max(newrllama_context_handle ctx) { return ctx ? ctx->n_seq_max : -1; }
-int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx) {
+int32_t newrllama_context_n_seq_extra(newrllama_context_handle ctx) {
     return ctx ? ctx->n_seq_total - ctx->n_seq_max : -1;
 }
+int32_t newrllama_context_n_seq_cache(newrllama_context_handle ctx) { return newrllama_context_n_seq_extra(ctx); }
 int32_t newrllama_context_n_swa(newrllama_context_handle ctx) { return ctx ? ctx->n_swa : -1; }
 int32_t newrllama_context_kv_unified(newrllama_context_handle ctx) { return ctx ? ctx->kv_unified : -1; }
 int32_t newrllama_context_batch_invariant(newrllama_context_handle ctx) { return ctx ? ctx->batch_invariant : -1; }
@@ -179,7 +180,7 @@ newrllama_error_code newrllama_context_inject_decode_failure(newrllama_context_h
     if (!ctx) return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT, "context is NULL");
     if (after_n_decodes < 1 || seq_id < -1 || seq_id >= ctx->n_seq_total || code == 0) {
         return nr_fail(error_message, NEWRLLAMA_ERROR_INVALID_ARGUMENT,
-                       "need after_n_decodes >= 1, -1 <= seq_id < n_seq_max + n_seq_cache and a nonzero code");
+                       "need after_n_decodes >= 1, -1 <= seq_id < n_seq_max + n_seq_extra and a nonzero code");
     }
     mtx_lock(&ctx->lock);
     ctx->fault = (struct decode_fault){.countdown = after_n_decodes, .armed = false, .seq_id = seq_id, .code = code};

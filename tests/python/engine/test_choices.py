@@ -114,7 +114,7 @@ def test_choices_mix_with_free_prompts_and_leave_nothing_behind(ctx4, model):
     assert completions[3].choice_probs is None and completions[3].n_gen_tokens == 6
     assert ctx4.n_used_cells() == 0
     lo, hi = ffi.new("int32_t *"), ffi.new("int32_t *")
-    n_all = ctx4.n_seq_max + lib.newrllama_context_n_seq_cache(ctx4.handle)
+    n_all = ctx4.n_seq_max + lib.newrllama_context_n_seq_extra(ctx4.handle)
     kept = {p.seq: p.n_tokens for p in ctx4._scheduler.cache.entries}  # runs the prefix cache keeps on purpose
     for seq in range(ctx4.n_seq_max, n_all):
         assert lib.newrllama_seq_pos_range(ctx4.handle, seq, lo, hi, ffi.NULL) == lib.NEWRLLAMA_OK
@@ -174,7 +174,7 @@ def test_labels_that_do_not_fit_fail_alone(model):
 def test_tiny_contexts_keep_working_and_explain_what_they_cannot_do(model):
     # n_batch caps how many sequences llama.cpp can hold; here none is left for scratch work.
     with newrllama.Context(model, n_ctx=64, n_seq_max=4, n_batch=4, n_threads=2) as ctx:
-        assert lib.newrllama_context_n_seq_cache(ctx.handle) == 0
+        assert lib.newrllama_context_n_seq_extra(ctx.handle) == 0
         completions = ctx.generate_parallel(TOPIC_PROMPTS[:2] + [capital_prompt("Spain")],
                                             [TOPICS, CAPITALS, newrllama.SamplingParams(max_tokens=2)])
         assert all(c.finish_reason == "error" and "scratch sequence" in c.error for c in completions[:2])

@@ -74,7 +74,8 @@ def test_null_arguments_are_refused(step_ctx):
     assert lib.newrllama_seq_clear(step_ctx.handle, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_copy(step_ctx.handle, 1, 1, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
     assert lib.newrllama_seq_copy(step_ctx.handle, 0, PAST_THE_LAST_SEQUENCE, -1, ffi.NULL) == lib.NEWRLLAMA_ERROR_INVALID_ARGUMENT
-    assert lib.newrllama_context_n_seq_cache(step_ctx.handle) == PAST_THE_LAST_SEQUENCE - 4
+    assert lib.newrllama_context_n_seq_extra(step_ctx.handle) == PAST_THE_LAST_SEQUENCE - 4
+    assert lib.newrllama_context_n_seq_cache(step_ctx.handle) == lib.newrllama_context_n_seq_extra(step_ctx.handle)  # the old name
 
 
 def test_failed_step_is_rolled_back_exactly(step_ctx, model):
