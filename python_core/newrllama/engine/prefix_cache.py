@@ -135,8 +135,8 @@ def shared_start_lengths(prompts: Sequence[bytes]) -> List[Tuple[int, ...]]:
     return [worth_caching(d, n_tokens_of(prompts[i]) - 1) for i, d in enumerate(depths)]
 
 
-class RunState(enum.Enum):
-    """Where a cached run is (Prefix.state)."""
+class PrefixState(enum.Enum):
+    """Where a cached prefix is (Prefix.state)."""
 
     AWAITING_PARENT = "awaiting parent"  # it will copy its parent's cells once the parent is decoded
     DECODING = "decoding"                # the steps decode its own tokens
@@ -177,10 +177,10 @@ class Prefix:
         return self.n_past == self.n_tokens
 
     @property
-    def state(self) -> RunState:
+    def state(self) -> PrefixState:
         if self.awaiting_parent:
-            return RunState.AWAITING_PARENT
-        return RunState.READY if self.ready else RunState.DECODING
+            return PrefixState.AWAITING_PARENT
+        return PrefixState.READY if self.ready else PrefixState.DECODING
 
     # ---- as the holder of a step slot (see scheduler.py) ----
 
@@ -192,39 +192,39 @@ class Prefix:
         """It works for the calls whose prompts wait for it."""
         return [r.call for r in active if r is not None and r.prefix is self]
 
-    def after_step(self, slot) -> Optional["RunReady"]:
-        return RunReady(self) if self.ready else None
+    def after_step(self, slot) -> Optional["PrefixReady"]:
+        return PrefixReady(self) if self.ready else None
 
-    def cleared(self) -> "RunCleared":
-        return RunCleared(self)
+    def cleared(self) -> "PrefixCleared":
+        return PrefixCleared(self)
 
-    def failed(self, why: str) -> "RunFailed":
-        return RunFailed(self)
+    def failed(self, why: str) -> "PrefixFailed":
+        return PrefixFailed(self)
 
 
 # What a step did for a cached run (step_events.py gathers every holder's events).
 @dataclass(frozen=True)
-class RunReady:
+class PrefixReady:
     """A cached run is decoded to its end: the prompts waiting for it can copy it."""
 
     prefix: Prefix
 
 
 @dataclass(frozen=True)
-class RunCleared:
+class PrefixCleared:
     """A failed step left a cached run's sequence empty: it is decoded again from its start."""
 
     prefix: Prefix
 
 
 @dataclass(frozen=True)
-class RunFailed:
+class PrefixFailed:
     """A cached run cannot be decoded even alone: its prompts decode their starts themselves."""
 
     prefix: Prefix
 
 
-RunEvent = Union[RunReady, RunCleared, RunFailed]
+PrefixEvent = Union[PrefixReady, PrefixCleared, PrefixFailed]
 
 
 class PrefixCache:
@@ -248,7 +248,7 @@ class PrefixCache:
         return list(self._entries.values())
 
     def decoding(self) -> List[Prefix]:
-        return [p for p in self._entries.values() if p.state is RunState.DECODING]
+        return [p for p in self._entries.values() if p.state is PrefixState.DECODING]
 
     def n_cells_held(self) -> int:
         """An upper bound of the cells the runs hold (cells shared with prompts count here only; cells a

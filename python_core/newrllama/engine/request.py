@@ -31,7 +31,7 @@ class RequestStatus(enum.Enum):
     """Where a request is, derived from its fields (Request.status)."""
 
     WAITING = "waiting"                  # for a sequence
-    AWAITING_RUN = "awaiting run"        # admitted; the cached run it starts from is still being decoded
+    AWAITING_PREFIX = "awaiting prefix"  # admitted; the cached prefix it starts from is still being decoded
     PREFILLING = "prefilling"            # its prompt's tokens are being decoded
     GENERATING = "generating"            # one token to decode per step, then one to sample
     SCORING_LABELS = "scoring labels"    # its prompt is decoded; its labels' paths are being scored
@@ -96,7 +96,7 @@ class Request:
         if self.seq < 0:
             return RequestStatus.WAITING
         if self.awaiting_prefix:
-            return RequestStatus.AWAITING_RUN
+            return RequestStatus.AWAITING_PREFIX
         if self.scoring_labels:
             return RequestStatus.SCORING_LABELS
         return RequestStatus.GENERATING if self.n_tokens - self.n_past == 1 else RequestStatus.PREFILLING

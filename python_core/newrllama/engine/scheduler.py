@@ -21,7 +21,7 @@ from .request import Call, Request
 from .samplers import SamplerError, free_sampler, new_sampler
 from .step_assembly import NO_KV_ROOM, SlotHolder, StepAssembly
 from .step_events import (FirstTokensScored, LabelPathCleared, LabelPathFailed, LabelPathScored, PromptCleared,
-                          PromptFailed, RunCleared, RunFailed, RunReady, StepEvent, TokenSampled)
+                          PromptFailed, PrefixCleared, PrefixFailed, PrefixReady, StepEvent, TokenSampled)
 
 
 class Scheduler:
@@ -227,11 +227,11 @@ class Scheduler:
         elif isinstance(event, LabelPathScored):
             self.labels.path_scored(event.job)
             self._after_scores(event.job.owner)
-        elif isinstance(event, RunReady):
+        elif isinstance(event, PrefixReady):
             self.prefixes.run_ready(event.prefix, self._active)
         elif isinstance(event, PromptCleared):
             self.prefixes.let_go(event.request)
-        elif isinstance(event, RunCleared):
+        elif isinstance(event, PrefixCleared):
             self.cache.restart(event.prefix)
         elif isinstance(event, LabelPathCleared):
             self.labels.path_cleared(event.job)
@@ -239,7 +239,7 @@ class Scheduler:
             self.retire(event.request, "error", event.why, engine_error=True)
         elif isinstance(event, LabelPathFailed):
             self.retire(event.job.owner, "error", event.why, engine_error=True)
-        elif isinstance(event, RunFailed):
+        elif isinstance(event, PrefixFailed):
             self.prefixes.run_failed(event.prefix, self._active)
         else:
             raise TypeError(f"not a step event: {event!r}")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Union
 
 from .choices import LabelPathCleared, LabelPathEvent, LabelPathFailed, LabelPathScored
-from .prefix_cache import RunCleared, RunEvent, RunFailed, RunReady
+from .prefix_cache import PrefixCleared, PrefixEvent, PrefixFailed, PrefixReady
 from .request import FirstTokensScored, PromptCleared, PromptEvent, PromptFailed, TokenSampled
 
-StepEvent = Union[PromptEvent, RunEvent, LabelPathEvent]
+StepEvent = Union[PromptEvent, PrefixEvent, LabelPathEvent]
 
 __all__ = ["FirstTokensScored", "LabelPathCleared", "LabelPathFailed", "LabelPathScored", "PromptCleared",
-           "PromptFailed", "RunCleared", "RunFailed", "RunReady", "StepEvent", "TokenSampled"]
+           "PromptFailed", "PrefixCleared", "PrefixFailed", "PrefixReady", "StepEvent", "TokenSampled"]

@@ -5,7 +5,7 @@ from typing import List
 
 from helpers.fake_kv import FakeKv
 from newrllama.engine.policy import SchedulerConfig
-from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, RunState, shared_start_lengths, token_key
+from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, PrefixState, shared_start_lengths, token_key
 from newrllama.engine.sequence_layout import SequenceLayout
 
 FIRST_SEQ = 10
@@ -39,12 +39,12 @@ def test_prompts_waiting_together_get_nested_runs_each_decoding_only_its_own_tok
     instruction = next(p for p in cache.entries if p.n_tokens == len(INSTRUCTION))
     text_runs = [p for p in cache.entries if p.parent is instruction]
     assert len(cache.entries) == 3 and len(text_runs) == 2
-    assert all(p.state is RunState.AWAITING_PARENT and p.n_inherited == len(INSTRUCTION) for p in text_runs)
+    assert all(p.state is PrefixState.AWAITING_PARENT and p.n_inherited == len(INSTRUCTION) for p in text_runs)
     assert cache.decoding() == [instruction]
     assert [n for _, n in starts] == [len(INSTRUCTION) + 12] * 4 and instruction.users == 2
     decode(cache, kv, instruction)  # the texts' runs copy it and decode only their text
-    assert all(p.state is RunState.DECODING and p.n_past == len(INSTRUCTION) for p in text_runs)
-    assert instruction.state is RunState.READY and sorted(cache.decoding(), key=id) == sorted(text_runs, key=id)
+    assert all(p.state is PrefixState.DECODING and p.n_past == len(INSTRUCTION) for p in text_runs)
+    assert instruction.state is PrefixState.READY and sorted(cache.decoding(), key=id) == sorted(text_runs, key=id)
     assert all(kv.seqs[p.seq] == INSTRUCTION for p in text_runs)
     for p in text_runs:
         decode(cache, kv, p)
