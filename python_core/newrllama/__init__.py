@@ -15,7 +15,7 @@ from .labels.annotation_task import AnnotationTask
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .engine.context import Context
-from .engine.convenience import generate_parallel
+from .engine.sized_context import generate_parallel
 from .models.catalog import RecommendedModel, recommended_models
 from .models.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,

@@ -22,7 +22,7 @@ from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
 from ..engine.context import Context
-from ..engine.convenience import sized_context
+from ..engine.sized_context import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
 from ..engine.model import Model
 from ..models.model_hash import ModelIdentity

@@ -13,7 +13,7 @@ from .annotate import MISSING, label_texts, model_of
 from .annotation import check_texts
 from .annotation_task import AnnotationTask, Labels
 from ..engine.context import Context
-from ..engine.convenience import sized_context
+from ..engine.sized_context import sized_context
 from ..engine.model import Model
 from ..errors import AnnotationWarning, InvalidArgumentError
 from ..frames import Tabular

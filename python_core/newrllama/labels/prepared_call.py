@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from .annotation_task import AnnotationTask
 from .codebook import Codebook
 from ..engine.context import Context
-from ..engine.convenience import sequence_budget
+from ..engine.sized_context import sequence_budget
 from ..engine.model import Model
 from ..engine.parallel import tokens_or_error
 from ..engine.vocab import Vocab

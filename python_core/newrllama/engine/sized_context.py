@@ -1,4 +1,5 @@
-"""One-call parallel generation: makes a model and a context that fit the prompts."""
+"""A context sized for the prompts of one call (sized_context, sequence_budget), and the one-call generate_parallel
+that makes a model and such a context."""
 from __future__ import annotations
 
 import os
