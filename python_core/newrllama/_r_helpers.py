@@ -96,6 +96,11 @@ def unpack(completions):
             "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 
+def annotation_fields():
+    """The options of an annotation (AnnotationTask's arguments), which R's verbs take under the same names."""
+    return [f.name for f in dataclasses.fields(newrllama.AnnotationTask) if f.init]
+
+
 def annotation_task(labels, instruction, **options):
     """The AnnotationTask of an R call; an option R leaves NULL takes the library's default."""
     return newrllama.AnnotationTask(labels, instruction, **{k: v for k, v in options.items() if v is not None})

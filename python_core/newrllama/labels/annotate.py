@@ -56,6 +56,7 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     table's columns added, each named with a leading dot (``.label``, ``.prob_<label>``, ``.order_flip``,
     ``.tokens_cut``, ``.error``, as in R).
 
+    ``instruction`` is the task, said to the model before each text (in the system turn of a chat model).
     ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
     definitions (put after the text, before the list of labels: on the Reuters stories the
     instruct model told the topics apart with them there, and gave every story one label with

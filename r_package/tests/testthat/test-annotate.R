@@ -227,3 +227,16 @@ test_that("llm_use() sets the model every verb given no context runs on", {
   expect_error(llm_generate(data.frame(p = "x"), p), "llm_use", class = "newrllama_invalid_argument")
   expect_error(llm_use(model, n_ctx = "big"), class = "newrllama_invalid_argument")
 })
+
+test_that("the verbs take every option of Python's AnnotationTask and leave its defaults to Python", {
+  # A new option of AnnotationTask that a verb misses fails here (Python's doors: test_annotation_signatures.py).
+  fields <- as.character(unlist(newrllama:::python_helpers()$annotation_fields()))
+  expect_true(all(c("labels", "instruction", "debias", "too_long") %in% fields))
+  for (verb in list(llm_annotate, llm_vec_annotate, plan_annotation)) {
+    args <- formals(verb)
+    expect_setequal(setdiff(fields, names(args)), character())
+    expect_identical(args$instruction, "")
+    options <- as.list(args)[setdiff(fields, "instruction")]
+    expect_true(all(vapply(options, is.null, logical(1))))
+  }
+})
