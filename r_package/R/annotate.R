@@ -15,7 +15,8 @@
 #' @param x A character vector of texts.
 #' @param labels A character vector of at least two labels, or a named
 #'   character vector (or list) whose names are the labels and whose values
-#'   define them (`""` for a label left undefined).
+#'   define them (`""` for a label left undefined); or a task from
+#'   [annotation_task()], which holds the instruction and options too.
 #' @param instruction What the model is to do, before the list of labels.
 #' @param context A context from [context_create()], a cluster from
 #'   [cluster_create()] (every argument reaches its workers), or `NULL` for the
@@ -133,11 +134,11 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
                          too_long = NULL) {
   x <- text_column(.data, substitute(col), parent.frame())
   pred_name <- check_string(pred_name, "pred_name")
-  out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
-                        resume = resume, definitions = definitions, examples = examples, debias = debias,
-                        calibration = calibration, codebook = codebook, examples_in = examples_in,
-                        retry_errors = retry_errors, too_long = too_long, call = sys.call())
-  with_annotation_columns(.data, out, labels, codebook, pred_name)
+  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                       too_long, sys.call())
+  out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
+                        retry_errors = retry_errors, call = sys.call())
+  with_annotation_columns(.data, out, task$labels, task$codebook, pred_name)
 }
 
 # `.data` with the columns of a labelling call's results (Python's named columns, by question with a codebook).
@@ -159,48 +160,96 @@ llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL,
                              too_long = NULL, columns = FALSE, pred_name = ".label") {
   columns <- check_flag(columns, "columns")
   pred_name <- check_string(pred_name, "pred_name")
-  out <- annotate_texts(x, labels, instruction, context, ..., progress = progress, output = output,
-                        resume = resume, definitions = definitions, examples = examples, debias = debias,
-                        calibration = calibration, codebook = codebook, examples_in = examples_in,
-                        retry_errors = retry_errors, too_long = too_long, call = sys.call())
+  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                       too_long, sys.call())
+  out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
+                        retry_errors = retry_errors, call = sys.call())
   if (columns) {
-    return(with_annotation_columns(tibble::tibble(.rows = length(x)), out, labels, codebook, pred_name))
+    return(with_annotation_columns(tibble::tibble(.rows = length(x)), out, task$labels, task$codebook, pred_name))
   }
-  if (is.null(codebook)) {
+  if (is.null(task$codebook)) {
     return(stats::setNames(chosen_labels(out), names(x)))
   }
   tibble::as_tibble(lapply(out, chosen_labels))
 }
 
-# Checks the arguments of llm_annotate() and llm_vec_annotate(), labels the texts, and warns about what went wrong:
-# labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts that failed (their
-# reasons in the warning's `errors`). Returns Python's named columns (by question with a codebook).
-annotate_texts <- function(x, labels, instruction, context, ..., progress, output, resume, definitions, examples,
-                           debias, calibration, codebook, examples_in, retry_errors, too_long, call) {
+# Checks the texts of llm_annotate() and llm_vec_annotate(), labels them with `task` (task_of_call()), and warns
+# about what went wrong: labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts
+# that failed (their reasons in the warning's `errors`). Returns Python's named columns (by question with a
+# codebook).
+annotate_texts <- function(x, task, context, ..., progress, output, resume, retry_errors, call) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)), call = call)
   }
-  task <- annotation_task(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                          too_long, call)
   progress <- progress_reporter(progress, "prompts", call = call)
   recording <- check_output(output, resume, retry_errors, names(x), "x", call = call)
   if (in_grouped_call()) {
-    message <- with_python(python_helpers()$group_warning(task), call = call)
+    message <- with_python(python_helpers()$group_warning(task$py), call = call)
     if (!is.null(message)) warn_group_dependent(message)
   }
-  out <- label_texts(session_runner(context), x, task, progress, recording, call, ...)
-  warn_annotations(if (is.null(codebook)) list(out) else out)
+  out <- label_texts(session_runner(context), x, task$py, progress, recording, call, ...)
+  warn_annotations(if (is.null(task$codebook)) list(out) else out)
   out
 }
 
-# The checked task (Python's AnnotationTask) of a labelling call's arguments; NULL options take the library's default.
-annotation_task <- function(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                            too_long, call) {
+#' An annotation task, made once
+#'
+#' The labels (or codebook), instruction and options of a labelling call, checked once and kept in one object that
+#' [llm_annotate()], [llm_vec_annotate()] and [plan_annotation()] take in the place of `labels`, as ellmer keeps a
+#' chat's settings in an object. The same task gives the same prompts in every call, and a change to it is one
+#' edit.
+#'
+#' @inheritParams llm_annotate
+#' @return A `newrllama_annotation_task`: a list with `labels`, `codebook` and `instruction` as given and `py`, the
+#'   Python library's `AnnotationTask`. `print()` sums it up.
+#' @seealso [llm_annotate()], whose arguments these are.
+#' @examplesIf newrllama::newrllama_available()
+#' task <- annotation_task(c("acquisition", "crude oil"), "Give the topic of the news story.", debias = "reverse")
+#' task
+#' llm_vec_annotate(c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."), task)
+#' @export
+annotation_task <- function(labels = NULL, instruction = "", definitions = NULL, examples = NULL, debias = NULL,
+                            calibration = NULL, codebook = NULL, examples_in = NULL, too_long = NULL) {
+  if (inherits(labels, "newrllama_annotation_task")) {
+    abort_invalid("`labels` is a task already: give its options to annotation_task() once")
+  }
+  task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in, too_long,
+               sys.call())
+}
+
+#' @export
+print.newrllama_annotation_task <- function(x, ...) {
+  py <- x$py
+  what <- if (is.null(x$codebook)) {
+    labels <- label_names(x$labels)
+    sprintf("%d labels: %s", length(labels), paste(labels, collapse = ", "))
+  } else {
+    sprintf("%d questions: %s", length(x$codebook), paste(names(x$codebook), collapse = ", "))
+  }
+  cat("<newrllama_annotation_task> ", what, "\n", sep = "")
+  if (nzchar(x$instruction)) cat("  instruction: ", x$instruction, "\n", sep = "")
+  cat("  debias: ", py$debias, "; too_long: ", py$too_long, "; examples_in: ", py$examples_in, "\n", sep = "")
+  invisible(x)
+}
+
+# The task of a labelling call: the one annotation_task() made, given in the place of `labels` (then no other
+# option may be given), or one made of the call's arguments, checked by Python's AnnotationTask; NULL options
+# take the library's default.
+task_of_call <- function(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                         too_long, call) {
+  if (inherits(labels, "newrllama_annotation_task")) {
+    options <- list(definitions, examples, debias, calibration, codebook, examples_in, too_long)
+    if (!identical(instruction, "") || !all(vapply(options, is.null, logical(1)))) {
+      abort_invalid("give a task's instruction and options in annotation_task() or in the call, not both",
+                    call = call)
+    }
+    return(labels)
+  }
   optional_string <- function(x, name) if (is.null(x)) NULL else check_string(x, name, call = call)
-  with_python(python_helpers()$annotation_task(
+  py <- with_python(python_helpers()$annotation_task(
     if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
     check_string(instruction, "instruction", call = call),
     definitions = check_definitions(definitions, call = call), examples = check_examples(examples, call = call),
@@ -208,6 +257,8 @@ annotation_task <- function(labels, instruction, definitions, examples, debias, 
     calibration = python_calibrations(calibration, !is.null(codebook), call = call),
     examples_in = optional_string(examples_in, "examples_in"), too_long = optional_string(too_long, "too_long")
   ), call = call)
+  structure(list(labels = labels, codebook = codebook, instruction = instruction, py = py),
+            class = "newrllama_annotation_task")
 }
 
 # The texts of llm_annotate()'s `col`: a bare column name, a string, or a variable of the caller's (`env`) holding

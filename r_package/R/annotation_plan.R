@@ -34,13 +34,13 @@ plan_annotation <- function(.data, col, labels = NULL, instruction = "", context
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)))
   }
-  task <- annotation_task(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                          too_long, sys.call())
+  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
+                       too_long, sys.call())
   sample <- check_count(sample, "sample")
   context <- session_runner(context)
   if (!is.null(context)) check_context(context)
   plan <- with_python(do.call(python_helpers()$plan_annotation,
-                              c(list(na_to_none(x), task, if (is.null(context)) NULL else context$py,
+                              c(list(na_to_none(x), task$py, if (is.null(context)) NULL else context$py,
                                      if (is.null(context)) embedded_model(), sample),
                                 python_args(list(...)))))
   number <- function(v) if (is.null(v)) NA_real_ else as.numeric(v)

@@ -240,3 +240,20 @@ test_that("the verbs take every option of Python's AnnotationTask and leave its 
     expect_true(all(vapply(options, is.null, logical(1))))
   }
 })
+
+test_that("annotation_task() makes a task once that the verbs take in the place of the labels", {
+  stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
+  labels <- c("acquisition", "crude oil")
+  task <- annotation_task(labels, "Give the topic of the news story.", debias = "reverse")
+  expect_s3_class(task, "newrllama_annotation_task")
+  expect_output(print(task), "2 labels: acquisition, crude oil")
+  expect_output(print(task), "debias: reverse")
+  expect_identical(llm_vec_annotate(stories$text, task, progress = FALSE),
+                   llm_vec_annotate(stories$text, labels, "Give the topic of the news story.", debias = "reverse",
+                                    progress = FALSE))
+  expect_identical(llm_annotate(stories, text, task, progress = FALSE)$.label,
+                   unname(llm_vec_annotate(stories$text, task, progress = FALSE)))
+  expect_s3_class(plan_annotation(stories, text, task, sample = 0), "newrllama_annotation_plan")
+  expect_error(llm_vec_annotate(stories$text, task, debias = "none"), "not both", class = "newrllama_invalid_argument")
+  expect_error(annotation_task(labels, too_long = "sometimes"), "too_long", class = "newrllama_invalid_argument")
+})
