@@ -68,7 +68,6 @@ class StepAssembly:
         self._n_batch = n_batch
         self._config = config
         self._prefixes = prefixes
-        self._cache = prefixes.cache
         self._labels = labels
         # llama.cpp splits a step into one pass over the weights per distinct number of tokens its sequences
         # carry (every sequence has a KV stream of its own): in a step of prefill alone, a small piece of a
@@ -82,7 +81,7 @@ class StepAssembly:
         prefill pieces. True if the step carries prompt tokens."""
         holders = self.holders = []
         room = self._n_batch
-        cache = self._cache
+        cache = self._prefixes.cache
         runs = cache.decoding() if cache is not None else []
         generating: List[Request] = []
         scoring: List[Request] = []
