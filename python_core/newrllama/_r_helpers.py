@@ -1,15 +1,21 @@
-"""The Python side of the R package: each function does one R call"s work and returns plain
-lists, so that reticulate converts the results once instead of field by field."""
+"""The Python side of the R package, and its one door: R reaches the library through this module alone. Each
+function does one R call's work and returns plain lists, so that reticulate converts the results once instead of
+field by field; annotations come from R as one named list (annotations_of()). The library's own names that R calls
+as they are come in through the import below."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 import warnings
 
 import newrllama
+from newrllama import (Calibration, Model, Recording, SamplingParams, agreement, read_coding_design,  # noqa: F401
+                       read_coding_sheet, read_codings, recommended_models, validate, weighted_kappa,
+                       write_coding_sheet)
 from newrllama.models import catalog
 from newrllama.findings.ppi import Interval
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
@@ -164,38 +170,37 @@ def unpack_annotations(done):
             "provenance": next((json.dumps(a.provenance.to_dict()) for a in done if a.provenance), None)}
 
 
-def labelled(labels, names, probs, errors, provenance=None):
-    """Annotations from llm_vec_annotate()'s labels and chosen probabilities alone (what the estimators read)."""
-    return repack_annotations(labels, names, probs, [None] * len(labels), [None] * len(labels), errors, provenance)
+def annotations_of(parts):
+    """R's annotation columns (annotation_parts(): one named list, the one shape in which annotations cross from R)
+    as Annotations again."""
+    names = parts["names"]
+    n = len(parts["labels"])
 
+    def column(key, default=None):
+        values = parts.get(key)
+        return values if values is not None else [default] * n
 
-def repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance=None):
-    """llm_vec_annotate()'s result (its label vector, probability matrices' rows and provenance record) as
-    Annotations again."""
     def as_dict(row):
         return dict(zip(names, row)) if row is not None else None
+    provenance = parts.get("provenance")
     source = Provenance.from_dict(json.loads(provenance)) if provenance else None
-    return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f), provenance=source)
-            for label, p, r, f, error in zip(labels, probs, raw_probs, order_free_probs, errors)]
+    return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f), order_flip=flip,
+                                 tokens_cut=int(cut), provenance=source)
+            for label, p, r, f, error, flip, cut in zip(parts["labels"], parts["probs"], column("raw_probs"),
+                                                        column("order_free_probs"), parts["errors"],
+                                                        column("flips"), column("tokens_cut", 0))]
 
 
-def calibrate(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, penalty, folds, balanced,
-              criterion):
-    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
-    return newrllama.calibrate(annotations, truth, penalty=penalty, folds=folds, balanced=balanced,
-                               criterion=criterion)
+def calibrate(parts, truth, **options):
+    return newrllama.calibrate(annotations_of(parts), truth, **options)
 
 
-def calibration_apply(cal, labels, names, probs, raw_probs, order_free_probs, errors, provenance):
-    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
-    return unpack_annotations(cal.apply(annotations))
+def calibration_apply(cal, parts):
+    return unpack_annotations(cal.apply(annotations_of(parts)))
 
 
-def cross_fit(labels, names, probs, raw_probs, order_free_probs, errors, provenance, truth, folds, seed, penalty,
-              balanced, criterion):
-    annotations = repack_annotations(labels, names, probs, raw_probs, order_free_probs, errors, provenance)
-    return unpack_annotations(newrllama.cross_fit(annotations, truth, folds=folds, seed=seed, penalty=penalty,
-                                                  balanced=balanced, criterion=criterion))
+def cross_fit(parts, truth, **options):
+    return unpack_annotations(newrllama.cross_fit(annotations_of(parts), truth, **options))
 
 
 def calibration_json(cal):
@@ -206,9 +211,8 @@ def calibration_from_json(text):
     return newrllama.Calibration.from_dict(json.loads(text))
 
 
-def least_confident(labels, names, probs, errors, n):
-    annotations = labelled(labels, names, probs, errors)
-    return newrllama.least_confident(annotations, n)
+def least_confident(parts, n):
+    return newrllama.least_confident(annotations_of(parts), n)
 
 
 # Python's field names -> the R data frames' column names (broom's where broom has one).
@@ -244,27 +248,23 @@ def coding_design(kind, strata, inclusion_probs, how, finite):
     return newrllama.CodingDesign.random(finite=finite)
 
 
-def prevalence(labels, names, probs, errors, truth, by, alpha, predictions, reference, inclusion_probs, design):
-    annotations = labelled(labels, names, probs, errors)
-    result = newrllama.prevalence(annotations, truth, by=by, alpha=alpha, predictions=predictions, reference=reference,
-                                  inclusion_probs=inclusion_probs, design=design)
-    return _r_columns(result.rows())
+def prevalence(parts, truth, **options):
+    return _r_columns(newrllama.prevalence(annotations_of(parts), truth, **options).rows())
 
 
-def label_shares(parts_by_question, truth, yes, alpha):
-    """R's per-question columns (labels, names, probs, errors) as codebook results, then label_shares()."""
+def label_shares(parts_by_question, truth, **options):
+    """R's per-question columns as codebook results, then label_shares()."""
     results = None
-    for question, (labels, names, probs, errors) in parts_by_question.items():
-        answers = labelled(labels, names, probs, errors)
+    for question, parts in parts_by_question.items():
+        answers = annotations_of(parts)
         results = results or [{} for _ in answers]
         for row, answer in zip(results, answers):
             row[question] = answer
-    return _r_columns(newrllama.label_shares(results, truth, yes=yes, alpha=alpha).rows())
+    return _r_columns(newrllama.label_shares(results, truth, **options).rows())
 
 
-def mean_score(labels, names, probs, errors, truth, scores, unclear, alpha):
-    result = newrllama.mean_score(labelled(labels, names, probs, errors), truth, scores, unclear=unclear, alpha=alpha)
-    return _r_columns(result.rows())
+def mean_score(parts, truth, scores, **options):
+    return _r_columns(newrllama.mean_score(annotations_of(parts), truth, scores, **options).rows())
 
 
 def regression(x, names, truth, predicted, predicted_regressors, family, alpha, design):
@@ -274,20 +274,15 @@ def regression(x, names, truth, predicted, predicted_regressors, family, alpha, 
     return _r_columns(rows)
 
 
-def plan_coding(labels, names, probs, errors, truth, target_width, budget, alpha, predictions, seed, active, strata):
+def plan_coding(parts, truth, target_width, **options):
     """The plan's fields, its design kept as the Python object R's coding design holds."""
-    annotations = labelled(labels, names, probs, errors)
-    plan = newrllama.plan_coding(annotations, truth, target_width, budget=budget, alpha=alpha,
-                                 predictions=predictions, seed=seed, active=active, strata=strata)
+    plan = newrllama.plan_coding(annotations_of(parts), truth, target_width, **options)
     return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
 
 
-def methods_text(labels, names, probs, errors, provenance, order_flip, tokens_cut, truth, calibration, alpha, design,
-                 coding, robustness_rows):
-    annotations = [dataclasses.replace(a, order_flip=f, tokens_cut=int(cut)) for a, f, cut in zip(
-        labelled(labels, names, probs, errors, provenance), order_flip, tokens_cut)]
+def methods_text(parts, truth, robustness_rows=None, **options):
     checked = None if robustness_rows is None else _robustness_of_rows(robustness_rows)
-    return newrllama.methods_text(annotations, truth, calibration, alpha, design, coding, robustness=checked)
+    return newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options)
 
 
 def robustness_variants(instruction, debias, models, cures):
@@ -363,3 +358,8 @@ def sync_environ(values, unset):
         os.environ[name] = value
     for name in unset:
         os.environ.pop(name, None)
+
+
+def python_executable():
+    """The interpreter R's session runs, for a child process (the server) that must use the same one."""
+    return sys.executable

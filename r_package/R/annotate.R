@@ -414,7 +414,7 @@ in_grouped_call <- function() {
 # once per group).
 embedded_model <- function() {
   if (is.null(the$embedded_model) || reticulate::py_is_null_xptr(the$embedded_model)) {
-    the$embedded_model <- with_python(py_newrllama()$Model(NULL))
+    the$embedded_model <- with_python(python_helpers()$Model(NULL))
   }
   the$embedded_model
 }

@@ -40,7 +40,8 @@ chosen_labels <- function(out) {
   vapply(out$label, function(l) if (is.null(l)) NA_character_ else l, character(1), USE.NAMES = FALSE)
 }
 
-# One question's labels in a data frame from llm_annotate(), taken apart for Python: labels, label names, each
+# One question's annotations in a data frame from llm_annotate(), as the one named list in which annotations cross to
+# Python (its annotations_of()): labels, label names, each
 # list-column's rows (plain numbers, NULL for a failed text), errors, provenance, order flips and tokens cut.
 annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   if (!is.data.frame(x)) {
@@ -73,11 +74,6 @@ annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
        provenance = if (length(provenance)) provenance[[1]] else NULL,
        flips = if (is.null(flips)) rep(list(NULL), length(labels)) else na_to_none(as.logical(flips)),
        tokens_cut = as.list(if (is.null(cut)) integer(length(labels)) else as.integer(cut)))
-}
-
-# The parts Python's estimators and calibrations take, in their order.
-estimator_parts <- function(parts) {
-  parts[c("labels", "names", "probs", "raw_probs", "order_free_probs", "errors", "provenance")]
 }
 
 # An argument that is either a column of `data` (a bare name, or a string naming one) or a vector with one value

@@ -51,9 +51,8 @@ calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TR
   folds <- check_count(folds, "folds", min = 2)
   balanced <- check_flag(balanced, "balanced")
   criterion <- check_string(criterion, "criterion")
-  cal <- with_python(do.call(python_helpers()$calibrate, c(unname(estimator_parts(parts)),
-                                                           list(na_to_none(as.character(truth)), penalty, folds,
-                                                                balanced, criterion))))
+  cal <- with_python(python_helpers()$calibrate(parts, na_to_none(as.character(truth)), penalty = penalty,
+                                                folds = folds, balanced = balanced, criterion = criterion))
   calibration_object(cal)
 }
 
@@ -98,7 +97,7 @@ write_calibration <- function(calibration, path) {
 #' @export
 read_calibration <- function(path) {
   path <- check_string(path, "path")
-  calibration_object(with_python(py_newrllama()$Calibration$load(path)))
+  calibration_object(with_python(python_helpers()$Calibration$load(path)))
 }
 
 #' Calibrated labels to estimate from with the texts they were calibrated on
@@ -134,9 +133,8 @@ cross_fit <- function(x, truth, folds = 5L, seed = 0L, penalty = NULL, balanced 
   if (!is.null(penalty)) penalty <- check_number(penalty, "penalty", min = 0, min_open = TRUE)
   balanced <- check_flag(balanced, "balanced")
   criterion <- check_string(criterion, "criterion")
-  out <- with_python(do.call(python_helpers()$cross_fit, c(unname(estimator_parts(parts)),
-                                                           list(na_to_none(as.character(truth)), folds, seed,
-                                                                penalty, balanced, criterion))))
+  out <- with_python(python_helpers()$cross_fit(parts, na_to_none(as.character(truth)), folds = folds, seed = seed,
+                                                penalty = penalty, balanced = balanced, criterion = criterion))
   relabelled(x, out, parts, label)
 }
 
@@ -150,7 +148,7 @@ predict.newrllama_calibration <- function(object, newdata, label = ".label", ...
   check_dots_empty(...)
   parts <- annotation_parts(newdata, label, "newdata")
   object <- check_calibration(object, "object")
-  out <- with_python(do.call(python_helpers()$calibration_apply, c(list(object$py), unname(estimator_parts(parts)))))
+  out <- with_python(python_helpers()$calibration_apply(object$py, parts))
   relabelled(newdata, out, parts, label)
 }
 
@@ -189,6 +187,5 @@ print.newrllama_calibration <- function(x, ...) {
 least_confident <- function(x, n, label = ".label") {
   parts <- annotation_parts(x, label)
   n <- check_count(n, "n")
-  as.integer(unlist(with_python(python_helpers()$least_confident(parts$labels, parts$names, parts$probs,
-                                                                 parts$errors, n)))) + 1L
+  as.integer(unlist(with_python(python_helpers()$least_confident(parts, n)))) + 1L
 }

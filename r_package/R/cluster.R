@@ -110,5 +110,5 @@ check_output <- function(output, resume, retry_errors, item_names, what, call = 
     ids <- python_args(stats::setNames(list(item_names), sprintf("names(%s)", what)), call = call)[[1]]
     args$ids <- as.list(unname(ids))
   }
-  with_python(py_newrllama()$Recording(args$output, args$ids, args$resume, args$retry_errors), call = call)
+  with_python(python_helpers()$Recording(args$output, args$ids, args$resume, args$retry_errors), call = call)
 }

@@ -60,12 +60,11 @@ prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs
   predictions <- match.arg(predictions, c("probs", "labels"))
   alpha <- check_number(alpha, "alpha")
   if (!is.null(reference)) reference <- check_labels(reference, "reference")
-  cols <- with_python(python_helpers()$prevalence(parts$labels, parts$names, parts$probs, parts$errors,
-                                                  na_to_none(as.character(truth)),
-                                                  if (is.null(by)) NULL else na_to_none(by), alpha, predictions,
-                                                  if (is.null(reference)) NULL else reference[[1]],
-                                                  if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs),
-                                                  python_design(design)))
+  cols <- with_python(python_helpers()$prevalence(
+    parts, na_to_none(as.character(truth)), by = if (is.null(by)) NULL else na_to_none(by), alpha = alpha,
+    predictions = predictions, reference = if (is.null(reference)) NULL else reference[[1]],
+    inclusion_probs = if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs), design = python_design(design)
+  ))
   tibble::new_tibble(columns_frame(cols), class = "newrllama_prevalence")
 }
 
@@ -250,9 +249,9 @@ plan_coding <- function(x, truth, target_width = NULL, budget = NULL, alpha = 0.
   active <- check_flag(active, "active")
   strata <- column_or_values(x, substitute(strata), parent.frame(), "strata")
   if (!is.null(strata)) strata <- na_to_none(check_labels(strata, "strata"))
-  plan <- with_python(python_helpers()$plan_coding(parts$labels, parts$names, parts$probs, parts$errors,
-                                                   na_to_none(as.character(truth)), target_width, budget, alpha,
-                                                   predictions, seed, active, strata))
+  plan <- with_python(python_helpers()$plan_coding(parts, na_to_none(as.character(truth)), target_width,
+                                                   budget = budget, alpha = alpha, predictions = predictions,
+                                                   seed = seed, active = active, strata = strata))
   out <- list(n_more = plan$n_more, texts = as.integer(unlist(plan$texts)) + 1L, widths = unlist(plan$widths),
               expected_widths = unlist(plan$expected_widths), reachable = plan$reachable, n_coded = plan$n_coded,
               n = plan$n_texts, design = new_coding_design(plan$design))
@@ -311,7 +310,7 @@ write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
     abort_invalid(sprintf("`which` must be positions in `x`, not %s", describe(which)))
   }
   csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
-  with_python(py_newrllama()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
+  with_python(python_helpers()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
                                                 ids = as.list(sheet_ids(x)),
                                                 coders = if (is.null(coders)) NULL else as.list(coders)))
   if (is_xlsx(path)) {
@@ -328,7 +327,7 @@ write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
 read_coding_design <- function(path, x) {
   x <- check_sheet_texts(x)
   path <- check_string(path, "path")
-  new_coding_design(with_python(py_newrllama()$read_coding_design(path, as.list(sheet_ids(x)))))
+  new_coding_design(with_python(python_helpers()$read_coding_design(path, as.list(sheet_ids(x)))))
 }
 
 #' @rdname write_coding_sheet
@@ -339,7 +338,7 @@ read_coding_sheet <- function(path, x, labels) {
   labels <- check_labels(labels, "labels")
   csv <- sheet_as_csv(path)
   on.exit(if (csv != path) unlink(dirname(csv), recursive = TRUE))
-  codes <- with_python(py_newrllama()$read_coding_sheet(csv, as.list(as.character(labels)), as.list(sheet_ids(x))))
+  codes <- with_python(python_helpers()$read_coding_sheet(csv, as.list(as.character(labels)), as.list(sheet_ids(x))))
   stats::setNames(vapply(codes, function(code) if (is.null(code)) NA_character_ else code, character(1)), names(x))
 }
 
@@ -413,7 +412,7 @@ methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, desi
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
-  with_python(python_helpers()$methods_text(parts$labels, parts$names, parts$probs, parts$errors, parts$provenance,
-                                            parts$flips, parts$tokens_cut, truth, cal, alpha, python_design(design),
-                                            python_adjudication(coding), python_robustness_rows(robustness)))
+  with_python(python_helpers()$methods_text(parts, truth, python_robustness_rows(robustness), calibration = cal,
+                                            alpha = alpha, design = python_design(design),
+                                            coding = python_adjudication(coding)))
 }

@@ -228,13 +228,3 @@ unpack_completions <- function(out) {
     probs = out$probs
   )
 }
-
-# The Python side of the R package: functions that unpack results in one call
-# (rather than field by field through reticulate), in newrllama._r_helpers.
-python_helpers <- function() {
-  if (is.null(the$helpers)) {
-    py_newrllama()
-    the$helpers <- with_python(reticulate::import("newrllama._r_helpers", delay_load = FALSE))
-  }
-  the$helpers
-}

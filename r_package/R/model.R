@@ -56,7 +56,7 @@ model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = FALSE,
     sha256 <- check_string(sha256, "sha256")
   }
   progress <- check_flag(progress, "progress")
-  nl <- py_newrllama()
+  nl <- python_helpers()
   sync_environ(c("NEWRLLAMA_CACHE_DIR", "NEWRLLAMA_HF_ENDPOINT", "NEWRLLAMA_HF_TOKEN", "HF_TOKEN", "PIP_INDEX_URL",
                  "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"))
   py <- with_python(nl$Model(model_path, n_gpu_layers = n_gpu_layers, use_mmap = use_mmap, use_mlock = use_mlock,
@@ -85,7 +85,7 @@ model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = FALSE,
 #' recommended_models()
 #' @export
 recommended_models <- function() {
-  rows <- with_python(py_newrllama()$recommended_models()$rows())
+  rows <- with_python(python_helpers()$recommended_models()$rows())
   out <- tibble::as_tibble(lapply(stats::setNames(nm = names(rows[[1]])), function(k) unlist(lapply(rows, `[[`, k))))
   out$size <- as.numeric(out$size) # bytes: a model may pass R's integer range
   out

@@ -39,9 +39,8 @@ mean_score <- function(x, truth, scores, unclear = NULL, alpha = 0.05, label = "
     abort_invalid("`scores` must be a named numeric vector: label = score, for the labels on the scale")
   }
   alpha <- check_number(alpha, "alpha")
-  cols <- with_python(python_helpers()$mean_score(parts$labels, parts$names, parts$probs, parts$errors,
-                                                  na_to_none(as.character(truth)), as.list(scores),
-                                                  as.list(as.character(unclear)), alpha))
+  cols <- with_python(python_helpers()$mean_score(parts, na_to_none(as.character(truth)), as.list(scores),
+                                                  unclear = as.list(as.character(unclear)), alpha = alpha))
   columns_frame(cols)
 }
 
@@ -49,7 +48,7 @@ mean_score <- function(x, truth, scores, unclear = NULL, alpha = 0.05, label = "
 #' @export
 weighted_kappa <- function(predicted, truth, scale, weights = c("quadratic", "linear")) {
   weights <- match.arg(weights)
-  out <- with_python(py_newrllama()$weighted_kappa(na_to_none(as.character(predicted)),
+  out <- with_python(python_helpers()$weighted_kappa(na_to_none(as.character(predicted)),
                                                    na_to_none(as.character(truth)), as.list(as.character(scale)),
                                                    weights))
   tibble::tibble(kappa = out[[1]], conf.low = out[[2]][[1]], conf.high = out[[2]][[2]])
@@ -81,11 +80,9 @@ label_shares <- function(x, truth, questions = NULL, yes = "yes", alpha = 0.05) 
     abort_invalid("`truth` must be a list of character vectors (the labels of each coded text), NULL or NA where not coded")
   }
   if (is.null(questions)) questions <- sub("\\.label$", "", grep(".\\.label$", names(x), value = TRUE))
-  parts <- lapply(stats::setNames(nm = questions), function(q) {
-    p <- annotation_parts(x, paste0(q, ".label"))
-    list(p$labels, p$names, p$probs, p$errors)
-  })
+  parts <- lapply(stats::setNames(nm = questions), function(q) annotation_parts(x, paste0(q, ".label")))
   codes <- lapply(truth, function(t) if (is.null(t) || (length(t) == 1 && is.na(t))) NULL else as.list(as.character(t)))
-  cols <- with_python(python_helpers()$label_shares(parts, codes, check_string(yes, "yes"), check_number(alpha, "alpha")))
+  cols <- with_python(python_helpers()$label_shares(parts, codes, yes = check_string(yes, "yes"),
+                                                    alpha = check_number(alpha, "alpha")))
   tibble::new_tibble(columns_frame(cols), class = "newrllama_prevalence")
 }

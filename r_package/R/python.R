@@ -59,6 +59,16 @@ py_newrllama <- function() {
   module
 }
 
+# The one door from R to Python: newrllama._r_helpers, whose functions unpack results in one call (rather than
+# field by field through reticulate) and which holds the library's names R calls as they are.
+python_helpers <- function() {
+  if (is.null(the$helpers)) {
+    py_newrllama()
+    the$helpers <- with_python(reticulate::import("newrllama._r_helpers", delay_load = FALSE))
+  }
+  the$helpers
+}
+
 # Python's int(), unconverted: SamplingParams takes seeds up to 2^32 - 1,
 # beyond what an R integer holds.
 py_int <- function(x) {

@@ -9,7 +9,7 @@ sampling_params <- function(frame, call = sys.call(-1)) {
   args <- python_args(mget(fields, envir = frame), call = call)
   per_prompt <- if (exists("params", envir = frame, inherits = FALSE)) get("params", envir = frame) else NULL
   if (is.null(per_prompt)) {
-    return(with_python(do.call(py_newrllama()$SamplingParams, args), call = call))
+    return(with_python(do.call(python_helpers()$SamplingParams, args), call = call))
   }
   helpers <- python_helpers()
   if (is.data.frame(per_prompt)) {

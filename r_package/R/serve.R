@@ -56,8 +56,8 @@ newrllama_serve <- function(model = NULL, port = NULL, host = "127.0.0.1", n_seq
   if (!check_flag(batch_invariant, "batch_invariant")) args <- c(args, "--no-batch-invariant")
   port <- if (is.null(port)) free_port() else check_count(port, "port", min = 1, max = 65535)
   timeout <- check_count(timeout, "timeout", min = 1)
-  py_newrllama() # the same Python as the rest of the package, and a clear error if it lacks newrllama
-  python <- reticulate::import("sys")$executable
+  # the same Python as the rest of the package, and a clear error if it lacks newrllama
+  python <- python_helpers()$python_executable()
   log <- tempfile("newrllama-serve-", fileext = ".log")
   # R's LD_LIBRARY_PATH (R's lib, the system lib dir first) would give the child the system's libpython
   # instead of its own: a Python of another build, whose extension modules then fail to load.

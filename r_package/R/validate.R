@@ -60,7 +60,7 @@ validate_labels <- function(predicted, truth, probs = NULL, order_flip = NULL, l
     truth <- as.character(truth)
   }
   py_probs <- if (is.null(probs)) NULL else probability_rows(probs, length(truth))
-  v <- with_python(py_newrllama()$validate(na_to_none(predicted), na_to_none(truth), py_probs,
+  v <- with_python(python_helpers()$validate(na_to_none(predicted), na_to_none(truth), py_probs,
                                            if (is.null(order_flip)) NULL else na_to_none(order_flip)))
   scores <- python_helpers()$label_scores(v)
   bins <- python_helpers()$reliability(v)
@@ -174,7 +174,7 @@ agreement <- function(ratings, level = c("nominal", "ordinal", "interval")) {
     ratings <- matrix(as.character(ratings), nrow(ratings))
   }
   rows <- lapply(seq_len(nrow(ratings)), function(i) na_to_none(check_labels(ratings[i, ], "ratings")))
-  a <- with_python(py_newrllama()$agreement(rows, level))
+  a <- with_python(python_helpers()$agreement(rows, level))
   structure(
     list(alpha = a$alpha, percent_agreement = a$percent_agreement, level = a$level, n_units = a$n_units,
          n_coders = a$n_coders),

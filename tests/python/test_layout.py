@@ -183,3 +183,19 @@ def test_only_the_engines_c_edge_imports_the_c_library():
     direct = {name.rsplit(".", 1)[1] for path, name in modules() if name.startswith("newrllama.engine.")
               and set(imports_of(path, name, type_hints_too=True)) & C_LIBRARY}
     assert direct == ENGINE_C_EDGE and len(ENGINE_C_EDGE) <= 7
+
+
+R_SOURCES = PACKAGE.parents[1] / "r_package" / "R"
+
+
+def test_r_reaches_python_through_one_door_that_holds_every_name_it_calls():
+    import re
+    import newrllama._r_helpers as door
+    code = re.compile(r"^\s*#.*$", re.MULTILINE)
+    sources = {path.name: code.sub("", path.read_text()) for path in sorted(R_SOURCES.glob("*.R"))}
+    # Only python.R starts Python and opens the door; every other file goes through python_helpers().
+    other_ways = {name for name, text in sources.items() if name != "python.R"
+                  and re.search(r"py_newrllama\(\)\$|reticulate::import\(", text)}
+    called = {m for text in sources.values() for m in re.findall(r"python_helpers\(\)\$(\w+)", text)}
+    assert other_ways == set() and len(called) > 40
+    assert sorted(name for name in called if not hasattr(door, name)) == []
