@@ -21,6 +21,7 @@ from newrllama.findings.ppi import Interval
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
 from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
+from newrllama.labels.annotation_options import ANNOTATION_OPTIONS
 from newrllama.labels.provenance import Provenance
 from newrllama.engine.sampling_table import SAMPLING_FIELDS
 from newrllama.findings.sheet_design import write_coding_design as write_design_beside
@@ -102,9 +103,11 @@ def unpack(completions):
             "probs": [list(c.choice_probs.values()) if c.choice_probs else None for c in completions]}
 
 
-def annotation_fields():
-    """The options of an annotation (AnnotationTask's arguments), which R's verbs take under the same names."""
-    return [f.name for f in dataclasses.fields(newrllama.AnnotationTask) if f.init]
+def annotation_options():
+    """The options' table (labels/annotation_options.py) as R reads it: name, owner and R's default, of the options
+    R takes."""
+    rows = [o for o in ANNOTATION_OPTIONS if o.in_r]
+    return {"name": [o.name for o in rows], "owner": [o.owner for o in rows], "r_default": [o.r_default for o in rows]}
 
 
 def annotation_task(labels, instruction, **options):

@@ -10,6 +10,7 @@
 #' listed is taken out of the scores (`debias`), and a calibration fitted on
 #' hand-coded texts ([calibrate_labels()]) may correct them.
 #'
+#' @inheritParams annotation_options
 #' @param .data A data frame.
 #' @param col The column holding the texts: a bare name, a string, or a variable holding its name.
 #' @param x A character vector of texts.
@@ -34,66 +35,6 @@
 #'   seconds (2), in place in interactive sessions and as lines under
 #'   Rscript and knitr; `options(cli.progress_show_after = Inf)` turns bars
 #'   off.
-#' @param output,resume The JSON Lines file to which the labels are appended
-#'   as they come (so that a run killed half-way loses nothing), and whether to
-#'   label only the texts not yet in it (see [cluster_create()]); `names(x)`
-#'   identify the texts in the file (for `llm_annotate()`, the rows'
-#'   positions: resume on the same rows in the same order).
-#' @param retry_errors With `resume = TRUE`: also label again the texts whose
-#'   line in `output` holds an error.
-#' @param definitions A named character vector or list: label = definition
-#'   (added to those given in `labels`), put after the text, before the list of
-#'   labels. On the Reuters stories the instruct model told the topics apart
-#'   with them there and gave every story one label with them before the text,
-#'   in the system turn (`bench/bench_validity.py`; the benchmarks page,
-#'   "Labels on real text", gives its results).
-#' @param examples Coded examples shown to the model before each text: a data
-#'   frame with columns `text` and `label` (each label one of `labels`).
-#' @param debias How the labels' listing order is taken out of the scores
-#'   (`NULL`: the library's default, `"auto"`, which is `"contextual"` for a
-#'   text short enough to follow the list of labels and `"reverse"` for the
-#'   others, and for every text whose labels are calibrated or pending, see
-#'   `calibration`): `"reverse"` (the list and
-#'   its reverse, averaged: twice the work of one order), `"rotations"` (every
-#'   cyclic rotation of the list, averaged), `"prior"` (a sample of the texts
-#'   under every rotation estimates what each place adds, which is taken off
-#'   the other texts' scores; at most 1.5 times the work), `"batch"` (each
-#'   label's probability divided by its mean over the texts; no extra work),
-#'   `"contextual"` (each label's probability divided by its mean for
-#'   content-free texts, `"N/A"`, `"[MASK]"` and an empty text, under the same
-#'   prompt: one scoring per text and three per call) or `"none"`. The
-#'   benchmarks page ("Labels on real text", "Short texts") gives what each
-#'   achieves on real coded text.
-#'   `"prior"` and `"batch"` estimate over the texts of one call: in a grouped
-#'   `dplyr::mutate()`, each group, and on a cluster or with `output`, each
-#'   chunk of texts, so a text's label depends on which texts share it (a
-#'   warning of class `newrllama_group_dependent_labels` says so); the other
-#'   cures score each text on its own.
-#' @param calibration A calibration from [calibrate_labels()], applied to the scores
-#'   (with a `codebook`: a named list, question = calibration), or `"pending"`
-#'   for labels to be calibrated later (the coded texts a calibration will be
-#'   fitted on, or every text before one is). With `debias = "auto"`, labels
-#'   calibrated or pending are scored in two orders for every text: calibrated,
-#'   one order labelled held-back one-liners worse than two (the benchmarks
-#'   page, "Calibration on sets never tuned on"). A calibration fitted on texts
-#'   scored in one order gets its texts scored in one order too.
-#' @param examples_in Where the `examples` go (`NULL`: the library's default,
-#'   `"system"`): `"system"` writes them into the system turn, `"turns"` makes
-#'   each an earlier user turn answered by its label. The benchmarks page
-#'   ("Labels on real text") gives what each achieves on real coded text.
-#' @param too_long What happens to a text whose prompt and longest label do
-#'   not fit a sequence of the context (`n_ctx / n_seq_max`; with `context =
-#'   NULL`, the model's training context within the budget of the context made
-#'   for the call). `NULL`: the library's default, `"error"` (the text fails,
-#'   and its `.error` gives its length; a context made for the call grows to
-#'   fit every text). `"truncate_end"` keeps the text's start, `"truncate_start"`
-#'   its end, `"truncate_middle"` both halves joined by `" [...] "`, cut by
-#'   tokens until it fits; `.tokens_cut` counts what was cut, the provenance
-#'   records the rule and [methods_text()] says how many texts were cut.
-#' @param codebook Several questions about each text, instead of `labels`: a
-#'   named list, question = its labels (a character vector, or named: label =
-#'   definition). Each text comes before its question, so it is decoded once
-#'   and shared by its questions.
 #' @return `llm_annotate()`: `.data` with the label column (`pred_name`) and
 #'   beside it `.prob` (the chosen label's probability), `.probs` (a
 #'   list-column: each text's probabilities, named by label, order-free and
@@ -129,13 +70,15 @@
 #' llm_vec_annotate(stories$text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
-                         progress = TRUE, output = NULL, resume = FALSE, definitions = NULL, examples = NULL,
-                         debias = NULL, calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
-                         too_long = NULL) {
+                         progress = TRUE,
+                         # <annotation options>
+                         definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
+                         examples_in = NULL, too_long = NULL, output = NULL, resume = FALSE, retry_errors = FALSE
+                         # </annotation options>
+                         ) {
   x <- text_column(.data, substitute(col), parent.frame())
   pred_name <- check_string(pred_name, "pred_name")
-  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                       too_long, sys.call())
+  task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
                         retry_errors = retry_errors, call = sys.call())
   with_annotation_columns(.data, out, task$labels, task$codebook, pred_name)
@@ -154,14 +97,16 @@ with_annotation_columns <- function(.data, out, labels, codebook, pred_name) {
 
 #' @rdname llm_annotate
 #' @export
-llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = TRUE,
-                             output = NULL, resume = FALSE, definitions = NULL, examples = NULL, debias = NULL,
-                             calibration = NULL, codebook = NULL, examples_in = NULL, retry_errors = FALSE,
-                             too_long = NULL, columns = FALSE, pred_name = ".label") {
+llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = TRUE, columns = FALSE,
+                             pred_name = ".label",
+                             # <annotation options>
+                             definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
+                             examples_in = NULL, too_long = NULL, output = NULL, resume = FALSE, retry_errors = FALSE
+                             # </annotation options>
+                             ) {
   columns <- check_flag(columns, "columns")
   pred_name <- check_string(pred_name, "pred_name")
-  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                       too_long, sys.call())
+  task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
                         retry_errors = retry_errors, call = sys.call())
   if (columns) {
@@ -211,13 +156,16 @@ annotate_texts <- function(x, task, context, ..., progress, output, resume, retr
 #' task
 #' llm_vec_annotate(c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."), task)
 #' @export
-annotation_task <- function(labels = NULL, instruction = "", definitions = NULL, examples = NULL, debias = NULL,
-                            calibration = NULL, codebook = NULL, examples_in = NULL, too_long = NULL) {
+annotation_task <- function(labels = NULL, instruction = "",
+                            # <annotation task options>
+                            definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
+                            examples_in = NULL, too_long = NULL
+                            # </annotation task options>
+                            ) {
   if (inherits(labels, "newrllama_annotation_task")) {
     abort_invalid("`labels` is a task already: give its options to annotation_task() once")
   }
-  task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in, too_long,
-               sys.call())
+  task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
 }
 
 #' @export
@@ -236,29 +184,42 @@ print.newrllama_annotation_task <- function(x, ...) {
 }
 
 # The task of a labelling call: the one annotation_task() made, given in the place of `labels` (then no other
-# option may be given), or one made of the call's arguments, checked by Python's AnnotationTask; NULL options
-# take the library's default.
-task_of_call <- function(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                         too_long, call) {
+# option may be given), or one made of the call's arguments (`options`: the task's options by name, as
+# annotation_task_options names them), checked by Python's AnnotationTask; NULL options take the library's default.
+task_of_call <- function(labels, instruction, options, call) {
   if (inherits(labels, "newrllama_annotation_task")) {
-    options <- list(definitions, examples, debias, calibration, codebook, examples_in, too_long)
     if (!identical(instruction, "") || !all(vapply(options, is.null, logical(1)))) {
       abort_invalid("give a task's instruction and options in annotation_task() or in the call, not both",
                     call = call)
     }
     return(labels)
   }
-  optional_string <- function(x, name) if (is.null(x)) NULL else check_string(x, name, call = call)
-  py <- with_python(python_helpers()$annotation_task(
-    if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
-    check_string(instruction, "instruction", call = call),
-    definitions = check_definitions(definitions, call = call), examples = check_examples(examples, call = call),
-    codebook = check_questions(codebook, call = call), debias = optional_string(debias, "debias"),
-    calibration = python_calibrations(calibration, !is.null(codebook), call = call),
-    examples_in = optional_string(examples_in, "examples_in"), too_long = optional_string(too_long, "too_long")
-  ), call = call)
-  structure(list(labels = labels, codebook = codebook, instruction = instruction, py = py),
+  converted <- lapply(names(options), function(name) {
+    convert_option(annotation_option_converters[[name]], options[[name]], name, options, call)
+  })
+  py <- with_python(do.call(python_helpers()$annotation_task, c(
+    list(if (is.null(labels)) NULL else check_codebook_labels(labels, call = call),
+         check_string(instruction, "instruction", call = call)),
+    stats::setNames(converted, names(options))
+  )), call = call)
+  structure(list(labels = labels, codebook = options$codebook, instruction = instruction, py = py),
             class = "newrllama_annotation_task")
+}
+
+# An option's R value as Python takes it, by the way the options' table names (annotation_option_converters).
+convert_option <- function(how, value, name, options, call) {
+  if (is.null(value)) {
+    return(NULL)
+  }
+  switch(how,
+    value = value,
+    check_string = check_string(value, name, call = call),
+    check_definitions = check_definitions(value, call = call),
+    check_examples = check_examples(value, call = call),
+    check_questions = check_questions(value, call = call),
+    python_calibrations = python_calibrations(value, !is.null(options$codebook), call = call),
+    stop("the options' table names an unknown conversion: ", how)
+  )
 }
 
 # The texts of llm_annotate()'s `col`: a bare column name, a string, or a variable of the caller's (`env`) holding

@@ -7,6 +7,7 @@
 #' texts labelled on this machine.
 #'
 #' @inheritParams llm_annotate
+#' @inheritParams annotation_options
 #' @param context A context from [context_create()], or `NULL` for the
 #'   session's ([llm_use()]) or, without one, the context [llm_annotate()] would make (sized for the texts, with the settings in
 #'   `...`), which the plan makes, measures and closes.
@@ -27,15 +28,17 @@
 #' plan_annotation(stories, text, c("acquisition", "crude oil"), sample = 1)
 #' @export
 plan_annotation <- function(.data, col, labels = NULL, instruction = "", context = NULL, ..., sample = 8L,
-                            definitions = NULL, examples = NULL, debias = NULL, calibration = NULL, codebook = NULL,
-                            examples_in = NULL, too_long = NULL) {
+                            # <annotation task options>
+                            definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
+                            examples_in = NULL, too_long = NULL
+                            # </annotation task options>
+                            ) {
   x <- text_column(.data, substitute(col), parent.frame())
   if (is.factor(x)) x <- as.character(x)
   if (!is.character(x)) {
     abort_invalid(sprintf("the texts must be a character vector, not %s", describe(x)))
   }
-  task <- task_of_call(labels, instruction, definitions, examples, debias, calibration, codebook, examples_in,
-                       too_long, sys.call())
+  task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   sample <- check_count(sample, "sample")
   context <- session_runner(context)
   if (!is.null(context)) check_context(context)

@@ -10,6 +10,7 @@ from ..labels.annotate import warn_if_split, warn_about_results
 from ..labels.annotation import check_texts
 from ..labels.annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from ..frames import frame_texts, with_columns
+from ..labels.annotation_options import options_of
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
 from ..engine.context import usable_cores
@@ -17,7 +18,6 @@ from ..models.catalog import is_fetched
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
 from ..engine.model import Model, check_messages
 from ..models.model_hash import ModelIdentity
-from ..labels.order_bias import DEFAULT_DEBIAS
 from ..engine.parallel import ParamsArg, Prompt
 from ..engine.progress import Progress, check_progress, progress_bar
 from ..engine.results import Completion
@@ -165,21 +165,29 @@ class Cluster:
         return self._run(GenerationJob(prompts, params), Recording(output, ids, resume, retry_errors), progress)
 
     def annotate(self, texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
-                 instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
-                 examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
-                 debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
-                 ids: Optional[Sequence[Hashable]] = None, output: Union[str, os.PathLike, None] = None,
-                 resume: bool = False, retry_errors: bool = False, progress: Progress = None,
-                 too_long: str = "error", column: Optional[str] = None) -> Any:
+                 instruction: str = "", *, progress: Progress = None, column: Optional[str] = None,
+                 # <annotation options>
+                 definitions: Optional[Mapping[str, str]] = None,
+                 examples: Optional[Sequence[Tuple[str, str]]] = None,
+                 codebook: Optional[Mapping[str, Any]] = None,
+                 debias: str = "auto",
+                 calibration: Any = None,
+                 examples_in: ExamplesIn = "system",
+                 too_long: str = "error",
+                 output: Union[str, os.PathLike, None] = None,
+                 resume: bool = False,
+                 retry_errors: bool = False,
+                 ids: Optional[Sequence[Hashable]] = None,
+                 # </annotation options>
+                 ) -> Any:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate (a data frame with ``column``
         included), which each worker runs on its chunk; a text's labels are a local call's. "prior" and "batch"
         estimate their correction per chunk (a warning says so when the texts take more than one)."""
         frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
-        task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                                 debias=debias, calibration=calibration, examples_in=examples_in,
-                                 too_long=too_long)
-        out = self.label_texts(texts, task, Recording(output, ids, resume, retry_errors), progress=progress)
+        options = locals()
+        task = AnnotationTask.of(labels, instruction, **options_of("task", options))
+        out = self.label_texts(texts, task, Recording(**options_of("recording", options)), progress=progress)
         return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),

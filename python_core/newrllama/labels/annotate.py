@@ -19,6 +19,7 @@ from typing import Any, Dict, Hashable, Iterator, List, Mapping, Optional, Seque
 from .annotation import Annotation, check_texts, suspect_labels
 from .annotation_job import AnnotationJob
 from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
+from .annotation_options import options_of
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
 from ..engine.context import Context
@@ -43,13 +44,23 @@ MISSING = "text is missing or empty"
 
 
 def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
-             instruction: str = "", *, definitions: Optional[Mapping[str, str]] = None,
-             examples: Optional[Sequence[Tuple[str, str]]] = None, codebook: Optional[Mapping[str, Any]] = None,
-             debias: str = DEFAULT_DEBIAS, calibration: Any = None, examples_in: ExamplesIn = "system",
-             context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-             progress: Progress = None, ids: Optional[Sequence[Hashable]] = None,
-             output: Union[str, os.PathLike, None] = None, resume: bool = False, retry_errors: bool = False,
-             too_long: str = "error", column: Optional[str] = None, **context_kwargs: Any) -> Any:
+             instruction: str = "", *, context: Optional[Context] = None,
+             model: Union[Model, str, os.PathLike, None] = None, progress: Progress = None,
+             column: Optional[str] = None,
+             # <annotation options>
+             definitions: Optional[Mapping[str, str]] = None,
+             examples: Optional[Sequence[Tuple[str, str]]] = None,
+             codebook: Optional[Mapping[str, Any]] = None,
+             debias: str = "auto",
+             calibration: Any = None,
+             examples_in: ExamplesIn = "system",
+             too_long: str = "error",
+             output: Union[str, os.PathLike, None] = None,
+             resume: bool = False,
+             retry_errors: bool = False,
+             ids: Optional[Sequence[Hashable]] = None,
+             # </annotation options>
+             **context_kwargs: Any) -> Any:
     """Labels every text with one of ``labels``, in input order (an Annotations list: ``to_pandas()`` and
     ``to_polars()`` give it as a table). ``texts`` is a list, or a pandas or polars Series; with
     ``column="text"`` it is a pandas or polars DataFrame, and the result is that frame (a new one) with the
@@ -57,59 +68,62 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     ``.tokens_cut``, ``.error``, as in R).
 
     ``instruction`` is the task, said to the model before each text (in the system turn of a chat model).
-    ``labels`` is a list, or a dict label -> definition; ``definitions`` adds or overrides
-    definitions (put after the text, before the list of labels: on the Reuters stories the
-    instruct model told the topics apart with them there, and gave every story one label with
-    them before the text, in the system turn: bench/bench_validity.py, its results in
-    docs/benchmarks.md, "Labels on real text");
-    ``examples`` is a list of (text, label) coded examples, shown to the model
-    before each text (in the system turn, or with ``examples_in="turns"`` as earlier chat
-    turns: on the Reuters stories turns made the instruct model give every story one label,
-    the system turn did not; same benchmark).
-    ``debias`` takes the labels' listing order out of the scores (see order_bias.py:
-    "auto", the default, is "contextual" for a text short enough to follow the list of labels and
-    "reverse" for the others (and for every text whose labels are calibrated, below); "reverse" scores
-    the list and its reverse, twice the work; "prior" at most 1.5 times; "rotations" K times; "batch"
-    nothing extra; "contextual" one scoring per text and three content-free texts per call and layout;
-    "none").
-    ``calibration`` (from ``calibrate()``) corrects the scores; "pending" marks labels to be calibrated later (the
-    coded texts a calibration will be fitted on, or every text before one is). With "auto", labels calibrated or
-    pending are scored in two orders for every text, as "reverse" scores them: calibrated, one order labelled
-    held-back one-liners worse than two (bench/bench_calibration.py). A calibration fitted on texts "auto" scored
-    in one order gets its texts scored in one order too.
+    ``labels`` is a list, or a dict label -> definition; an AnnotationTask made once (``AnnotationTask(labels,
+    instruction, ...)``, with the options below) may stand in its place: ``annotate(texts, task)``. Several
+    questions about each text: ``codebook`` instead of ``labels``.
 
-    Several questions about each text: ``codebook={"topic": [...], "tone": {...}}`` instead
-    of ``labels`` (each question's labels a list or a dict label -> definition; the
-    instruction is shared) gives, per text, a dict question -> Annotation; the text comes
-    before the question, so its tokens are decoded once and shared by its questions.
-    ``calibration`` is then a dict question -> Calibration (for any of the questions).
+    With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the embedded model), sized for
+    the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``, ``n_ctx`` ...) override its settings. A text that
+    is None or empty gets an Annotation with ``error`` set; the others are labelled.
 
-    With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the
-    embedded model), sized for the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``,
-    ``n_ctx`` ...) override its settings. A text that is None or empty gets an Annotation
-    with ``error`` set; the others are labelled.
-
-    ``too_long``: what happens to a text whose prompt and longest label do not fit a sequence (``n_ctx /
-    n_seq_max`` of the context; without one, the model's training context within the budget of a context made for
-    the call): "error" (the default) fails it with its length; "truncate_end" keeps its start, "truncate_start" its
-    end, "truncate_middle" both halves joined by " [...] ", cut by tokens until it fits. ``Annotation.tokens_cut``
-    counts the tokens cut from each text, the provenance records the rule and methods_text() says how many texts
-    were cut. Without a context and with "error", the context made for the call grows to fit the longest text.
-
-    ``output``: a JSON Lines file to which the labels are appended as groups of texts finish,
-    so that a run killed half-way loses nothing; ``resume=True`` then labels only the texts not
-    yet in it (``ids`` name the texts in it, else their positions), and with ``retry_errors=True``
-    also the texts whose line holds an error. The file format and rules are those of
-    ``Cluster.annotate``; every setting above, and the model file, is part of what a resume must match.
-    Codebooks and every cure are recorded too; "prior" and "batch", which estimate their correction over
-    the texts of one call, then estimate it per group of texts written (a warning says so).
-
-    An AnnotationTask made once (``AnnotationTask(labels, instruction, ...)``, with the arguments above) may stand
-    in the place of ``labels``: ``annotate(texts, task)``."""
+    Options (the table in labels/annotation_options.py):
+    - ``definitions`` (default None): A dict label -> definition, added to (or overriding) those given in ``labels``,
+      put after the text, before the list of labels: on the Reuters stories the instruct model told the topics apart
+      with them there, and gave every story one label with them before the text, in the system turn
+      (bench/bench_validity.py, its results in docs/benchmarks.md, "Labels on real text").
+    - ``examples`` (default None): A list of (text, label) coded examples, shown to the model before each text (see
+      ``examples_in``).
+    - ``codebook`` (default None): Several questions about each text instead of ``labels``: a dict question -> its
+      labels (a list, or a dict label -> definition; the instruction is shared). Each text's result is then a dict
+      question -> Annotation; the text comes before the question, so its tokens are decoded once and shared by its
+      questions.
+    - ``debias`` (default "auto"): How the labels' listing order is taken out of the scores (see order_bias.py). "auto",
+      the default, is "contextual" for a text short enough to follow the list of labels and "reverse" for the others
+      (and for every text whose labels are calibrated or pending, see ``calibration``); "reverse" scores the list and
+      its reverse, twice the work; "rotations" every cyclic rotation, K times; "prior" a sample of the texts under every
+      rotation, taking what each place adds off the other texts' scores, at most 1.5 times; "batch" divides each label's
+      probability by its mean over the texts, nothing extra; "contextual" divides it by its mean for content-free texts
+      under the same prompt, one scoring per text and three per call and layout; "none". "prior" and "batch" estimate
+      over the texts of one call: with ``output`` (and on a cluster) over each group of texts written, so a text's label
+      depends on which texts share it (a warning says so).
+    - ``calibration`` (default None): A Calibration from ``calibrate()``, which corrects the scores (with a
+      ``codebook``: a dict question -> Calibration, for any of the questions), or "pending" for labels to be calibrated
+      later (the coded texts a calibration will be fitted on, or every text before one is). With debias "auto", labels
+      calibrated or pending are scored in two orders for every text, as "reverse" scores them: calibrated, one order
+      labelled held-back one-liners worse than two (bench/bench_calibration.py). A calibration fitted on texts "auto"
+      scored in one order gets its texts scored in one order too.
+    - ``examples_in`` (default "system"): Where the ``examples`` go: "system" (the default) writes them into the system
+      turn, "turns" makes each an earlier user turn answered by its label (on the Reuters stories turns made the
+      instruct model give every story one label, the system turn did not; same benchmark as ``definitions``).
+    - ``too_long`` (default "error"): What happens to a text whose prompt and longest label do not fit a sequence
+      (``n_ctx / n_seq_max`` of the context; without one, the model's training context within the budget of a context
+      made for the call): "error" (the default) fails it with its length; "truncate_end" keeps its start,
+      "truncate_start" its end, "truncate_middle" both halves joined by " [...] ", cut by tokens until it fits.
+      ``Annotation.tokens_cut`` counts the tokens cut from each text, the provenance records the rule and methods_text()
+      says how many texts were cut. Without a context and with "error", the context made for the call grows to fit the
+      longest text.
+    - ``output`` (default None): A JSON Lines file to which the labels are appended as groups of texts finish, so that a
+      run killed half-way loses nothing (the format and rules of ``Cluster.annotate``). Every option above, and the
+      model file, is part of what a resume must match.
+    - ``resume`` (default False): With ``output``: label only the texts not yet in it.
+    - ``retry_errors`` (default False): With ``resume=True``: also label again the texts whose line in ``output`` holds
+      an error.
+    - ``ids`` (default None): One str or int per text, naming it in ``output`` (else its position).
+    """
     frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
-    task = AnnotationTask.of(labels, instruction, definitions=definitions, examples=examples, codebook=codebook,
-                             debias=debias, calibration=calibration, examples_in=examples_in, too_long=too_long)
-    out = label_texts(texts, task, Recording(output, ids, resume, retry_errors), context=context, model=model,
+    options = locals()
+    task = AnnotationTask.of(labels, instruction, **options_of("task", options))
+    out = label_texts(texts, task, Recording(**options_of("recording", options)), context=context, model=model,
                       progress=progress, **context_kwargs)
     return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
 

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .annotate import MISSING, label_texts, model_of
 from .annotation import check_texts
+from .annotation_options import TASK_OPTIONS, options_of
 from .annotation_task import AnnotationTask, Labels
 from ..engine.context import Context
 from ..engine.sized_context import sized_context
@@ -92,9 +93,8 @@ def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask
     and labels ``sample`` texts on it (spread over the input; 0 for none) to time them."""
     if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
         raise InvalidArgumentError(f"sample must be a non-negative int, got {sample!r}")
-    task_fields = set(AnnotationTask.__dataclass_fields__) - {"labels", "instruction", "books", "calibrations"}
-    task = AnnotationTask.of(labels, instruction, **{k: v for k, v in options.items() if k in task_fields})
-    context_kwargs = {k: v for k, v in options.items() if k not in task_fields}
+    task = AnnotationTask.of(labels, instruction, **options_of("task", options))
+    context_kwargs = {k: v for k, v in options.items() if k not in TASK_OPTIONS}
     texts = check_texts(texts)
     with model_of(context, model) as use:
         call = prepare_call(use, texts, task, context, context_kwargs)

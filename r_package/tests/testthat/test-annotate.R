@@ -228,17 +228,20 @@ test_that("llm_use() sets the model every verb given no context runs on", {
   expect_error(llm_use(model, n_ctx = "big"), class = "newrllama_invalid_argument")
 })
 
-test_that("the verbs take every option of Python's AnnotationTask and leave its defaults to Python", {
-  # A new option of AnnotationTask that a verb misses fails here (Python's doors: test_annotation_signatures.py).
-  fields <- as.character(unlist(newrllama:::python_helpers()$annotation_fields()))
-  expect_true(all(c("labels", "instruction", "debias", "too_long") %in% fields))
-  for (verb in list(llm_annotate, llm_vec_annotate, plan_annotation)) {
+test_that("the verbs take every option of the options' table, with its R default", {
+  # The table is Python's (labels/annotation_options.py); scripts/write_annotation_options.py writes these formals.
+  table <- newrllama:::python_helpers()$annotation_options()
+  defaults <- stats::setNames(unlist(table$r_default), unlist(table$name))
+  task_options <- unlist(table$name)[unlist(table$owner) == "task"]
+  expect_true(all(c("debias", "too_long", "output") %in% names(defaults)))
+  for (verb in list(llm_annotate, llm_vec_annotate, plan_annotation, annotation_task)) {
     args <- formals(verb)
-    expect_setequal(setdiff(fields, names(args)), character())
+    expected <- if (identical(verb, llm_annotate) || identical(verb, llm_vec_annotate)) names(defaults) else task_options
+    expect_setequal(intersect(names(args), names(defaults)), expected)
+    expect_identical(vapply(expected, function(name) deparse(args[[name]]), character(1)), defaults[expected])
     expect_identical(args$instruction, "")
-    options <- as.list(args)[setdiff(fields, "instruction")]
-    expect_true(all(vapply(options, is.null, logical(1))))
   }
+  expect_identical(newrllama:::annotation_task_options, task_options)
 })
 
 test_that("annotation_task() makes a task once that the verbs take in the place of the labels", {
