@@ -22,7 +22,7 @@ from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, Codi
                        expected_scores, label_shares, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
                        write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
-                     ModelLoadError, NewrllamaError, TemplateError, TokenizeError)
+                     ModelLoadError, NewrllamaDeprecationWarning, NewrllamaError, TemplateError, TokenizeError)
 from .engine.model import Model
 from .engine.params import SamplingParams
 from .engine.results import Completion, GenerationStats
@@ -39,7 +39,7 @@ __all__ = [
     "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
-    "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
+    "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident",
     "mean_score", "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate",

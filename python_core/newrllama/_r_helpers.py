@@ -288,14 +288,14 @@ def methods_text(parts, truth, robustness_rows=None, **options):
     return newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options)
 
 
-def robustness_variants(instruction, debias, models, cures):
+def robustness_variants(instruction, debias, models, debias_variants):
     """The variants R labels under, as dicts (robustness.variants() decides them)."""
-    return [dataclasses.asdict(v) for v in variants(instruction, debias or DEFAULT_DEBIAS, models, cures)]
+    return [dataclasses.asdict(v) for v in variants(instruction, debias or DEFAULT_DEBIAS, models, debias_variants)]
 
 
-def judge_robustness(finding, instruction, debias, models, cures, estimates, null):
+def judge_robustness(finding, instruction, debias, models, debias_variants, estimates, null):
     """The verdict on the estimates R made under robustness_variants(...)'s variants, as R's columns."""
-    runs = variants(instruction, debias or DEFAULT_DEBIAS, models, cures)
+    runs = variants(instruction, debias or DEFAULT_DEBIAS, models, debias_variants)
     intervals = [Interval(e["estimate"], float("nan"), e["lower"], e["upper"]) for e in estimates]
     result = judge(finding, runs, intervals, null)
     rows = result.rows()

@@ -46,5 +46,9 @@ class DeterminismWarning(UserWarning):
     """A context cannot hold what was asked of its numbers (batch invariance on layers offloaded to a GPU)."""
 
 
+class NewrllamaDeprecationWarning(FutureWarning):
+    """An old name that still works; the message names the new one. A FutureWarning, so that it shows by default."""
+
+
 class AnnotationWarning(UserWarning):
     """Labels that look wrong as a whole: nearly every text has one label, or many change with the listing order."""

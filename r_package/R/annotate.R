@@ -39,8 +39,8 @@
 #'   beside it `.prob` (the chosen label's probability), `.probs` (a
 #'   list-column: each text's probabilities, named by label, order-free and
 #'   calibrated when `calibration` is given; `NULL` for a text that failed),
-#'   `.raw_probs` (the model's, before the order cure: scored with the labels
-#'   listed in their sorted order, the order every cure starts from, or with
+#'   `.raw_probs` (the model's, before debiasing: scored with the labels
+#'   listed in their sorted order, the order every debias method starts from, or with
 #'   `debias = "none"` in the order given), `.order_free_probs`
 #'   (before any calibration), `.order_flip` (whether the label changed
 #'   between the listing orders scored; `NA` where one order was scored),
@@ -119,7 +119,7 @@ llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL,
 }
 
 # Checks the texts of llm_annotate() and llm_vec_annotate(), labels them with `task` (task_of_call()), and warns
-# about what went wrong: labels that look wrong as a whole, a group-dependent cure in a grouped call, and texts
+# about what went wrong: labels that look wrong as a whole, a group-dependent debias method in a grouped call, and texts
 # that failed (their reasons in the warning's `errors`). Returns Python's named columns (by question with a
 # codebook).
 annotate_texts <- function(x, task, context, ..., progress, output, resume, retry_errors, call) {

@@ -9,7 +9,7 @@ companion_prefix <- function(label) {
 }
 
 # `.data` with one question's labels (Python's named columns from annotate) in `label` and its companions: the
-# chosen label's probability, every label's probabilities before and after the order cure and calibration
+# chosen label's probability, every label's probabilities before and after debiasing and calibration
 # (list-columns of named numbers, NULL for a text that failed), whether the label changed with the listing order,
 # why a text failed, and what made the labels (provenance, as JSON).
 put_annotation_columns <- function(.data, out, labels, label) {

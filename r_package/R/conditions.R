@@ -100,29 +100,22 @@ warn_failed <- function(errors, failed, table_function, what = "prompts") {
   message <- sprintf(paste0("%d of %d %s failed (first: %s); their results are NA. The reasons are in this ",
                             "warning's `errors` and in the `.error` column of %s"),
                      sum(failed), length(failed), what, errors[[1]], table_function)
-  warning(structure(
-    class = c("newrllama_failed_prompts", "newrllama_warning", "warning", "condition"),
-    list(message = message, call = NULL, errors = errors)
-  ))
+  warn_classed(message, "newrllama_failed_prompts", errors = errors)
 }
 
-warn_determinism <- function(message) {
-  warning(structure(
-    class = c("newrllama_determinism_warning", "newrllama_warning", "warning", "condition"),
-    list(message = message, call = NULL)
-  ))
+# A warning of the package: class `newrllama_warning` and its own, with any further fields.
+warn_classed <- function(message, class, ...) {
+  warning(structure(class = c(class, "newrllama_warning", "warning", "condition"),
+                    list(message = message, call = NULL, ...)))
 }
 
-warn_group_dependent <- function(message) {
-  warning(structure(
-    class = c("newrllama_group_dependent_labels", "newrllama_warning", "warning", "condition"),
-    list(message = message, call = NULL)
-  ))
-}
+warn_determinism <- function(message) warn_classed(message, "newrllama_determinism_warning")
 
-warn_suspect_labels <- function(message) {
-  warning(structure(
-    class = c("newrllama_suspect_labels", "newrllama_warning", "warning", "condition"),
-    list(message = message, call = NULL)
-  ))
+warn_group_dependent <- function(message) warn_classed(message, "newrllama_group_dependent_labels")
+
+warn_suspect_labels <- function(message) warn_classed(message, "newrllama_suspect_labels")
+
+# An old argument name that still works, with the name that replaces it.
+warn_deprecated <- function(old, new) {
+  warn_classed(sprintf("`%s` is now `%s`; the old name still works for now", old, new), "newrllama_deprecated")
 }

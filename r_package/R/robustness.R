@@ -3,8 +3,8 @@
 #' Labels the texts again under each choice that should not change a
 #' finding, one at a time around the baseline: each further wording of the
 #' instruction, each further model, scoring both listing orders of the labels
-#' (`debias = "reverse"`), and no cure with the labels listed as given and
-#' reversed. Each time `finding` re-estimates the finding from the labelled
+#' (`debias = "reverse"`), and no debiasing (`debias = "none"`) with the labels
+#' listed as given and reversed. Each time `finding` re-estimates the finding from the labelled
 #' data with its interval; the result says whether the estimate stays within
 #' the baseline's interval, and whether its sign and its significance against
 #' `null` hold. [methods_text()] reports it with `robustness =`. Python decides
@@ -25,13 +25,14 @@
 #'   (`NULL`: not judged, as for a share).
 #' @param models Further models (recommended names or GGUF paths), each a
 #'   variant labelled on a context like `context`.
-#' @param cures The cures and listing orders tried: any of `"reverse"`,
-#'   `"as given"` and `"reversed"`.
-#' @param debias The baseline's cure (`NULL`: the default).
+#' @param debias_variants The debias methods and listing orders tried: any of
+#'   `"reverse"`, `"as given"` and `"reversed"`.
+#' @param debias The baseline's debias method (`NULL`: the default).
 #' @param context The baseline's context (`NULL`: the session's, see
 #'   [llm_use()]).
 #' @param progress Show progress for each labelling.
 #' @param ... Further arguments of [llm_annotate()] for every labelling.
+#' @param cures The old name of `debias_variants`: still works, with a warning of class `newrllama_deprecated`.
 #' @return A tibble of class `newrllama_robustness`, one row per variant (the
 #'   baseline first): `name`, `changed`, `estimate`, `conf.low`, `conf.high`,
 #'   `within_baseline`, `same_sign`, `same_significance`, `finding`, `null`.
@@ -42,12 +43,13 @@
 #'                 truth = c("acquisition", "crude oil", NA, NA))
 #' r <- robustness(d, text, c("acquisition", "crude oil"),
 #'                 c("Give the topic of the news story.", "What is this story about?"),
-#'                 function(x) prevalence(x, truth)[2, ], null = NULL, cures = "reversed", progress = FALSE)
+#'                 function(x) prevalence(x, truth)[2, ], null = NULL, debias_variants = "reversed",
+#'                 progress = FALSE)
 #' r[, c("name", "estimate", "within_baseline")]
 #' @export
 robustness <- function(.data, col, labels, instruction, finding, name = "the finding", null = 0, models = NULL,
-                       cures = c("reverse", "as given", "reversed"), debias = NULL, context = NULL, progress = TRUE,
-                       ...) {
+                       debias_variants = c("reverse", "as given", "reversed"), debias = NULL, context = NULL,
+                       progress = TRUE, ..., cures = NULL) {
   column <- text_column_name(.data, substitute(col), parent.frame())
   if (!is.function(finding)) {
     abort_invalid("`finding` must be a function of the labelled data frame giving one row with estimate, conf.low and conf.high")
@@ -56,9 +58,13 @@ robustness <- function(.data, col, labels, instruction, finding, name = "the fin
   if (!is.null(null)) null <- check_number(null, "null")
   instruction <- as.list(vapply(instruction, check_string, character(1), name = "instruction", USE.NAMES = FALSE))
   models <- as.list(as.character(models))
-  cures <- as.list(as.character(cures))
+  if (!is.null(cures)) {
+    warn_deprecated("cures", "debias_variants")
+    debias_variants <- cures
+  }
+  debias_variants <- as.list(as.character(debias_variants))
   if (!is.null(debias)) debias <- check_string(debias, "debias")
-  runs <- with_python(python_helpers()$robustness_variants(instruction, debias, models, cures))
+  runs <- with_python(python_helpers()$robustness_variants(instruction, debias, models, debias_variants))
   base <- session_runner(context)
   estimates <- lapply(runs, function(v) {
     listed <- if (isTRUE(v$reverse_labels)) rev(labels) else labels
@@ -67,7 +73,8 @@ robustness <- function(.data, col, labels, instruction, finding, name = "the fin
                              progress = progress, ...)
     finding_interval(finding(labelled), v$name)
   })
-  cols <- with_python(python_helpers()$judge_robustness(what, instruction, debias, models, cures, estimates, null))
+  cols <- with_python(python_helpers()$judge_robustness(what, instruction, debias, models, debias_variants,
+                                                          estimates, null))
   cols$sentence <- NULL
   out <- tibble::tibble(name = unlist(cols$name), changed = unlist(cols$changed), estimate = unlist(cols$estimate),
                         conf.low = unlist(cols$lower), conf.high = unlist(cols$upper),

@@ -13,7 +13,7 @@ PUBLIC_NAMES = [
     "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
-    "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
+    "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
     "ReliabilityBin", "Robustness", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
     "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident", "mean_score", "methods_text", "plan_annotation", "plan_coding",

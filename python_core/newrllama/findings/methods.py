@@ -12,7 +12,7 @@ from .design import CodingDesign, ordered_keys
 from .robustness import Robustness
 from .prevalence import prevalence
 
-ORDER_CURES = {
+DEBIAS_SENTENCES = {
     "reverse": "by averaging the scores of the list and of its reverse",
     "rotations": "by averaging the scores over every cyclic rotation of the list",
     "prior": "by subtracting each place's pull on the scores, estimated on a sample of the texts under every rotation",
@@ -22,12 +22,12 @@ ORDER_CURES = {
                    "2021)"),
     "none": "not at all (one listing order)",
 }
-ORDER_CURES["auto"] = (f"for texts shorter than two lists of labels (which then followed the list) "
-                       f"{ORDER_CURES['contextual']}, and for longer texts {ORDER_CURES['reverse']}")
+DEBIAS_SENTENCES["auto"] = (f"for texts shorter than two lists of labels (which then followed the list) "
+                       f"{DEBIAS_SENTENCES['contextual']}, and for longer texts {DEBIAS_SENTENCES['reverse']}")
 
 
-def _cure(source: Any) -> str:
-    """The cure the provenance's texts were scored with: "auto" scores every text in two orders for calibration
+def _scored_debias(source: Any) -> str:
+    """The debias method the provenance's texts were scored with: "auto" scores every text in two orders for calibration
     (only "auto" records for_calibration)."""
     return "reverse" if source.for_calibration else source.debias
 
@@ -42,7 +42,7 @@ def _source_sentences(source: Any) -> List[str]:
     out.append(f"{prompt}{examples}{joined} was followed by the list of {len(source.labels)} labels ({labels}) "
                f"(prompt digest {source.codebook_digest}); each label was scored by the probability of its tokens and "
                "of the end of the answer after the prompt, and the order in which the labels were listed was taken "
-               f"out of the scores {ORDER_CURES.get(_cure(source), source.debias)}.")
+               f"out of the scores {DEBIAS_SENTENCES.get(_scored_debias(source), source.debias)}.")
     d = source.determinism
     if d:
         mode = ("batch-invariant (a text's scores do not depend on the other texts decoded with it, "
@@ -71,7 +71,7 @@ def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: Codi
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
                  alpha: float = 0.05, design: Optional[CodingDesign] = None,
                  coding: Optional[Adjudication] = None, robustness: Optional[Robustness] = None) -> str:
-    """A paragraph for a methods section: the model (file and SHA-256), the prompt, the order cure, the
+    """A paragraph for a methods section: the model (file and SHA-256), the prompt, the debias method, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
     figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
     prevalence() takes it; a simple random sample unless given) and each label's share estimated by PPI++ with its

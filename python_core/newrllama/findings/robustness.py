@@ -1,25 +1,26 @@
 """Does a finding survive the choices that should not matter? robustness().
 
 A finding from model labels can hinge on the wording of the instruction, the order the labels are listed in, the
-cure for that order, or the model (Baumann et al. 2025, "LLM hacking"). robustness() labels the texts again under
-each such choice, one at a time around the baseline (the first instruction, the first model, the default cure),
-re-estimates the finding each time with its interval, and says whether its estimate stays within the baseline's
-interval, whether its sign (against ``null``) holds, and whether its significance (the interval excluding
+debias method for that order, or the model (Baumann et al. 2025, "LLM hacking"). robustness() labels the texts
+again under each such choice, one at a time around the baseline (the first instruction, the first model, the default
+debias method), re-estimates the finding each time with its interval, and says whether its estimate stays within the
+baseline's interval, whether its sign (against ``null``) holds, and whether its significance (the interval excluding
 ``null``) holds. The variants and the verdict live here; R's robustness() labels with its own verbs and sends
 each variant's estimate back to judge()."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, NewrllamaDeprecationWarning
 from ..frames import Tabular
 from ..labels.annotate import annotate
 from ..labels.order_bias import DEFAULT_DEBIAS
 
-# The cures and listing orders tried beside the baseline's cure: scoring both orders, and no cure at all with the
-# labels listed as given and reversed (the choice a cure exists to take away).
-CURE_VARIANTS = ("reverse", "as given", "reversed")
+# The debias methods and listing orders tried beside the baseline's method: scoring both orders, and no debiasing at
+# all with the labels listed as given and reversed (the choice debiasing exists to take away).
+DEBIAS_VARIANTS = ("reverse", "as given", "reversed")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Variant:
     """One way of labelling the texts: what changed from the baseline, and the settings that change it."""
 
     name: str
-    changed: str            # "baseline", "instruction", "model", "cure" or "listing order"
+    changed: str            # "baseline", "instruction", "model", "debias" or "listing order"
     instruction: str
     debias: str
     reverse_labels: bool    # list the labels in reverse (with debias "none", the order they are shown in)
@@ -87,24 +88,26 @@ class Robustness(Tabular):
 
 
 def variants(instruction: Union[str, Sequence[str]], debias: str = DEFAULT_DEBIAS,
-             models: Sequence[str] = (), cures: Sequence[str] = CURE_VARIANTS) -> List[Variant]:
-    """The baseline and the variants around it: each further instruction, each further model, each cure."""
+             models: Sequence[str] = (), debias_variants: Sequence[str] = DEBIAS_VARIANTS) -> List[Variant]:
+    """The baseline and the variants around it: each further instruction, each further model, each of
+    ``debias_variants``."""
     wordings = [instruction] if isinstance(instruction, str) else list(instruction)
     if not wordings or not all(isinstance(w, str) for w in wordings):
         raise InvalidArgumentError("instruction must be a string, or a list of wordings (the first is the baseline)")
-    unknown = [c for c in cures if c not in CURE_VARIANTS]
+    unknown = [c for c in debias_variants if c not in DEBIAS_VARIANTS]
     if unknown:
-        raise InvalidArgumentError(f"cures must be among {list(CURE_VARIANTS)}, got {unknown}")
+        raise InvalidArgumentError(f"debias_variants must be among {list(DEBIAS_VARIANTS)}, got {unknown}")
     out = [Variant("baseline", "baseline", wordings[0], debias, False, None)]
     out += [Variant(f"instruction {k + 1}", "instruction", w, debias, False, None)
             for k, w in enumerate(wordings) if k > 0]
     out += [Variant(f"model {m}", "model", wordings[0], debias, False, str(m)) for m in models]
-    for cure in cures:
-        if cure == "reverse" and debias != "reverse":
-            out.append(Variant("cure 'reverse' (both listing orders)", "cure", wordings[0], "reverse", False, None))
-        elif cure in ("as given", "reversed"):
-            out.append(Variant(f"no cure, labels listed {cure}", "listing order", wordings[0], "none",
-                               cure == "reversed", None))
+    for variant in debias_variants:
+        if variant == "reverse" and debias != "reverse":
+            out.append(Variant("debias 'reverse' (both listing orders)", "debias", wordings[0], "reverse", False,
+                               None))
+        elif variant in ("as given", "reversed"):
+            out.append(Variant(f"debias 'none', labels listed {variant}", "listing order", wordings[0], "none",
+                               variant == "reversed", None))
     return out
 
 
@@ -144,22 +147,27 @@ def _interval(value: Any, name: str):
 
 def robustness(texts: Sequence[Optional[str]], labels: Any, instruction: Union[str, Sequence[str]],
                finding: Callable[[Any], Any], *, name: str = "the finding", null: Optional[float] = 0.0,
-               models: Sequence[Any] = (), cures: Sequence[str] = CURE_VARIANTS, debias: str = DEFAULT_DEBIAS,
-               context: Any = None, model: Any = None, **annotate_kwargs: Any) -> Robustness:
+               models: Sequence[Any] = (), debias_variants: Sequence[str] = DEBIAS_VARIANTS,
+               debias: str = DEFAULT_DEBIAS, context: Any = None, model: Any = None,
+               cures: Optional[Sequence[str]] = None, **annotate_kwargs: Any) -> Robustness:
     """Re-estimates a finding under the choices that should not matter and says whether it held.
 
     ``instruction``: the baseline's wording, or a list of wordings (the first is the baseline, each other one a
     variant); ``models``: further models (GGUF paths or recommended names), each a variant, labelled on a context
-    made for the call; ``cures``: "reverse" (score both listing orders), "as given" and "reversed" (no cure, the
-    labels listed as given or reversed). ``finding``: a function of the annotations that gives the estimate with
-    its interval, e.g. ``lambda a: prevalence(a, truth).share("crude oil")`` or a ShareDifference or Coefficient;
-    ``name`` names it in the sentence; ``null``: the value its sign and significance are judged against (None:
-    not judged). ``context`` / ``model`` and ``annotate_kwargs`` go to every annotate() call (the model
-    variants get ``model`` replaced and no context)."""
+    made for the call; ``debias_variants``: "reverse" (score both listing orders), "as given" and "reversed" (debias
+    "none", the labels listed as given or reversed; ``cures``, its old name, still works and warns). ``finding``: a
+    function of the annotations that gives the estimate with its interval, e.g.
+    ``lambda a: prevalence(a, truth).share("crude oil")`` or a ShareDifference or Coefficient; ``name`` names it
+    in the sentence; ``null``: the value its sign and significance are judged against (None: not judged).
+    ``context`` / ``model`` and ``annotate_kwargs`` go to every annotate() call (the model variants get ``model``
+    replaced and no context)."""
     if not callable(finding):
         raise InvalidArgumentError("finding must be a function of the annotations that returns an estimate with its "
                                    "interval, e.g. lambda a: prevalence(a, truth).share('crude oil')")
-    runs = variants(instruction, debias, [str(m) for m in models], cures)
+    if cures is not None:
+        warnings.warn("robustness(cures=) is now debias_variants=", NewrllamaDeprecationWarning, stacklevel=2)
+        debias_variants = cures
+    runs = variants(instruction, debias, [str(m) for m in models], debias_variants)
     estimates = []
     for v in runs:
         listed = _reversed(labels) if v.reverse_labels else labels

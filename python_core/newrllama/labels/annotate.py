@@ -34,7 +34,7 @@ from ..frames import frame_texts, with_columns
 from ..engine.parallel import Prompt, ends_in_a_word
 from ..engine.progress import Progress, check_progress, progress_bar
 from .provenance import Provenance, codebook_digest
-from .prepared_call import PromptTokens, call_prompts, cure_groups, prepare_call, tokens_cut_of
+from .prepared_call import PromptTokens, call_prompts, debias_groups, prepare_call, tokens_cut_of
 from ..engine.results import Completion
 from ..runs.recording import Recording
 from ..runs.results_file import RecordedRun
@@ -148,9 +148,9 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
     books, debias, calibrations = task.books, task.debias, task.calibrations
     with model_of(context, model) as use:
         call = prepare_call(use, texts, task, context, context_kwargs)
-        runnable, layout, cures, jobs, probes, fits, failed = (call.runnable, call.layout, call.cures, call.jobs,
+        runnable, layout, methods, jobs, probes, fits, failed = (call.runnable, call.layout, call.methods, call.jobs,
                                                                call.probes, call.fits, call.failed)
-        groups = cure_groups(books, runnable, cures)
+        groups = debias_groups(books, runnable, methods)
         prompts = call_prompts(use, task, call)
         params = {q: SamplingParams(choices=base_order(debias, book.labels)) for q, book in books.items()}
         questions_of = [q for q, _, _ in jobs] + [q for q, _ in probes for _ in CONTENT_FREE]
@@ -164,14 +164,14 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
             results = [Annotation(None, error=MISSING)] * len(texts)
             for i, why in failed.items():
                 results[i] = Annotation(None, error=why)
-            for (gq, cure), members in groups.items():
+            for (gq, method), members in groups.items():
                 if gq != q:
                     continue
-                mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q and cures[q, i] == cure]
-                scored = annotations(len(texts), book.labels, cure, [job for _, job in mine],
+                mine = [(k, (i, order)) for k, (jq, i, order) in enumerate(jobs) if jq == q and methods[q, i] == method]
+                scored = annotations(len(texts), book.labels, method, [job for _, job in mine],
                                      [completions[k] for k, _ in mine], base_order(debias, book.labels),
                                      {i: content_free[q, layout[q, i]] for i in members}
-                                     if cure == "contextual" else None)
+                                     if method == "contextual" else None)
                 for i in members:
                     results[i] = scored[i]
             source = _provenance(identity, determinism, book, debias, task.examples_in, task.too_long,
@@ -200,8 +200,8 @@ def warn_about_results(results: Sequence[Any], questions: Sequence[Optional[str]
 
 
 def split_message(debias: str, where: str) -> Optional[str]:
-    """What a cure that estimates over the texts of one call ("prior", "batch") means when a call is split into
-    ``where``: a text's label depends on which texts share it. None for the cures that score each text alone."""
+    """What a debias method that estimates over the texts of one call ("prior", "batch") means when a call is split into
+    ``where``: a text's label depends on which texts share it. None for the methods that score each text alone."""
     if debias not in ("prior", "batch"):
         return None
     return (f"debias={debias!r} estimates its correction over the texts of {where}: a text's label and "

@@ -21,7 +21,7 @@ class Annotation:
     order (sorted; as given with debias="none"); ``order_free_probs`` the order-free ones before any calibration.
     ``order_flip``: whether the label the model preferred changed between the listing orders it scored the text
     in (None where it scored one order): a text whose label rests on where the labels stand. ``provenance``: what
-    produced the call's labels (model, codebook, order cure, determinism, release); left out of comparisons.
+    produced the call's labels (model, codebook, debias method, determinism, release); left out of comparisons.
     ``tokens_cut``: how many of the text's tokens were cut to fit a sequence (annotate()'s ``too_long``; 0 where the
     model read the whole text)."""
 

@@ -1,5 +1,5 @@
 """What annotate() asks of every text, as one checked object: the labels (or a codebook of questions), the
-instruction, the coded examples, the cure for the labels' listing order and the calibration. annotate(),
+instruction, the coded examples, the debias method for the labels' listing order and the calibration. annotate(),
 Cluster.annotate, a cluster's workers and R's llm_annotate() all take one, so the rules live here once."""
 from __future__ import annotations
 

@@ -54,8 +54,8 @@ CRITERIA = ("kappa", "log-loss")
 @dataclass(frozen=True)
 class Calibration:
     """A fitted correction of label scores, with its cross-validated accuracy and kappa on the coded sample, and
-    what made the labels it was fitted on: it applies only to labels made the same way (model, codebook, order
-    cure). ``save()`` and ``Calibration.load()`` keep it in a small JSON file."""
+    what made the labels it was fitted on: it applies only to labels made the same way (model, codebook, debias
+    method). ``save()`` and ``Calibration.load()`` keep it in a small JSON file."""
 
     labels: Tuple[str, ...]
     scale: float

@@ -1,10 +1,10 @@
 """Label scores that do not depend on the order in which the labels are listed.
 
-A model's score for a label moves with the label's place in the list. Each cure scores a
+A model's score for a label moves with the label's place in the list. Each debias method scores a
 text under one or more listing orders, starting from a base order, and combines its labels'
 log-probabilities. The base order is the labels sorted (base_order), whatever order they
-were given in, so that with any cure but "none" the order a user lists the labels in cannot
-change a score; the cures take out the pull of a place in the list, so that the sorted
+were given in, so that with any method but "none" the order a user lists the labels in cannot
+change a score; the methods take out the pull of a place in the list, so that the sorted
 order does not favour its first label either:
 - "reverse": the base order and its reverse, each label's log-probabilities averaged.
   Every label then stands, on average, in the middle of the list, so a pull that grows or
@@ -29,7 +29,7 @@ order does not favour its first label either:
   Codebook.lists_first), "reverse" for the others. On one-line texts the list costs more than the text, so
   a second order nearly doubles the work, and the model's leaning shows most where a text carries little
   evidence; on long texts the content-free texts stand poorly for the real ones, and "contextual" labelled
-  worse than "reverse" (bench/bench_short_texts.py). A text's cure depends on its length and the codebook
+  worse than "reverse" (bench/bench_short_texts.py). A text's method depends on its length and the codebook
   alone, so it still does not depend on the other texts.
   Labels that are (or will be) calibrated on coded texts (annotate()'s ``calibration``) take "reverse" for every
   text: a calibration's offsets already take out what "contextual" does, so one order calibrated labelled
@@ -59,8 +59,8 @@ def check_debias(debias: object) -> str:
     return debias  # type: ignore[return-value]
 
 
-def cure_of(debias: str, lists_first: bool, for_calibration: bool = False) -> str:
-    """The cure a text is scored with: "auto" resolved by the text's prompt layout and whether its labels are
+def resolved_debias(debias: str, lists_first: bool, for_calibration: bool = False) -> str:
+    """The debias method a text is scored with: "auto" resolved by the text's prompt layout and whether its labels are
     calibrated, any other as it is."""
     if debias != "auto":
         return debias

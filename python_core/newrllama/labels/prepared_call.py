@@ -1,4 +1,4 @@
-"""What a labelling call will score, worked out before any prompt runs: each text's layout and order cure, the
+"""What a labelling call will score, worked out before any prompt runs: each text's layout and debias method, the
 (question, text, order) scorings and "contextual" probes, each text as its prompts will hold it (cut to fit by the
 task's ``too_long``) and the prompts. annotate() runs it; plan_annotation() measures it."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..engine.sized_context import sequence_budget
 from ..engine.model import Model
 from ..engine.parallel import tokens_or_error
 from ..engine.vocab import Vocab
-from .order_bias import CONTENT_FREE, Order, base_order, cure_of, scoring_jobs
+from .order_bias import CONTENT_FREE, Order, base_order, resolved_debias, scoring_jobs
 from .text_fit import FittedText, fit_text
 
 Job = Tuple[Optional[str], int, Order]
@@ -40,12 +40,12 @@ class PromptTokens(dict):
 @dataclasses.dataclass(frozen=True)
 class PreparedCall:
     """What a labelling call will score, before any prompt runs: the texts it scores (``runnable``), each
-    (question, text)'s layout and order cure, the (question, text, order) jobs and "contextual" probes, each text
+    (question, text)'s layout and debias method, the (question, text, order) jobs and "contextual" probes, each text
     as its prompts hold it (``fits``) and the texts that fail before any prompt (``failed``: why)."""
 
     runnable: List[int]
     layout: Dict[Tuple[Optional[str], int], bool]
-    cures: Dict[Tuple[Optional[str], int], str]
+    methods: Dict[Tuple[Optional[str], int], str]
     jobs: List[Job]
     probes: List[Tuple[Optional[str], bool]]
     fits: Dict[int, Union[FittedText, str]]
@@ -63,16 +63,16 @@ def prepare_call(use: Model, texts: Sequence[Optional[str]], task: AnnotationTas
     layout = {(q, i): q in list_lengths and books[q].lists_first(text_lengths[i], list_lengths[q])
               for q in books for i in runnable}
     for_calibration = {q: task.for_calibration(q) for q in books}  # a question's rule, not a text's
-    cures = {(q, i): cure_of(debias, first, for_calibration[q]) for (q, i), first in layout.items()}
-    jobs, probes = _jobs(books, debias, runnable, cures, layout)
+    methods = {(q, i): resolved_debias(debias, first, for_calibration[q]) for (q, i), first in layout.items()}
+    jobs, probes = _jobs(books, debias, runnable, methods, layout)
     tokens = PromptTokens(use.vocab)
     fits = _fit_texts(use, context, texts, jobs, probes, task, layout, context_kwargs, tokens)
     failed = {i: fit for i, fit in fits.items() if isinstance(fit, str)}
     if failed:
         runnable = [i for i in runnable if i not in failed]
-        cures = {qi: c for qi, c in cures.items() if qi[1] not in failed}
-        jobs, probes = _jobs(books, debias, runnable, cures, layout)
-    return PreparedCall(runnable, layout, cures, jobs, probes, fits, failed, tokens)
+        methods = {qi: m for qi, m in methods.items() if qi[1] not in failed}
+        jobs, probes = _jobs(books, debias, runnable, methods, layout)
+    return PreparedCall(runnable, layout, methods, jobs, probes, fits, failed, tokens)
 
 
 def call_prompts(use: Model, task: AnnotationTask, call: PreparedCall) -> List[str]:
@@ -85,15 +85,15 @@ def call_prompts(use: Model, task: AnnotationTask, call: PreparedCall) -> List[s
 
 
 def _jobs(books: Mapping[Optional[str], Codebook], debias: str, runnable: Sequence[int],
-          cures: Mapping[Tuple[Optional[str], int], str], layout: Mapping[Tuple[Optional[str], int], bool]
+          methods: Mapping[Tuple[Optional[str], int], str], layout: Mapping[Tuple[Optional[str], int], bool]
           ) -> Tuple[List[Job], List[Tuple[Optional[str], bool]]]:
     """The (question, text, order) scorings of a call, a text's in a row so that they share its prefix while it is
     cached; and the (question, layout)s whose "contextual" content-free texts go after them."""
-    groups = cure_groups(books, runnable, cures)
-    jobs = sorted(((q, i, order) for (q, cure), members in groups.items()
-                   for i, order in scoring_jobs(cure, members, base_order(debias, books[q].labels))),
+    groups = debias_groups(books, runnable, methods)
+    jobs = sorted(((q, i, order) for (q, method), members in groups.items()
+                   for i, order in scoring_jobs(method, members, base_order(debias, books[q].labels))),
                   key=lambda job: job[1])
-    probes = sorted({(q, layout[q, i]) for (q, i), cure in cures.items() if cure == "contextual"})
+    probes = sorted({(q, layout[q, i]) for (q, i), method in methods.items() if method == "contextual"})
     return jobs, probes
 
 
@@ -135,12 +135,12 @@ def tokens_cut_of(fit: Union[FittedText, str, None]) -> int:
     return fit.tokens_cut if isinstance(fit, FittedText) else 0
 
 
-def cure_groups(books: Mapping[Optional[str], Codebook], runnable: Sequence[int],
-                cures: Mapping[Tuple[Optional[str], int], str]) -> Dict[Tuple[Optional[str], str], List[int]]:
-    """The texts of each question scored with each cure ("auto" gives a call two), in input order: a cure that
-    estimates over texts ("prior", "batch") estimates over all of a question's texts, as one group."""
+def debias_groups(books: Mapping[Optional[str], Codebook], runnable: Sequence[int],
+                  methods: Mapping[Tuple[Optional[str], int], str]) -> Dict[Tuple[Optional[str], str], List[int]]:
+    """The texts of each question scored with each debias method ("auto" gives a call two), in input order: a method
+    that estimates over texts ("prior", "batch") estimates over all of a question's texts, as one group."""
     groups: Dict[Tuple[Optional[str], str], List[int]] = {}
     for q in books:
         for i in runnable:
-            groups.setdefault((q, cures[q, i]), []).append(i)
+            groups.setdefault((q, methods[q, i]), []).append(i)
     return groups

@@ -1,4 +1,4 @@
-"""What produced a call's labels: the model's bytes, the prompt, the order cure, the determinism held and the
+"""What produced a call's labels: the model's bytes, the prompt, the debias method, the determinism held and the
 release, so that a calibration refuses labels made otherwise and a methods section can name them."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ LABELLING = ("model_sha256", "codebook_digest", "debias", "for_calibration")
 @dataclass(frozen=True)
 class Provenance:
     """The model file and its SHA-256, the codebook (labels, instruction, definitions, examples and where they go)
-    and its digest, the order cure, the determinism held (None when annotate() made its own context), the
+    and its digest, the debias method, the determinism held (None when annotate() made its own context), the
     newrllama version, the rule for texts too long for a sequence, and whether debias "auto" scored the labels
     for calibration (every text in two orders, order_bias.py)."""
 
@@ -34,7 +34,7 @@ class Provenance:
     for_calibration: bool = False  # records before it had none: "auto" then scored short texts in one order
 
     def differs_from(self, other: "Provenance") -> Optional[str]:
-        """How other's scores were made otherwise (model, prompt or order cure), or None if they were not."""
+        """How other's scores were made otherwise (model, prompt or debias method), or None if they were not."""
         for key in LABELLING:
             mine, theirs = getattr(self, key), getattr(other, key)
             if mine != theirs and key == "for_calibration":

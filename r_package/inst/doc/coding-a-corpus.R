@@ -82,7 +82,7 @@ crude_share <- function(d) {
 }
 checked <- robustness(all, text, codebook,
                       c(instruction, "Read the news story and say which topic it is mainly about."),
-                      crude_share, name = "the share of crude-oil stories", null = NULL, cures = "reversed",
+                      crude_share, name = "the share of crude-oil stories", null = NULL, debias_variants = "reversed",
                       context = ctx, progress = FALSE)
 checked
 

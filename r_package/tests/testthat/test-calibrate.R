@@ -52,7 +52,7 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
   expect_equal(reordered$text[least_confident(reordered, 2)], coded$text[least_confident(coded, 2)])
 })
 
-test_that("with the default cure, labels to be calibrated take two orders and keep to their calibration", {
+test_that("with the default debias method, labels to be calibrated take two orders and keep to their calibration", {
   pending <- annotated(texts, labels, calibration = "pending")
   reverse <- annotated(texts, labels, debias = "reverse")
   expect_equal(pending$.probs, reverse$.probs)

@@ -19,8 +19,8 @@ test_that("robustness() labels again under each variant and judges the finding a
   r <- robustness(stories, text, labels, wordings, share, name = "the share of crude oil", null = NULL,
                   context = ctx, progress = FALSE)
   expect_s3_class(r, c("newrllama_robustness", "tbl_df"))
-  expect_equal(r$name, c("baseline", "instruction 2", "cure 'reverse' (both listing orders)",
-                         "no cure, labels listed as given", "no cure, labels listed reversed"))
+  expect_equal(r$name, c("baseline", "instruction 2", "debias 'reverse' (both listing orders)",
+                         "debias 'none', labels listed as given", "debias 'none', labels listed reversed"))
   reversed <- llm_annotate(stories, text, rev(labels), wordings[[1]], context = ctx, debias = "none",
                            progress = FALSE)
   expect_equal(r$estimate[[5]], share(reversed)$estimate)
@@ -37,15 +37,20 @@ test_that("robustness() labels again under each variant and judges the finding a
   }
   base <- llm_annotate(stories, text, labels, wordings[[1]], context = ctx, progress = FALSE)
   text <- methods_text(base, truth, robustness = r)
-  expect_match(text, "labelled again under 4 variants, one choice at a time \\(cure, instruction, listing order\\)")
+  expect_match(text, "labelled again under 4 variants, one choice at a time \\(debias, instruction, listing order\\)")
 
-  expect_error(robustness(stories, text, labels, wordings, function(d) 0.5, context = ctx, cures = character(),
-                          progress = FALSE),
+  expect_error(robustness(stories, text, labels, wordings, function(d) 0.5, context = ctx,
+                          debias_variants = character(), progress = FALSE),
                "must give one row with estimate, conf.low and conf.high", class = "newrllama_invalid_argument")
   expect_error(robustness(stories, text, labels, wordings, "share"), "`finding` must be a function",
                class = "newrllama_invalid_argument")
-  expect_error(robustness(stories, text, labels, wordings, share, cures = "rotations", context = ctx),
-               "cures must be among", class = "newrllama_invalid_argument")
+  expect_error(robustness(stories, text, labels, wordings, share, debias_variants = "rotations", context = ctx),
+               "debias_variants must be among", class = "newrllama_invalid_argument")
+  expect_warning(
+    expect_error(robustness(stories, text, labels, wordings, share, cures = "rotations", context = ctx),
+                 "debias_variants must be among", class = "newrllama_invalid_argument"),
+    class = "newrllama_deprecated"
+  )
   expect_error(methods_text(base, truth, robustness = "held"), "must be a result of robustness",
                class = "newrllama_invalid_argument")
 })

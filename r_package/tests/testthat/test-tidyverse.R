@@ -121,7 +121,7 @@ test_that("llm_annotate() on a context writes its labels and resumes only the mi
   expect_equal(as.vector(again), as.vector(all))
   expect_error(llm_vec_annotate(texts, labels, "Another instruction.", context = ctx, output = out, resume = TRUE,
                             progress = FALSE), "other settings", class = "newrllama_invalid_argument")
-  # A codebook and a whole-call cure are recorded too (five texts: one group, as a call without a file).
+  # A codebook and a whole-call debias method are recorded too (five texts: one group, as a call without a file).
   book <- list(topic = labels, tone = c("good news", "bad news"))
   path <- tempfile(fileext = ".jsonl")
   recorded <- llm_vec_annotate(texts, codebook = book, instruction = instruction, context = ctx, output = path,

@@ -201,7 +201,7 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
 
 
 def test_every_argument_of_annotate_reaches_the_workers_and_the_results_file(cluster, model, tmp_path):
-    """Definitions, examples, a cure, a calibration and a codebook: the cluster's labels are a local call's, and
+    """Definitions, examples, a debias method, a calibration and a codebook: the cluster's labels are a local call's, and
     its file is a local recorded run's (same digests), so a run recorded on one resumes on the other."""
     texts = ["Texaco agreed to buy Getty Oil for $10 billion.", "OPEC ministers agreed to cut crude output.",
              "Shares of the acquired firm rose after the takeover bid.", "Brent crude fell two dollars a barrel.",

@@ -21,18 +21,24 @@ def test_the_variants_change_one_choice_at_a_time_around_the_baseline():
         ("baseline", "Give the topic.", "auto", False, None),
         ("instruction", "What is this story about?", "auto", False, None),
         ("model", "Give the topic.", "auto", False, "other.gguf"),
-        ("cure", "Give the topic.", "reverse", False, None),
+        ("debias", "Give the topic.", "reverse", False, None),
         ("listing order", "Give the topic.", "none", False, None),
         ("listing order", "Give the topic.", "none", True, None)]
     assert [v.changed for v in variants("x", debias="reverse")] == ["baseline", "listing order", "listing order"]
-    with pytest.raises(newrllama.InvalidArgumentError, match="cures must be among"):
-        variants("x", cures=["rotations"])
+    with pytest.raises(newrllama.InvalidArgumentError, match="debias_variants must be among"):
+        variants("x", debias_variants=["rotations"])
     with pytest.raises(newrllama.InvalidArgumentError, match="instruction must be a string"):
         variants([])
 
 
+def test_the_old_name_of_debias_variants_still_works_and_warns():
+    with pytest.warns(newrllama.NewrllamaDeprecationWarning, match="debias_variants"), \
+            pytest.raises(newrllama.InvalidArgumentError, match="debias_variants must be among"):
+        newrllama.robustness(["a text"], ["a", "b"], "Give the topic.", lambda a: a, cures=["rotations"])
+
+
 def test_the_verdict_reads_each_interval_against_the_baseline_and_null():
-    runs = variants(["a", "b", "c"], cures=())
+    runs = variants(["a", "b", "c"], debias_variants=())
     held = judge("a difference", runs, [Interval(0.20, 0.05, 0.10, 0.30), Interval(0.25, 0.05, 0.15, 0.35),
                                         Interval(0.12, 0.05, 0.02, 0.22)])
     assert held.estimate_holds and held.sign_holds and held.significance_holds
@@ -92,8 +98,8 @@ def test_a_share_on_the_reuters_stories_is_reestimated_under_each_variant():
         reversed_listing = newrllama.annotate(texts, dict(reversed(list(DEFINITIONS.items()))), INSTRUCTIONS[0],
                                               debias="none", context=ctx)
     names = [e.name for e in result.estimates]
-    assert names == ["baseline", "instruction 2", "cure 'reverse' (both listing orders)",
-                     "no cure, labels listed as given", "no cure, labels listed reversed"]
+    assert names == ["baseline", "instruction 2", "debias 'reverse' (both listing orders)",
+                     "debias 'none', labels listed as given", "debias 'none', labels listed reversed"]
     # each variant is the labelling it names, bit for bit
     assert result.estimates[4].estimate == crude_share(reversed_listing).estimate
     base = result.estimates[0]
@@ -103,4 +109,4 @@ def test_a_share_on_the_reuters_stories_is_reestimated_under_each_variant():
     assert result.sign_holds is None and result.estimate_holds == all(e.within_baseline for e in result.estimates)
     text = newrllama.methods_text(reversed_listing, truth, robustness=result)
     assert text.endswith(result.sentence())
-    assert "labelled again under 4 variants, one choice at a time (cure, instruction, listing order)" in text
+    assert "labelled again under 4 variants, one choice at a time (debias, instruction, listing order)" in text

@@ -107,9 +107,9 @@ def test_contextual_calibration_scores_each_text_once_against_content_free_texts
         assert reordered[0].probs == pytest.approx(out[3].probs, rel=1e-12)
 
 
-def test_the_default_cure_is_contextual_for_a_text_after_the_list_and_reverse_for_a_longer_one(model):
+def test_the_default_debias_is_contextual_for_a_text_after_the_list_and_reverse_for_a_longer_one(model):
     """debias="auto" (the default): a text short enough for the list-first layout is scored once with contextual
-    calibration, a longer one in the list's two orders; each gets the very figures of that cure, whichever texts
+    calibration, a longer one in the list's two orders; each gets the very figures of that method, whichever texts
     share its call."""
     from newrllama.labels.order_bias import CONTENT_FREE
     short, long = TEXTS[0], " ".join([TEXTS[1]] * 6)

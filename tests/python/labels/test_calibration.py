@@ -204,7 +204,7 @@ def test_a_file_that_is_not_a_calibration_is_a_clear_error(tmp_path, content, me
         newrllama.Calibration.load(tmp_path / "missing.json")
 
 
-def test_a_methods_paragraph_names_the_model_the_prompt_the_cure_and_the_estimate(model):
+def test_a_methods_paragraph_names_the_model_the_prompt_the_debias_method_and_the_estimate(model):
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
         done = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx, debias="reverse")
         by_default = newrllama.annotate(STORIES, TOPICS, "Give the topic.", context=ctx)

@@ -64,10 +64,10 @@ def test_the_codebook_is_decoded_once_per_call(model):
         assert ctx.last_stats.n_cached_tokens >= (len(TEXTS) - 1) * shared
 
 
-def test_each_cure_keeps_raw_and_order_free_probabilities(model):
+def test_each_debias_method_keeps_raw_and_order_free_probabilities(model):
     with newrllama.Context(model, n_ctx=8192, n_seq_max=8, n_threads=2) as ctx:
         labels = list(DEFS)
-        none = newrllama.annotate(TEXTS, sorted(labels), context=ctx, debias="none")  # the cures' base order
+        none = newrllama.annotate(TEXTS, sorted(labels), context=ctx, debias="none")  # the debias methods' base order
         rot = newrllama.annotate(TEXTS, labels, context=ctx, debias="rotations")
         prior = newrllama.annotate(TEXTS, labels, context=ctx, debias="prior")
         batch = newrllama.annotate(TEXTS, labels, context=ctx, debias="batch")

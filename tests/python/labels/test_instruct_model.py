@@ -82,7 +82,7 @@ def test_reuters_labels_do_not_depend_on_the_listing_order(with_definitions, reu
     # The two listing orders alone disagree on many stories (21 of 70 measured: the test sees an order effect) ...
     flipped = sum(bool(a.order_flip) for a in done)
     assert flipped >= 10, flipped
-    # ... the cure's scores combine the two orders (test_annotate: whatever order the labels were given in), and
+    # ... the debias method's scores combine the two orders (test_annotate: whatever order the labels were given in), and
     # come from a labeller that is not constant.
     assert any(a.raw_probs != a.order_free_probs for a in done)
     # ... and agree with the human codes (kappa 0.636 measured).

@@ -1,4 +1,4 @@
-"""Order-free label scores: each cure takes a place's pull out of the scores (order_bias.py)."""
+"""Order-free label scores: each debias method takes a place's pull out of the scores (order_bias.py)."""
 from __future__ import annotations
 
 import math
@@ -32,7 +32,7 @@ def centred(v):
     return [x - sum(v) / len(v) for x in v]
 
 
-def test_jobs_per_cure():
+def test_jobs_per_debias_method():
     ids = list(range(20))
     assert scoring_jobs("none", ids, LABELS) == [(i, LABELS) for i in ids] == scoring_jobs("batch", ids, LABELS)
     assert scoring_jobs("reverse", ids, LABELS)[:2] == [(0, LABELS), (0, ("d", "c", "b", "a"))]
@@ -91,7 +91,7 @@ def test_batch_calibration_divides_by_the_mean_probability():
     assert free[0] == pytest.approx([math.log(0.9 / 0.7), math.log(0.1 / 0.3)])
 
 
-def test_every_cure_but_none_starts_from_the_sorted_labels():
+def test_every_debias_method_but_none_starts_from_the_sorted_labels():
     given = ("crude oil", "earnings", "Acquisition")
     for debias in ("reverse", "rotations", "prior", "batch", "contextual"):
         assert base_order(debias, given) == base_order(debias, given[::-1]) == ("Acquisition", "crude oil", "earnings")

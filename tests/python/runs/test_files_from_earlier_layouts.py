@@ -20,7 +20,7 @@ def test_a_calibration_and_results_files_written_before_load_and_resume_with_not
         shutil.copy(BEFORE / name, tmp_path / name)
     calibration = newrllama.Calibration.load(BEFORE / "calibration.json")
     with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
-        # "reverse" was the default cure when they were written; the file records it, so a resume names it.
+        # "reverse" was the default debias method when they were written; the file records it, so a resume names it.
         labelled = newrllama.annotate(TEXTS, LABELS, INSTRUCTION, context=ctx, output=tmp_path / "annotations.jsonl",
                                       resume=True, progress=False, debias="reverse")
         answers = ctx.generate_parallel(PROMPTS, newrllama.SamplingParams(max_tokens=4),

@@ -110,7 +110,7 @@ def test_annotate_writes_labels_and_resumes_only_what_is_missing(model, tmp_path
                            output=out, resume=True)
 
 
-def test_a_codebook_and_a_whole_call_cure_are_recorded_and_resumed(model, tmp_path):
+def test_a_codebook_and_a_whole_call_debias_method_are_recorded_and_resumed(model, tmp_path):
     codebook = {"topic": LABELS, "tone": ["good news", "bad news"]}
     out = tmp_path / "book.jsonl"
     with newrllama.Context(model, n_ctx=4096, n_seq_max=8, n_threads=2) as ctx:
