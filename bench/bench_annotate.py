@@ -41,7 +41,7 @@ import newrllama
 from bench_results import write_results
 from in_turn import Run, median_of, paired_median, run_in_turn, speed_ratio
 from llama_tools import llama_tool_binary, run_batched_bench_warm
-from newrllama.engine.choices import label_paths
+from newrllama.engine.step.choices import label_paths
 
 N_THREADS = 2
 N_SEQ = 16

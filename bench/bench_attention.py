@@ -44,7 +44,7 @@ LONG_WORDS = 1400
 CHILD = """
 import hashlib, json, sys, time
 import newrllama
-from newrllama.engine.reproducibility import llama_cpp_patches
+from newrllama.engine.llama.reproducibility import llama_cpp_patches
 spec = json.loads(sys.stdin.read())
 with newrllama.Model(None) as model:
     prompts = spec["prompts"]

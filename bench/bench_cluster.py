@@ -42,7 +42,7 @@ import newrllama
 from bench_annotate import CODEBOOK, OBJECTS, SUBJECTS, TOPICS, VERBS, prompt_tokens_decoded
 from bench_results import write_results
 from in_turn import Run, median_of, paired_median, run_in_turn, speed_ratio
-from newrllama.engine.context import usable_cores
+from newrllama.engine.calls.context import usable_cores
 from short_prompts import short_prompts
 
 N_SEQ = 16

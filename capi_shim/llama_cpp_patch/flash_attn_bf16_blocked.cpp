@@ -12,7 +12,7 @@
 #if defined(GGML_SIMD) && !defined(__ARM_FEATURE_SVE) && !defined(__riscv_v_intrinsic)
 #define GGML_FA_BF16_BLOCKED 1
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library, and
 // only where the kernel is compiled in: on SVE, RISC-V V or builds without SIMD llama.cpp attends cell by cell.
 extern "C" const char newrllama_llama_cpp_patch[] = "newrllama-llama-cpp-patch: flash-attn-bf16-blocked";
 

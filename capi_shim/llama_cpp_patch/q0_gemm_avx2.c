@@ -15,7 +15,7 @@
 #if defined(GGML_QUANT_GEMM_AVX2) && !defined(GGML_Q0_GEMM_VNNI)
 #define GGML_Q0_GEMM_AVX2 1
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library.
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library.
 const char newrllama_llama_cpp_patch_q0_gemm_avx2[] = "newrllama-llama-cpp-patch: q0-gemm-avx2";
 
 enum {

@@ -13,7 +13,7 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #define GGML_Q0_GEMM_VNNI 1
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library, and
 // only where the kernel is compiled in: without AVX512-VNNI tinyBLAS stays, with other bits.
 const char newrllama_llama_cpp_patch_q0_gemm[] = "newrllama-llama-cpp-patch: q0-gemm-vnni";
 

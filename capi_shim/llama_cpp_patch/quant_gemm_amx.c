@@ -30,7 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library.
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library.
 const char newrllama_llama_cpp_patch_quant_gemm_amx[] = "newrllama-llama-cpp-patch: quant-gemm-amx";
 
 enum {

@@ -26,7 +26,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define GGML_QUANT_GEMM_AVX2 1
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library, and
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library, and
 // only where the kernel is compiled in.
 const char newrllama_llama_cpp_patch_quant_gemm_avx2[] = "newrllama-llama-cpp-patch: quant-gemm-avx2";
 

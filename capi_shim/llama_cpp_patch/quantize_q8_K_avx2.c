@@ -12,7 +12,7 @@
 #if defined(__AVX2__)
 #define GGML_QUANTIZE_Q8_K_AVX2 1
 
-// The build fingerprint (python_core/newrllama/engine/reproducibility.py) finds this text in the library.
+// The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library.
 const char newrllama_llama_cpp_patch_quantize_q8_K_avx2[] = "newrllama-llama-cpp-patch: quantize-q8_K-avx2";
 
 static void ggml_quantize_q8_K_avx2(const float * GGML_RESTRICT x, block_q8_K * GGML_RESTRICT y, int64_t k) {

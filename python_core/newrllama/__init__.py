@@ -5,7 +5,7 @@
         for c in ctx.generate_parallel(["The capital of France is", "2 + 2 ="]):
             print(c.text, c.finish_reason)
 """
-from .engine.aio import AsyncTextStream
+from .engine.calls.aio import AsyncTextStream
 from .labels.agreement import Agreement, agreement
 from .labels.annotate import annotate
 from .labels.annotation import Annotation, least_confident
@@ -14,8 +14,8 @@ from .labels.annotation_plan import AnnotationPlan, plan_annotation
 from .labels.annotation_task import AnnotationTask
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
-from .engine.context import Context
-from .engine.sized_context import generate_parallel
+from .engine.calls.context import Context
+from .engine.calls.sized_context import generate_parallel
 from .models.catalog import RecommendedModel, recommended_models
 from .models.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
@@ -23,15 +23,15 @@ from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, Codi
                        write_coding_sheet)
 from .errors import (AnnotationWarning, ClosedError, ClusterError, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaDeprecationWarning, NewrllamaError, TemplateError, TokenizeError)
-from .engine.model import Model
-from .engine.params import SamplingParams
-from .engine.results import Completion, GenerationStats
+from .engine.llama.model import Model
+from .engine.sampling.params import SamplingParams
+from .engine.step.results import Completion, GenerationStats
 from .engine.policy import SchedulerConfig
 from .runs.recording import Recording
-from .engine.results import EngineStats
-from .engine.system import Device, SystemInfo, system_info
+from .engine.step.results import EngineStats
+from .engine.llama.system import Device, SystemInfo, system_info
 from .labels.validation import LabelScores, ReliabilityBin, Validation, validate
-from .engine.stream import TextStream
+from .engine.calls.stream import TextStream
 
 from .version import __version__
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 from . import Context, Model, NewrllamaError, SamplingParams
 from .models.catalog import is_fetched
-from .engine.sampling_table import SAMPLING_FIELDS
+from .engine.sampling.sampling_table import SAMPLING_FIELDS
 
 
 def build_parser() -> argparse.ArgumentParser:

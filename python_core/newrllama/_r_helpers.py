@@ -23,7 +23,7 @@ from newrllama.labels.annotate import label_texts, split_message
 from newrllama.labels.annotation import suspect_labels
 from newrllama.labels.annotation_options import ANNOTATION_OPTIONS
 from newrllama.labels.provenance import Provenance
-from newrllama.engine.sampling_table import SAMPLING_FIELDS
+from newrllama.engine.sampling.sampling_table import SAMPLING_FIELDS
 from newrllama.findings.sheet_design import write_coding_design as write_design_beside
 
 

@@ -23,7 +23,7 @@ PUBLIC_NAMES = [
 
 
 def layer_of(module: str) -> str:
-    """"newrllama.engine.context" -> "engine"; a top-level module is base or a door."""
+    """"newrllama.engine.calls.context" -> "engine"; a top-level module is base or a door."""
     parts = module.split(".")[1:]
     if len(parts) > 1 or (parts and parts[0] in LAYERS and parts[0] not in ("base", "doors")):
         return parts[0]
@@ -91,8 +91,8 @@ def test_imports_only_run_downward_between_subpackages():
 
 def test_the_layout_test_sees_an_upward_import():
     assert layer_of("newrllama.labels.annotate") == "labels" and layer_of("newrllama.engine") == "engine"
-    assert LAYERS[layer_of("newrllama.labels.codebook")] > LAYERS[layer_of("newrllama.engine.context")]
-    found = list(imports_of(PACKAGE / "engine" / "context.py", "newrllama.engine.context"))
+    assert LAYERS[layer_of("newrllama.labels.codebook")] > LAYERS[layer_of("newrllama.engine.calls.context")]
+    found = list(imports_of(PACKAGE / "engine" / "calls" / "context.py", "newrllama.engine.calls.context"))
     assert "newrllama.runs.results_file" in found and "newrllama.errors" in found
 
 
@@ -110,8 +110,9 @@ def test_the_public_names_are_those_of_before():
 # The engine's modules that decide and keep books (scheduling policy, sampling parameters, the sequence layout,
 # what a step did, the requests, the prefix cache's runs, the scoring of labels): they run without the C library,
 # so they are tested without a model; the step's assembly lends their arrays to C.
-PURE_ENGINE_MODULES = ["policy", "params", "sampling_table", "sequence_layout", "step_events", "stops", "results",
-                       "request", "prefix_cache", "prompt_prefixes", "choices", "label_flow"]
+PURE_ENGINE_MODULES = ["policy", "sampling.params", "sampling.sampling_table", "kv.sequence_layout", "step.step_events",
+                       "step.stops", "step.results", "step.request", "kv.prefix_cache", "step.prompt_prefixes",
+                       "step.choices", "step.label_flow"]
 C_LIBRARY = {"newrllama._lib", "newrllama._capi"}
 
 
@@ -132,7 +133,7 @@ def import_closure(module: str) -> set:
 def test_the_engines_policy_and_bookkeeping_modules_do_not_load_the_c_library():
     loading = {m: sorted(import_closure(f"newrllama.engine.{m}") & C_LIBRARY) for m in PURE_ENGINE_MODULES}
     assert {m: c for m, c in loading.items() if c} == {}
-    assert import_closure("newrllama.engine.scheduler") & C_LIBRARY  # the check sees a module that does
+    assert import_closure("newrllama.engine.step.scheduler") & C_LIBRARY  # the check sees a module that does
 
 
 def circles(graph: dict) -> list:
@@ -172,6 +173,33 @@ def test_the_engines_modules_import_each_other_in_no_circle():
              for path, name in modules() if name.startswith("newrllama.engine.")}
     assert circles(graph) == []
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check sees one
+
+
+# The engine's rooms, each serving one thing, in the order they may import one another (a room imports only those
+# before it; policy.py, the scheduler's numbers and queue, is the one module beside them, below every room).
+ENGINE_ROOMS = ["llama", "sampling", "kv", "step", "calls"]
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 else "engine"
+
+
+def test_the_engine_is_rooms_that_import_only_the_rooms_before_them():
+    engine = PACKAGE / "engine"
+    assert sorted(p.name for p in engine.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(ENGINE_ROOMS)
+    assert sorted(p.stem for p in engine.glob("*.py")) == ["__init__", "policy"]
+    upward = []
+    for path, name in modules():
+        if not name.startswith("newrllama.engine."):
+            continue
+        mine = room_of(name)
+        for target in imports_of(path, name, type_hints_too=True):
+            theirs = room_of(target) if target.startswith("newrllama.engine.") else None
+            if theirs in ENGINE_ROOMS and (mine == "engine" or ENGINE_ROOMS.index(theirs) > ENGINE_ROOMS.index(mine)):
+                upward.append(f"{name} imports {target}")
+    assert upward == []
+    assert room_of("newrllama.engine.step.scheduler") == "step" and room_of("newrllama.engine.policy") == "engine"
 
 
 # The engine's edge with C: the model and its vocabulary, the context, its KV sequences, the samplers, the step's

@@ -13,17 +13,17 @@ from ..frames import frame_texts, with_columns
 from ..labels.annotation_options import options_of
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
-from ..engine.context import usable_cores
+from ..engine.calls.context import usable_cores
 from ..models.catalog import is_fetched
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
-from ..engine.model import Model, check_messages
+from ..engine.llama.model import Model, check_messages
 from ..models.model_hash import ModelIdentity
-from ..engine.parallel import ParamsArg, Prompt
-from ..engine.progress import Progress, check_progress, progress_bar
-from ..engine.results import Completion
+from ..engine.calls.parallel import ParamsArg, Prompt
+from ..engine.step.progress import Progress, check_progress, progress_bar
+from ..engine.step.results import Completion
 from .dispatch import Chunk, run_chunks
 from ..labels.annotation_job import AnnotationJob
-from ..engine.generation_job import GenerationJob
+from ..engine.calls.generation_job import GenerationJob
 from ..runs.jobs import Job
 from .pool import WorkerPool, WorkerSpec, worker_failure
 from ..runs.recording import Recording

@@ -13,12 +13,12 @@ from typing import Any, List, Optional, Sequence
 
 from ..labels.annotate import label_texts
 from ..labels.annotation_task import AnnotationTask
-from ..engine.context import Context
+from ..engine.calls.context import Context
 from ..errors import AnnotationWarning
-from ..engine.model import Model
+from ..engine.llama.model import Model
 from ..models.model_hash import ModelIdentity
-from ..engine.parallel import ParamsArg, Prompt
-from ..engine.results import Completion
+from ..engine.calls.parallel import ParamsArg, Prompt
+from ..engine.step.results import Completion
 
 
 class Worker:

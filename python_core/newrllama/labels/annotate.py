@@ -22,20 +22,20 @@ from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_options import options_of
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
-from ..engine.context import Context
-from ..engine.sized_context import sized_context
+from ..engine.calls.context import Context
+from ..engine.calls.sized_context import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
-from ..engine.model import Model
+from ..engine.llama.model import Model
 from ..models.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
                          softmax)
-from ..engine.params import SamplingParams
+from ..engine.sampling.params import SamplingParams
 from ..frames import frame_texts, with_columns
-from ..engine.parallel import Prompt, ends_in_a_word
-from ..engine.progress import Progress, check_progress, progress_bar
+from ..engine.calls.parallel import Prompt, ends_in_a_word
+from ..engine.step.progress import Progress, check_progress, progress_bar
 from .provenance import Provenance, codebook_digest
 from .prepared_call import PromptTokens, call_prompts, debias_groups, prepare_call, tokens_cut_of
-from ..engine.results import Completion
+from ..engine.step.results import Completion
 from ..runs.recording import Recording
 from ..runs.results_file import RecordedRun
 from ..version import __version__

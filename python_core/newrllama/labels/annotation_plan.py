@@ -13,9 +13,9 @@ from .annotate import MISSING, label_texts, model_of
 from .annotation import check_texts
 from .annotation_options import TASK_OPTIONS, options_of
 from .annotation_task import AnnotationTask, Labels
-from ..engine.context import Context
-from ..engine.sized_context import sized_context
-from ..engine.model import Model
+from ..engine.calls.context import Context
+from ..engine.calls.sized_context import sized_context
+from ..engine.llama.model import Model
 from ..errors import AnnotationWarning, InvalidArgumentError
 from ..frames import Tabular
 from .prepared_call import answer_room, call_prompts, prepare_call, tokens_cut_of

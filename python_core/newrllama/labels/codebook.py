@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InvalidArgumentError, TemplateError
 from .order_bias import sorted_labels
-from ..engine.params import check_choices
+from ..engine.sampling.params import check_choices
 
 DEFAULT_INSTRUCTION = "Classify the text."
 DEFAULT_QUESTIONS_INSTRUCTION = "Read the text and answer the question about it."

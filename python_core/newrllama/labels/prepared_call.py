@@ -8,11 +8,11 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .annotation_task import AnnotationTask
 from .codebook import Codebook
-from ..engine.context import Context
-from ..engine.sized_context import sequence_budget
-from ..engine.model import Model
-from ..engine.parallel import tokens_or_error
-from ..engine.vocab import Vocab
+from ..engine.calls.context import Context
+from ..engine.calls.sized_context import sequence_budget
+from ..engine.llama.model import Model
+from ..engine.calls.parallel import tokens_or_error
+from ..engine.llama.vocab import Vocab
 from .order_bias import CONTENT_FREE, Order, base_order, resolved_debias, scoring_jobs
 from .text_fit import FittedText, fit_text
 

@@ -1,5 +1,5 @@
 """What a recorded run (on a Context or a Cluster) asks of its job: the Job interface that the two kinds of job
-implement (engine/generation_job.py, labels/annotation_job.py), each knowing how to hand a group of its prompts
+implement (engine/calls/generation_job.py, labels/annotation_job.py), each knowing how to hand a group of its prompts
 to a worker or a context and how its results become lines of the output file and come back from them; the
 callers' ids of the prompts; and the digest that ties a line to the prompt and settings that made it."""
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from ..errors import ClosedError, InvalidArgumentError, NewrllamaError
-from ..engine.results import Completion
+from ..engine.step.results import Completion
 
 RETRY_SOON = {"Retry-After": "1"}
 

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
-from ..engine.results import EngineStats
+from ..engine.step.results import EngineStats
 
 
 @dataclass

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, List, Optional, Union
 
 from ..errors import InvalidArgumentError
-from ..engine.params import MAX_STOP, SamplingParams
-from ..engine.sampling_table import FIELDS, SAMPLING_FIELDS, SamplingField
+from ..engine.sampling.params import MAX_STOP, SamplingParams
+from ..engine.sampling.sampling_table import FIELDS, SAMPLING_FIELDS, SamplingField
 from .request_fields import CHAT_FIELDS, COMPLETION_FIELDS, MESSAGE_FIELDS, STREAM_OPTION_FIELDS, refused_field
 
 MAX_PROMPTS = 256   # prompts (times n) in one request

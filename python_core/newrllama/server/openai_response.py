@@ -6,7 +6,7 @@ import secrets
 import time
 from typing import Any, Dict, List, Optional
 
-from ..engine.results import Completion
+from ..engine.step.results import Completion
 
 
 def new_id(prefix: str) -> str:

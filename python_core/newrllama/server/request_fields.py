@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from ..engine.sampling_table import SAMPLING_FIELDS
+from ..engine.sampling.sampling_table import SAMPLING_FIELDS
 
 # The sampling table's fields, under the names a request gives them (OpenAI's, else llama-server's).
 SAMPLING_REQUEST_FIELDS = frozenset(f.request_name for f in SAMPLING_FIELDS)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Optional
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from ..engine.context import Context
+from ..engine.calls.context import Context
 from ..errors import GenerationError, NewrllamaError
 from .api_errors import RETRY_SOON, ApiError, library_error, prompt_failure
 from .http_io import read_json, unless_disconnected

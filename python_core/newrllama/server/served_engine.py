@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..engine.context import Context
-from ..engine.model import Model
+from ..engine.calls.context import Context
+from ..engine.llama.model import Model
 from ..errors import NewrllamaError
 from ..models.catalog import is_model_name
 from .metrics import ServerMetrics

@@ -1,5 +1,5 @@
 # R's generating functions take the sampling parameters with the defaults of the library's one table
-# (newrllama.engine.sampling_table); ranges are Python's to check (R passes the values on).
+# (newrllama.engine.sampling.sampling_table); ranges are Python's to check (R passes the values on).
 skip_if_no_newrllama()
 
 test_that("every generating function's sampling defaults are the table's", {

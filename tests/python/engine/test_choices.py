@@ -5,7 +5,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from newrllama.engine.choices import label_paths
+from newrllama.engine.step.choices import label_paths
 from helpers.oracle import assert_close_to_oracle, oracle_ends, oracle_probs
 from helpers.samples import TOPIC_PROMPTS, TOPICS, check_labels
 

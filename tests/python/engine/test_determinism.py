@@ -145,7 +145,7 @@ def test_the_build_carries_the_patches_and_says_so(model):
     tiled kernel the K-quants: the same rules, other bits (and slower); without tiled-forced-by-default ggml's tiled
     kernel is not forced unless the environment says so; the fingerprint must tell a reader which they have."""
     from newrllama._lib import ffi, lib
-    from newrllama.engine.system import _features
+    from newrllama.engine.llama.system import _features
     cpu = _features(ffi.string(lib.newrllama_system_info()).decode())
     vnni = cpu.get("AVX512") == "1" and cpu.get("AVX512_VNNI") == "1"
     avx2 = cpu.get("AVX2") == "1" and cpu.get("FMA") == "1"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import newrllama
-from newrllama.engine.generation_job import GenerationJob
+from newrllama.engine.calls.generation_job import GenerationJob
 from helpers.results_lines import lines_of
 
 

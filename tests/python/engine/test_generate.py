@@ -41,7 +41,7 @@ def test_text_matches_detokenized_tokens(ctx, model):
     {"temperature": -0.1}, {"temperature": math.nan}, {"temperature": math.inf},
     {"top_p": 1.5}, {"top_p": -0.1}, {"min_p": 2.0}, {"top_k": -1}, {"repeat_last_n": -2},
     {"penalty_repeat": 0.0}, {"penalty_repeat": math.nan}, {"seed": 2**32}, {"seed": 1.0},
-    {"stop": [""]}, {"stop": [None]}, {"stop": ["x"] * (newrllama.engine.params.MAX_STOP + 1)},
+    {"stop": [""]}, {"stop": [None]}, {"stop": ["x"] * (newrllama.engine.sampling.params.MAX_STOP + 1)},
 ])
 def test_bad_sampling_params_raise(kwargs):
     with pytest.raises(newrllama.InvalidArgumentError):

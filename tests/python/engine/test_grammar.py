@@ -161,8 +161,8 @@ def deep_schema(depth: int) -> dict:
 
 
 def test_json_schemas_over_a_bound_are_refused_before_conversion():
-    newrllama.SamplingParams(json_schema=deep_schema(newrllama.engine.params.MAX_SCHEMA_NESTING - 1))
-    for schema in (deep_schema(newrllama.engine.params.MAX_SCHEMA_NESTING), deep_schema(100000),
+    newrllama.SamplingParams(json_schema=deep_schema(newrllama.engine.sampling.params.MAX_SCHEMA_NESTING - 1))
+    for schema in (deep_schema(newrllama.engine.sampling.params.MAX_SCHEMA_NESTING), deep_schema(100000),
                    '{"items": ' * 5000 + "{}" + "}" * 5000):
         start = time.perf_counter()
         with pytest.raises(newrllama.InvalidArgumentError, match="MAX_SCHEMA_NESTING"):

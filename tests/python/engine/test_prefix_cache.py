@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import newrllama
-from newrllama.engine.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, shares_start,
+from newrllama.engine.kv.prefix_cache import (MIN_SHARED_TOKENS, common_prefix_length, shared_start_lengths, shares_start,
                                     token_key, worth_caching)
 from helpers.oracle import assert_greedy_alone
 from helpers.prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens

@@ -5,8 +5,8 @@ from typing import List
 
 from helpers.fake_kv import FakeKv
 from newrllama.engine.policy import SchedulerConfig
-from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, PrefixState, shared_start_lengths, token_key
-from newrllama.engine.sequence_layout import SequenceLayout
+from newrllama.engine.kv.prefix_cache import MIN_SHARED_TOKENS, PrefixCache, PrefixState, shared_start_lengths, token_key
+from newrllama.engine.kv.sequence_layout import SequenceLayout
 
 FIRST_SEQ = 10
 INSTRUCTION = list(range(100, 130))  # 30 tokens

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import newrllama
-from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, token_key
+from newrllama.engine.kv.prefix_cache import MIN_SHARED_TOKENS, common_prefix_length, token_key
 from helpers.oracle import MARGIN, assert_greedy_alone, worst_gap
 from helpers.prefix_samples import GREEDY, INSTRUCTION, OTHER_INSTRUCTION, STORIES, annotation_prompts, instruction_tokens
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from newrllama.engine.progress import SHOW_AFTER, progress_bar
+from newrllama.engine.step.progress import SHOW_AFTER, progress_bar
 
 
 class Terminal(io.StringIO):

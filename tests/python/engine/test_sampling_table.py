@@ -1,4 +1,4 @@
-"""Every door takes the sampling parameters of one table (newrllama.engine.sampling_table): the library, the C step,
+"""Every door takes the sampling parameters of one table (newrllama.engine.sampling.sampling_table): the library, the C step,
 the OpenAI server and the command line agree on each default and range; the R signatures are held to it in
 r_package/tests/testthat/test-sampling-table.R."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import newrllama
 from newrllama._lib import ffi, lib
 from newrllama.__main__ import build_parser
-from newrllama.engine.samplers import c_sampling_params
-from newrllama.engine.sampling_table import SAMPLING_FIELDS
+from newrllama.engine.step.samplers import c_sampling_params
+from newrllama.engine.sampling.sampling_table import SAMPLING_FIELDS
 from newrllama.server.openai_request import BadRequest, completion_job
 
 

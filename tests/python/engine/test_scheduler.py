@@ -9,8 +9,8 @@ import time
 import pytest
 
 import newrllama
-from newrllama.engine.request import Request
-from newrllama.engine.step_assembly import StepAssembly
+from newrllama.engine.step.request import Request
+from newrllama.engine.step.step_assembly import StepAssembly
 from helpers.oracle import assert_greedy_alone
 from helpers.samples import FRANCE, PROMPTS
 
@@ -356,7 +356,7 @@ def test_a_steps_label_paths_sit_on_consecutive_sequences_longest_first(model, m
     """llama.cpp cuts a step over a stream per sequence into passes of consecutive sequences with equal token
     counts: a step's label paths go on ascending scratch sequences, longest body first (every step, also once
     scratch sequences came back out of order), so that they take as many passes as the longest body."""
-    from newrllama.engine.choices import LabelJob
+    from newrllama.engine.step.choices import LabelJob
 
     def label_jobs(step, active):
         return [(h.seq, len(h.path.body)) for h in step.holders if isinstance(h, LabelJob)]

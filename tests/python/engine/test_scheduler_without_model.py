@@ -10,12 +10,12 @@ import pytest
 import newrllama
 from helpers.fake_kv import FakeKv
 from newrllama._lib import ffi
-from newrllama.engine.choices import ChoiceScoring, LabelSet
+from newrllama.engine.step.choices import ChoiceScoring, LabelSet
 from newrllama.engine.policy import SchedulerConfig
-from newrllama.engine.request import Call, Request, RequestStatus
-from newrllama.engine.scheduler import Scheduler
-from newrllama.engine.sequence_layout import SequenceLayout
-from newrllama.engine.step_events import FirstTokensScored, LabelPathScored, PromptCleared, PromptFailed, TokenSampled
+from newrllama.engine.step.request import Call, Request, RequestStatus
+from newrllama.engine.step.scheduler import Scheduler
+from newrllama.engine.kv.sequence_layout import SequenceLayout
+from newrllama.engine.step.step_events import FirstTokensScored, LabelPathScored, PromptCleared, PromptFailed, TokenSampled
 
 
 N_SEQ = 4

@@ -3,7 +3,7 @@ import pytest
 
 from newrllama import NewrllamaError
 from newrllama.engine.policy import SchedulerConfig
-from newrllama.engine.sequence_layout import SequenceLayout
+from newrllama.engine.kv.sequence_layout import SequenceLayout
 
 
 def test_cached_runs_and_scratch_sequences_share_what_n_batch_leaves_beside_the_prompts():

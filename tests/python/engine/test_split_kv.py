@@ -6,7 +6,7 @@ import pytest
 
 import newrllama
 from newrllama._capi import ffi, lib
-from newrllama.engine.step_assembly import StepAssembly
+from newrllama.engine.step.step_assembly import StepAssembly
 from helpers.oracle import assert_greedy_alone
 from helpers.samples import PROMPTS
 from helpers.oracle import assert_close_to_oracle, oracle_probs

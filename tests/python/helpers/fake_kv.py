@@ -1,4 +1,4 @@
-"""A KV store without a model (engine/kv_store.py's interface): what each sequence holds, as token lists."""
+"""A KV store without a model (engine/kv/kv_store.py's interface): what each sequence holds, as token lists."""
 from typing import Dict, List
 
 

@@ -9,7 +9,7 @@ import newrllama
 from newrllama.labels.codebook import check_codebook, check_questions
 from newrllama.labels.order_bias import rotations
 from newrllama.labels.order_bias import sample_of
-from newrllama.engine.prefix_cache import MIN_SHARED_TOKENS
+from newrllama.engine.kv.prefix_cache import MIN_SHARED_TOKENS
 
 DEFS = {"sports": "games, matches and athletes.", "business": "companies, markets and money.",
         "weather": "rain, wind and temperatures."}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .. import _lib
-from .._lib import ffi, lib
+from ... import _lib
+from ..._lib import ffi, lib
 
 
 class KvStore(Protocol):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence, Tuple
 
-from ..runs.jobs import digest
-from .params import SamplingParams
+from ...runs.jobs import digest
+from ..sampling.params import SamplingParams
 from .parallel import ParamsArg, check_prompt_kind, check_prompts, normalize_params
-from .results import Completion
+from ..step.results import Completion
 
 
 def _params_fields(p: SamplingParams) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Union
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 
 SHOW_AFTER = 3.0  # seconds
 

@@ -6,15 +6,15 @@ import os
 import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .. import _lib
-from .._lib import ffi, lib
-from ..models.catalog import is_model_name, recommended_path
-from ..models.download import fetch, is_remote
-from ..models.embedded import default_model_path
-from ..errors import InvalidArgumentError
+from ... import _lib
+from ..._lib import ffi, lib
+from ...models.catalog import is_model_name, recommended_path
+from ...models.download import fetch, is_remote
+from ...models.embedded import default_model_path
+from ...errors import InvalidArgumentError
 from .handle import OwnedHandle
 from .system import system_info
-from ..models.model_hash import ModelIdentity, identify
+from ...models.model_hash import ModelIdentity, identify
 from .vocab import Vocab
 
 Message = Mapping[str, str]

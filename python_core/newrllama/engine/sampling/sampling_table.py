@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 
 INT32_MAX = 2**31 - 1
 MAX_SEED = 2**32 - 1

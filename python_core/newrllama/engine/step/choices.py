@@ -16,7 +16,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .prefix_cache import TOKEN_TYPECODE
+from ..kv.prefix_cache import TOKEN_TYPECODE
 
 
 class Targets:

@@ -8,15 +8,15 @@ import time
 from typing import Iterable, List, Optional
 
 from .engine_thread import engine
-from ..errors import ClosedError
-from .kv_store import KvStore
+from ...errors import ClosedError
+from ..kv.kv_store import KvStore
 from .label_flow import LabelFlow
-from .policy import SchedulerConfig, WaitingQueue
-from .prefix_cache import PrefixCache
+from ..policy import SchedulerConfig, WaitingQueue
+from ..kv.prefix_cache import PrefixCache
 from .prompt_prefixes import PromptPrefixes
-from .reproducibility import Determinism
+from ..llama.reproducibility import Determinism
 from .results import EngineStats
-from .sequence_layout import SequenceLayout
+from ..kv.sequence_layout import SequenceLayout
 from .request import Call, Request
 from .samplers import SamplerError, free_sampler, new_sampler
 from .step_assembly import NO_KV_ROOM, SlotHolder, StepAssembly

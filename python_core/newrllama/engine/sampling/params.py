@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 from .sampling_table import FIELDS, SAMPLING_FIELDS
 
 MAX_CHOICES = 1024

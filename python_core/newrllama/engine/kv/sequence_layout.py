@@ -8,8 +8,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import List
 
-from ..errors import NewrllamaError
-from .policy import SchedulerConfig
+from ...errors import NewrllamaError
+from ..policy import SchedulerConfig
 
 # llama.cpp allows 256 sequences, and no more than n_batch (its output rows).
 MAX_SEQUENCES = 256

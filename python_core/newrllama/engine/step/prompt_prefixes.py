@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, List, Optional, Tuple
 
-from .prefix_cache import MIN_SHARED_TOKENS, Prefix, PrefixCache, common_prefix_length, shared_start_lengths, \
+from ..kv.prefix_cache import MIN_SHARED_TOKENS, Prefix, PrefixCache, common_prefix_length, shared_start_lengths, \
     shares_start, worth_caching
 from .request import Request
 
 if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it
-    from .kv_store import KvStore
+    from ..kv.kv_store import KvStore
 
 
 class PromptPrefixes:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple, Union
 
-from ..columns import column_values
-from ..errors import InvalidArgumentError, NewrllamaError
-from .model import check_token_list, encode_text
-from .samplers import c_sampling_params, prompt_seed
-from .choices import ChoiceScoring, LabelSet
-from .params import SamplingParams
-from .prefix_cache import shared_start_lengths, token_key
-from .request import Call, Request
-from .vocab import Vocab
+from ...columns import column_values
+from ...errors import InvalidArgumentError, NewrllamaError
+from ..llama.model import check_token_list, encode_text
+from ..step.samplers import c_sampling_params, prompt_seed
+from ..step.choices import ChoiceScoring, LabelSet
+from ..sampling.params import SamplingParams
+from ..kv.prefix_cache import shared_start_lengths, token_key
+from ..step.request import Call, Request
+from ..llama.vocab import Vocab
 
 Prompt = Union[str, bytes, Sequence[int]]
 ParamsArg = Union[SamplingParams, Sequence[SamplingParams], None]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import List
 
-from .. import _lib
-from .._lib import ffi, lib
-from .params import SamplingParams
+from ... import _lib
+from ..._lib import ffi, lib
+from ..sampling.params import SamplingParams
 from .request import Request
 
 

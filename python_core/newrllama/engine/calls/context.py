@@ -5,28 +5,28 @@ import os
 import time
 from typing import Callable, Hashable, List, Optional, Sequence, Tuple, Union
 
-from .. import _lib
-from .._lib import ffi, lib
+from ... import _lib
+from ..._lib import ffi, lib
 from .aio import AsyncTextStream, wait_for_call
-from ..errors import ClosedError, InvalidArgumentError
-from .handle import OwnedHandle
+from ...errors import ClosedError, InvalidArgumentError
+from ..llama.handle import OwnedHandle
 from .generation_job import GenerationJob
-from .kv_store import ContextKv
-from .model import Model
-from .params import SamplingParams
+from ..kv.kv_store import ContextKv
+from ..llama.model import Model
+from ..sampling.params import SamplingParams
 from .parallel import ParamsArg, Prompt, prepare_call
-from .policy import SchedulerConfig
-from .prefix_cache import PrefixCache
-from .reproducibility import Determinism, build_fingerprint, held_batch_invariance
-from .request import Call, Request
-from ..runs.recording import Recording
-from ..runs.results_file import RecordedRun
-from .results import Completion, GenerationStats
-from .results import EngineStats
-from .scheduler import Scheduler
-from .sequence_layout import SequenceLayout
+from ..policy import SchedulerConfig
+from ..kv.prefix_cache import PrefixCache
+from ..llama.reproducibility import Determinism, build_fingerprint, held_batch_invariance
+from ..step.request import Call, Request
+from ...runs.recording import Recording
+from ...runs.results_file import RecordedRun
+from ..step.results import Completion, GenerationStats
+from ..step.results import EngineStats
+from ..step.scheduler import Scheduler
+from ..kv.sequence_layout import SequenceLayout
 from .stream import TextStream
-from .progress import Progress, check_progress
+from ..step.progress import Progress, check_progress
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -122,7 +122,7 @@ class Context(OwnedHandle):
         super().__init__(out[0], lib.newrllama_context_free)
         self.n_threads = n_threads
         self._vocab = model.vocab
-        layout = asked.made(lib.newrllama_context_n_seq_max(out[0]), lib.newrllama_context_n_seq_cache(out[0]),
+        layout = asked.made(lib.newrllama_context_n_seq_max(out[0]), lib.newrllama_context_n_seq_extra(out[0]),
                             lib.newrllama_context_n_batch(out[0]), lib.newrllama_context_n_ctx_seq(out[0]),
                             lib.newrllama_context_n_swa(out[0]))
         self._n_ctx_seq = layout.n_ctx_seq
@@ -195,7 +195,7 @@ class Context(OwnedHandle):
         resumed prompt's Completion has empty ``token_ids``. ``retry_errors=True``
         (with ``resume=True``) runs again the prompts whose line holds an error.
         ``last_stats`` covers the prompts run by this call. ``progress``: a progress bar (None, the default: on a
-        terminal, once the call has run a few seconds; see engine/progress.py).
+        terminal, once the call has run a few seconds; see engine/step/progress.py).
         """
         check_progress(progress)
         recording = Recording(output, ids, resume, retry_errors)

@@ -8,8 +8,8 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Dict, List
 
-from .. import _lib
-from .._lib import ffi, lib
+from ... import _lib
+from ..._lib import ffi, lib
 
 _KINDS = {lib.NEWRLLAMA_DEVICE_CPU: "cpu", lib.NEWRLLAMA_DEVICE_GPU: "gpu", lib.NEWRLLAMA_DEVICE_IGPU: "igpu",
           lib.NEWRLLAMA_DEVICE_ACCEL: "accel"}

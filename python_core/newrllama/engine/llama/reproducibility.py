@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..errors import DeterminismWarning
+from ...errors import DeterminismWarning
 from .system import _features, built_library_dir, system_info, system_line
 
 # ggml's tiled kernel for every row count: newrllama's build of llama.cpp takes it unless this says otherwise

@@ -6,12 +6,12 @@ import os
 from typing import Any, List, Optional, Sequence, Union
 
 from .context import Context, _positive_int
-from ..errors import InvalidArgumentError
-from .model import Model
-from .params import SamplingParams
+from ...errors import InvalidArgumentError
+from ..llama.model import Model
+from ..sampling.params import SamplingParams
 from .parallel import Prompt, check_prompts
-from .results import Completion
-from .progress import Progress
+from ..step.results import Completion
+from ..step.progress import Progress
 
 # The sequences of a context sized for one call, unless n_seq_max is given: more prompts per step make more
 # tokens per second, but each sequence holds KV cells for the longest prompt and its answer

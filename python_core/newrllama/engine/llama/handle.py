@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, TypeVar
 
-from ..errors import ClosedError
+from ...errors import ClosedError
 
 Self = TypeVar("Self", bound="OwnedHandle")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 from .choices import LabelJob, LabelPath
 
 if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it
-    from .kv_store import KvStore
+    from ..kv.kv_store import KvStore
 
 
 class LabelFlow:

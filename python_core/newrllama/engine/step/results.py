@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Literal, Optional
 
 if TYPE_CHECKING:
-    from .reproducibility import Determinism
+    from ..llama.reproducibility import Determinism
 
 FinishReason = Literal["stop", "length", "error", "cancelled"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Callable, Optional
 
-from .request import Call, Request
+from ..step.request import Call, Request
 from .stream import StreamText
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from ..errors import TemplateError
+from ...errors import TemplateError
 
 _MARK = "\u2063LABEL\u2063"  # a text no template rewrites, to find where the assistant's content ends
 

@@ -9,8 +9,8 @@ import threading
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .. import _lib
-from .._lib import ffi, lib
+from ... import _lib
+from ..._lib import ffi, lib
 from .answer_end import AnswerEnds
 
 # Label sets whose tokens a vocabulary keeps (a server may see a new set with every request).

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .policy import SchedulerConfig
+from ..policy import SchedulerConfig
 from .sequence_layout import SequenceLayout
 
 if TYPE_CHECKING:  # the C library's side; the bookkeeping here only calls it

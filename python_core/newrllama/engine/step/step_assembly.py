@@ -11,12 +11,12 @@ import itertools
 from array import array
 from typing import Iterable, List, Optional, Protocol
 
-from .. import _lib
-from .._lib import ffi, lib
+from ... import _lib
+from ..._lib import ffi, lib
 from .choices import ScoreRows
 from .label_flow import LabelFlow
-from .policy import SchedulerConfig, WaitingQueue, priority
-from .prefix_cache import Prefix
+from ..policy import SchedulerConfig, WaitingQueue, priority
+from ..kv.prefix_cache import Prefix
 from .prompt_prefixes import PromptPrefixes
 from .request import Call, Request, RequestStatus
 from .step_events import StepEvent

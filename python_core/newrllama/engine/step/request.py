@@ -15,11 +15,11 @@ from array import array
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple, Union
 
-from ..errors import ClosedError
-from .params import SamplingParams
+from ...errors import ClosedError
+from ..sampling.params import SamplingParams
 from .results import Completion, FinishReason, GenerationStats
 from .choices import ChoiceScoring
-from .prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
+from ..kv.prefix_cache import TOKEN_BYTES, TOKEN_TYPECODE
 from .progress import Progress, progress_bar
 from .stops import StopMatcher
 

@@ -5,9 +5,9 @@ import codecs
 import queue
 from typing import Callable, Iterator, Optional
 
-from ..errors import GenerationError
-from .request import Call, Request
-from .results import Completion
+from ...errors import GenerationError
+from ..step.request import Call, Request
+from ..step.results import Completion
 
 
 class StreamText:

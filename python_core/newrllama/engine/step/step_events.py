@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Union
 
 from .choices import LabelPathCleared, LabelPathEvent, LabelPathFailed, LabelPathScored
-from .prefix_cache import PrefixCleared, PrefixEvent, PrefixFailed, PrefixReady
+from ..kv.prefix_cache import PrefixCleared, PrefixEvent, PrefixFailed, PrefixReady
 from .request import FirstTokensScored, PromptCleared, PromptEvent, PromptFailed, TokenSampled
 
 StepEvent = Union[PromptEvent, PrefixEvent, LabelPathEvent]
