@@ -102,6 +102,13 @@ def test_every_subpackage_says_what_it_holds():
         assert doc and len(doc) > 40, init
 
 
+def test_a_wheel_holds_every_subpackage():
+    import tomllib
+    listed = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = {".".join(init.parent.relative_to(PACKAGE.parent).parts) for init in PACKAGE.rglob("__init__.py")}
+    assert sorted(listed) == sorted(found)
+
+
 def test_the_public_names_are_those_of_before():
     assert sorted(newrllama.__all__) == sorted(PUBLIC_NAMES)
     assert all(getattr(newrllama, name, None) is not None for name in PUBLIC_NAMES)
