@@ -8,7 +8,7 @@
 // activation rows, and one int32 lane per weight row adds a block's 32 products exactly, so one output's
 // arithmetic is fixed: for each block in order, acc = fma(float(exact dot), d_weight * d_activation, acc).
 // It depends on nothing but the output's weight row and activation row, never on the number of rows, the
-// tiles or the threads: batch-invariant like the kernels it replaces, with other bits. One or two activation rows
+// tiles or the threads: batch-invariant like the kernels it replaces, with other bits. Up to four activation rows
 // take the weight rows as they lie (q0g_rows_one_col), with the same arithmetic.
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -23,7 +23,7 @@ enum {
     Q0G_GROUPS = QK8_0 / 4,          // vpdpbusd takes 4 bytes per lane: 8 steps per block
     Q0G_BLOCK_BYTES = Q0G_GROUPS * 64, // a block of a tile: for each step, 4 values of each of 16 rows
     Q0G_COLS = 4,                    // activation rows that take a block of a tile together
-    Q0G_ONE_COL_MAX = 2,             // up to this many activation rows, the weight rows are read without a tile
+    Q0G_ONE_COL_MAX = 4,             // up to this many activation rows, the weight rows are read without a tile
 };
 
 // A block of a Q5_0 row as 32 unsigned bytes: value = (4 low bits | fifth bit << 4) - 16, so the byte is the
@@ -125,34 +125,38 @@ static inline __attribute__((always_inline)) void q0g_cols(
 }
 
 // Up to 8 weight rows (rows of them, from a, nb01 bytes apart) against one activation row, each output computed
-// as q0g_cols computes it, without the tile: for one or two activation rows (a prompt's decode step), unpacking and
-// transposing a tile costs more than its products. A block's integer dot is exact however its products are summed
-// (here 8 lanes per row, then added across), and the scale and the fma are the same operations in the same order,
-// so the bits are q0g_cols'.
+// as q0g_cols computes it, without the tile: for up to four activation rows (a few prompts' decode step),
+// unpacking and transposing a tile costs more than its products. The rows are read in the order they lie (each whole, in turn,
+// as memory streams best), each block's products summed by vpdpbusd into 8 lanes kept in part; then, block by
+// block, the lanes are added across into each row's exact integer dot (exact however its products are summed),
+// and the scale and the fma are the same operations in the same order as q0g_cols', so the bits are its bits.
+// part holds 8 * nb vectors, scales 8 * nb fp16 values.
 static void q0g_rows_one_col(const char * a, size_t nb01, int rows, int nb, enum ggml_type type, int32_t offset,
-                             const block_q8_0 * b, const int32_t * bsum, const float * bd, float * c) {
-    const size_t block_size = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
+                             const block_q8_0 * b, const int32_t * bsum, const float * bd, float * c,
+                             __m256i * part, uint16_t * scales) {
+    for (int r = 0; r < 8; r++) {
+        for (int l = 0; l < nb; l++) {
+            __m256i d = _mm256_setzero_si256();
+            uint16_t dw = 0;  // 0 for the lanes past rows
+            if (r < rows) {
+                const __m256i x = _mm256_loadu_si256((const __m256i *) b[l].qs);
+                if (type == GGML_TYPE_Q5_0) {
+                    const block_q5_0 * w = (const block_q5_0 *) (a + r * nb01) + l;
+                    d = _mm256_dpbusd_epi32(d, q0g_q5_0_bytes(w), x);
+                    memcpy(&dw, &w->d, sizeof(dw));
+                } else {
+                    const block_q8_0 * w = (const block_q8_0 *) (a + r * nb01) + l;
+                    d = _mm256_dpbusd_epi32(d, q0g_q8_0_bytes(w), x);
+                    memcpy(&dw, &w->d, sizeof(dw));
+                }
+            }
+            part[l * 8 + r] = d;
+            scales[l * 8 + r] = dw;
+        }
+    }
     __m256 acc = _mm256_setzero_ps();
     for (int l = 0; l < nb; l++) {
-        const __m256i x = _mm256_loadu_si256((const __m256i *) b[l].qs);
-        __m256i d[8];
-        uint16_t dw[8] = {0};  // the rows' fp16 scales (0 for the lanes past rows)
-        for (int r = 0; r < 8; r++) {
-            d[r] = _mm256_setzero_si256();
-            if (r >= rows) {
-                continue;
-            }
-            _mm_prefetch(a + r * nb01 + (size_t) (l + 8) * block_size, _MM_HINT_T0);  // 8 blocks ahead
-            if (type == GGML_TYPE_Q5_0) {
-                const block_q5_0 * w = (const block_q5_0 *) (a + r * nb01) + l;
-                d[r] = _mm256_dpbusd_epi32(d[r], q0g_q5_0_bytes(w), x);
-                memcpy(&dw[r], &w->d, sizeof(dw[r]));
-            } else {
-                const block_q8_0 * w = (const block_q8_0 *) (a + r * nb01) + l;
-                d[r] = _mm256_dpbusd_epi32(d[r], q0g_q8_0_bytes(w), x);
-                memcpy(&dw[r], &w->d, sizeof(dw[r]));
-            }
-        }
+        const __m256i * d = part + l * 8;
         // Lane r of dot: the sum of row r's 8 lanes.
         const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
         const __m256i s4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
@@ -160,7 +164,7 @@ static void q0g_rows_one_col(const char * a, size_t nb01, int rows, int nb, enum
                                        _mm256_permute2x128_si256(s0123, s4567, 0x31));
         dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(offset * bsum[l]));
         // fp16 to fp32 is exact, so the converting instruction gives the lookup table's values.
-        const __m256 w_scale = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) dw));
+        const __m256 w_scale = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (scales + l * 8)));
         const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(bd[l]));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc);
     }
@@ -222,7 +226,8 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
                     for (int64_t j = 0; j < ne11; j++) {
                         for (int r = 0; r < rows; r += 8) {
                             q0g_rows_one_col(a + (i0 + r) * nb01, nb01, MIN(8, rows - r), nb, src0->type, offset,
-                                             b + j * ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0 + r);
+                                             b + j * ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0 + r,
+                                             (__m256i *) wq, (uint16_t *) (wq + (size_t) nb * 8 * sizeof(__m256i)));
                         }
                     }
                     continue;
