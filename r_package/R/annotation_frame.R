@@ -41,8 +41,8 @@ chosen_labels <- function(out) {
 }
 
 # One question's annotations in a data frame from llm_annotate(), as the one named list in which annotations cross to
-# Python (its annotations_of()): labels, label names, each
-# list-column's rows (plain numbers, NULL for a failed text), errors, provenance, order flips and tokens cut.
+# Python (its annotations_of()): labels, label names, each list-column's rows (plain numbers, NULL for a failed
+# text), errors, provenance, order flips and tokens cut.
 annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   if (!is.data.frame(x)) {
     abort_invalid(sprintf("`%s` must be a data frame from llm_annotate(), not %s", name, describe(x)), call = call)

@@ -311,8 +311,8 @@ write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
   }
   csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
   with_python(python_helpers()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
-                                                ids = as.list(sheet_ids(x)),
-                                                coders = if (is.null(coders)) NULL else as.list(coders)))
+                                                  ids = as.list(sheet_ids(x)),
+                                                  coders = if (is.null(coders)) NULL else as.list(coders)))
   if (is_xlsx(path)) {
     on.exit(unlink(csv))
     sheet <- utils::read.csv(csv, colClasses = "character", encoding = "UTF-8")

@@ -49,8 +49,8 @@ mean_score <- function(x, truth, scores, unclear = NULL, alpha = 0.05, label = "
 weighted_kappa <- function(predicted, truth, scale, weights = c("quadratic", "linear")) {
   weights <- match.arg(weights)
   out <- with_python(python_helpers()$weighted_kappa(na_to_none(as.character(predicted)),
-                                                   na_to_none(as.character(truth)), as.list(as.character(scale)),
-                                                   weights))
+                                                     na_to_none(as.character(truth)), as.list(as.character(scale)),
+                                                     weights))
   tibble::tibble(kappa = out[[1]], conf.low = out[[2]][[1]], conf.high = out[[2]][[2]])
 }
 

@@ -61,7 +61,7 @@ validate_labels <- function(predicted, truth, probs = NULL, order_flip = NULL, l
   }
   py_probs <- if (is.null(probs)) NULL else probability_rows(probs, length(truth))
   v <- with_python(python_helpers()$validate(na_to_none(predicted), na_to_none(truth), py_probs,
-                                           if (is.null(order_flip)) NULL else na_to_none(order_flip)))
+                                             if (is.null(order_flip)) NULL else na_to_none(order_flip)))
   scores <- python_helpers()$label_scores(v)
   bins <- python_helpers()$reliability(v)
   known <- !is.na(truth)

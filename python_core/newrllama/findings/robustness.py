@@ -9,8 +9,8 @@ baseline's interval, whether its sign (against ``null``) holds, and whether its 
 each variant's estimate back to judge()."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 import warnings
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ..errors import InvalidArgumentError, NewrllamaDeprecationWarning
