@@ -1,4 +1,5 @@
-"""The size a GGUF file must have, read from its header: where the data of its last tensor ends.
+"""The size a GGUF file must have, read from its header: where the data of its last tensor ends; and the
+tensors the header lists, sized (the benchmarks count the bytes and multiply-adds a token takes from them).
 
 A GGUF file is a header (metadata key-values, then one entry per tensor: name, shape, type and
 offset), padding up to the alignment, then the tensors' data. The header alone says how long
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 import mmap
 import struct
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # ggml type -> (values per block, bytes per block), as ggml_blck_size() and ggml_type_size() of
 # the libggml of the pinned llama-cpp-python gives them.
@@ -24,6 +26,24 @@ _SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 1
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
 _DEFAULT_ALIGNMENT = 32
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class GgufTensor:
+    """One tensor as the header describes it."""
+
+    name: str
+    shape: Tuple[int, ...]  # ggml's order: shape[0] is the length of a row
+    ggml_type: int
+    offset: int   # from the start of the data, past the header's padding
+    n_bytes: int
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
 
 
 class _PastEnd(Exception):
@@ -81,21 +101,37 @@ def required_size(path: Path) -> Optional[int]:
     """The least size the GGUF file at ``path`` must have to hold all its tensors' data: more than
     its actual size when it is cut (in its header too); None when this module cannot tell (a GGUF
     version, metadata or tensor type it does not know)."""
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     try:
-        return _data_end(_Header(data))
+        tensors, data_start = _read_header(path)
     except _PastEnd as cut:
         return cut.needed
     except _Unknown:
         return None
+    return data_start + max((t.offset + t.n_bytes for t in tensors), default=0)
+
+
+def gguf_tensors(path: Path) -> List[GgufTensor]:
+    """The tensors of the GGUF file at ``path``; ValueError where its header is cut or holds a type this module
+    cannot size."""
+    try:
+        return _read_header(path)[0]
+    except (_PastEnd, _Unknown) as e:
+        raise ValueError(f"{path}: cannot read the tensors of its GGUF header ({type(e).__name__} {e})") from e
+
+
+def _read_header(path: Path) -> Tuple[List[GgufTensor], int]:
+    """The tensors, and where their data starts (the end of the header when there are none)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    try:
+        return _parse(_Header(data))
     finally:
         if isinstance(data, mmap.mmap):
             data.close()
 
 
-def _data_end(header: _Header) -> int:
+def _parse(header: _Header) -> Tuple[List[GgufTensor], int]:
     header.skip(4)  # the magic, checked by the caller
     if header.u32() not in (2, 3):  # version 1 had 32-bit counts; llama.cpp no longer reads it
         raise _Unknown("GGUF version")
@@ -107,10 +143,10 @@ def _data_end(header: _Header) -> int:
             alignment = header.u32() or _DEFAULT_ALIGNMENT
         else:
             header.skip_value(kind)
-    ends = []
+    tensors = []
     for _ in range(n_tensors):
-        header.skip(header.u64())  # the name
-        shape = [header.u64() for _ in range(header.u32())]
+        name = header.string().decode("utf-8", "replace")
+        shape = tuple(header.u64() for _ in range(header.u32()))
         kind, offset = header.u32(), header.u64()
         if kind not in _BLOCKS:
             raise _Unknown(f"tensor type {kind}")
@@ -118,7 +154,7 @@ def _data_end(header: _Header) -> int:
         rows = 1
         for n in shape[1:]:
             rows *= n
-        ends.append(offset + (shape[0] if shape else 1) // per_block * block_bytes * rows)
-    if not ends:
-        return header.at
-    return -(-header.at // alignment) * alignment + max(ends)
+        tensors.append(GgufTensor(name, shape, kind, offset, (shape[0] if shape else 1) // per_block * block_bytes * rows))
+    if not tensors:
+        return tensors, header.at
+    return tensors, -(-header.at // alignment) * alignment

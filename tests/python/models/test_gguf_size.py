@@ -1,17 +1,31 @@
 """The size a GGUF header says its file must have: real models, hand-written files, and cut ones."""
 from __future__ import annotations
 
+import collections
 import os
 import struct
 
+import pytest
+
 import newrllama
-from newrllama.models.gguf_size import required_size
+from newrllama.models.gguf_size import gguf_tensors, required_size
 from helpers.small_gguf import UNKNOWN_TYPE, small_gguf
 
 
 def test_the_embedded_model_needs_exactly_its_size():
     path = newrllama.default_model_path()
     assert required_size(path) == os.path.getsize(path)
+
+
+def test_the_embedded_model_lists_its_tensors_with_their_types_and_sizes():
+    tensors = gguf_tensors(newrllama.default_model_path())
+    by_type = collections.Counter(t.ggml_type for t in tensors)
+    assert {6: 81, 8: 10, 12: 27, 14: 9}.items() <= by_type.items()  # Q5_0, Q8_0, Q4_K, Q6_K, as the docs say
+    embeddings = next(t for t in tensors if t.name == "token_embd.weight")
+    assert embeddings.shape == (640, 262144) and embeddings.n_bytes == 640 // 32 * 34 * 262144  # Q8_0
+    ends = sorted((t.offset, t.offset + t.n_bytes) for t in tensors)
+    assert all(end <= start for (_, end), (start, _) in zip(ends, ends[1:]))  # no two overlap
+    assert ends[-1][1] - sum(t.n_bytes for t in tensors) < 32 * len(tensors)  # back to back, but for alignment
 
 
 def test_a_model_cut_in_its_header_needs_more_than_it_has(tmp_path):
@@ -32,9 +46,11 @@ def test_a_file_cut_in_its_data_needs_more_than_it_has(tmp_path):
     assert required_size(path) > 20
 
 
-def test_what_it_cannot_size_is_none(tmp_path):
+def test_what_it_cannot_size_is_none_and_its_tensors_an_error(tmp_path):
     path = tmp_path / "unknown.gguf"
     path.write_bytes(small_gguf(4096, tensor_type=UNKNOWN_TYPE))
     assert required_size(path) is None
     path.write_bytes(b"GGUF" + struct.pack("<I", 1) + small_gguf(4096)[8:])  # version 1: other field widths
     assert required_size(path) is None
+    with pytest.raises(ValueError, match="cannot read the tensors"):
+        gguf_tensors(path)
