@@ -453,13 +453,33 @@ def amx(r: dict) -> List[str]:
         f"process's label log-probabilities the same bits: {'yes' if r['same_bits'] else 'no'}."]
 
 
+def limits(r: dict) -> List[str]:
+    lim = r["limits"]
+    amx_peak = f"; {lim['amx_int8_gmacs']:.0f} billion/s on AMX tiles" if lim["amx_int8_gmacs"] else "; no AMX"
+    has_amx = any("prefill_share_of_amx_peak" in s for s in r["summary"].values())
+    out = [f"The machine, {lim['threads']} threads at once: reads a 1 GiB buffer at {lim['read_gb_per_s']:.1f} GB/s; "
+           f"int8 multiply-adds {lim['vector_int8_gmacs']:.0f} billion/s on the vector unit ({lim['vector_unit']})"
+           f"{amx_peak}. {model_of(r)}: {r['decode_bytes_per_token'] / 1e9:.3f} GB of weights read per decode "
+           f"step, {r['matmul_macs_per_prompt_token'] / 1e9:.3f} billion multiply-adds of weight matrices per prompt "
+           "token.", ""]
+    return out + table(
+        f"One prompt of {r['prompt_tokens']} tokens, then up to {r['decode_steps']} greedy decode steps, "
+        f"{r['n_threads']} threads, {r['machine']['cpu']}; medians of {r['repeats']} repeats, engines in turn:",
+        ["engine", "prefill tokens/s", "share of the vector peak"] + (["share of the AMX peak"] if has_amx else [])
+        + ["decode tokens/s", "GB/s read", "share of the read bandwidth"],
+        [[f"`{e}`", f"{s['prefill_tokens_per_s']:.1f}", f"{s['prefill_share_of_vector_peak']:.1%}"]
+         + ([f"{s['prefill_share_of_amx_peak']:.1%}"] if has_amx else [])
+         + [f"{s['decode_tokens_per_s']:.1f}", f"{s['decode_gb_per_s']:.1f}", f"{s['decode_share_of_read_bandwidth']:.0%}"]
+         for e, s in r["summary"].items()])
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server,
     "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
-    "attention": attention, "unified-kv": unified_kv, "amx": amx}
+    "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -471,6 +491,9 @@ SECTIONS = {
                         "(`bench/bench_vs_llama_server.py`)."),
     "parallel": ("Parallel generation", "`generate_parallel` and the C driver against llama-batched-bench "
                  "(`bench/bench_parallel.py`)."),
+    "limits": ("Against the machine's limits", "Prefill as a share of the int8 multiply-add peak and one-prompt "
+               "decode as a share of the read bandwidth, both measured on the machine, beside llama-batched-bench "
+               "(`bench/bench_limits.py`)."),
     "amx": ("AMX tiles", "The annotation workload on a K-quant model with newrllama's AMX kernel and without it "
             "(`bench/bench_amx.py`)."),
     "invariance-cost": ("The cost of batch invariance", "Generation with each rule of the batch-invariant mode lifted "
@@ -613,6 +636,21 @@ def headline(results: Path = RESULTS) -> List[str]:
                          + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("limits", results)):
+        found = _latest_of_model("limits", results, model, cpu=cpu)
+        if found:
+            path, r = found
+            ours, ref = r["summary"]["newrllama"], r["summary"].get("llama-batched-bench")
+
+            def share(key: str) -> str:
+                return f"{ours[key]:.0%}" + (f" ({ref[key]:.0%})" if ref else "")
+            amx = ", " + share("prefill_share_of_amx_peak") + " of AMX's" if "prefill_share_of_amx_peak" in ours else ""
+            rows.append([f"One prompt against what the machine allows, {model_of(r)}, {cpu}: decode's weight reads "
+                         "as a share of the measured read bandwidth; prefill's multiply-adds as a share of the "
+                         "measured int8 peak of the vector unit (and of AMX tiles, where the CPU has them); in "
+                         "brackets: llama-batched-bench's",
+                         f"decode {share('decode_share_of_read_bandwidth')}; prefill "
+                         f"{share('prefill_share_of_vector_peak')} of the vector unit's{amx}", path])
     found = _latest_of_model("amx", results, K_QUANT_MODEL)
     if found:
         path, r = found
