@@ -14,13 +14,12 @@ import warnings
 
 import newrllama
 from newrllama import (Calibration, Model, Recording, SamplingParams, agreement, read_coding_design,  # noqa: F401
-                       read_coding_sheet, read_codings, recommended_models, validate, weighted_kappa,
-                       write_coding_sheet)
+                       read_codings, recommended_models, validate, weighted_kappa)
 from newrllama.models import catalog
 from newrllama.findings.ppi import Interval
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
 from newrllama.labels.annotate import label_texts, split_message
-from newrllama.labels.annotation import suspect_labels
+from newrllama.labels.annotation import PickedPositions, suspect_labels
 from newrllama.labels.annotation_options import ANNOTATION_OPTIONS
 from newrllama.labels.provenance import Provenance
 from newrllama.engine.sampling.sampling_table import SAMPLING_FIELDS
@@ -136,15 +135,22 @@ def plan_annotation(texts, task, context, model, sample, **settings):
     return {**dataclasses.asdict(plan), "too_long_texts": plan.too_long_texts, "summary": str(plan)}
 
 
+def _saying(category, work):
+    """work()'s result and the messages of the warnings of ``category`` it gave, which R raises as its own; other
+    warnings go on as they were."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", category)
+        result = work()
+    said = [str(w.message) for w in caught if issubclass(w.category, category)]
+    for w in caught:
+        if not issubclass(w.category, category):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result, said
+
+
 def context(model, **settings):
     """A context and the message of the DeterminismWarning it gave (None without one), which R raises as its own."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", newrllama.DeterminismWarning)
-        made = newrllama.Context(model, **settings)
-    said = [str(w.message) for w in caught if issubclass(w.category, newrllama.DeterminismWarning)]
-    for w in caught:
-        if not issubclass(w.category, newrllama.DeterminismWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    made, said = _saying(newrllama.DeterminismWarning, lambda: newrllama.Context(model, **settings))
     return made, (said[0] if said else None)
 
 
@@ -215,7 +221,7 @@ def calibration_from_json(text):
 
 
 def least_confident(parts, n):
-    return newrllama.least_confident(annotations_of(parts), n)
+    return list(newrllama.least_confident(annotations_of(parts), n))
 
 
 # Python's field names -> the R data frames' column names (broom's where broom has one).
@@ -252,7 +258,10 @@ def coding_design(kind, strata, inclusion_probs, how, finite):
 
 
 def prevalence(parts, truth, **options):
-    return _r_columns(newrllama.prevalence(annotations_of(parts), truth, **options).rows())
+    """The estimates as R's columns, and the CodingSampleWarnings they gave, which R raises as its own."""
+    result, said = _saying(newrllama.CodingSampleWarning,
+                           lambda: newrllama.prevalence(annotations_of(parts), truth, **options))
+    return _r_columns(result.rows()), said
 
 
 def label_shares(parts_by_question, truth, **options):
@@ -284,8 +293,21 @@ def plan_coding(parts, truth, target_width, **options):
 
 
 def methods_text(parts, truth, robustness_rows=None, **options):
+    """The paragraph, and the CodingSampleWarnings it gave, which R raises as its own."""
     checked = None if robustness_rows is None else _robustness_of_rows(robustness_rows)
-    return newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options)
+    return _saying(newrllama.CodingSampleWarning,
+                   lambda: newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options))
+
+
+def read_coding_sheet(path, labels, ids):
+    """The codes as a plain list (R reads the design beside the sheet with read_coding_design())."""
+    return list(newrllama.read_coding_sheet(path, labels, ids))
+
+
+def write_coding_sheet(path, texts, positions, ids=None, coders=None, picked=False):
+    """The sheet of R's positions; ``picked``: they came from least_confident(), and the sheet records so."""
+    return newrllama.write_coding_sheet(path, texts, PickedPositions(positions) if picked else positions, ids=ids,
+                                        coders=coders)
 
 
 def robustness_variants(instruction, debias, models, debias_variants):

@@ -50,5 +50,10 @@ class NewrllamaDeprecationWarning(FutureWarning):
     """An old name that still works; the message names the new one. A FutureWarning, so that it shows by default."""
 
 
+class CodingSampleWarning(UserWarning):
+    """Coded texts given without their design that do not look like a random sample of the texts (findings/
+    sample_check.py): estimates that assume one may not hold."""
+
+
 class AnnotationWarning(UserWarning):
     """Labels that look wrong as a whole: nearly every text has one label, or many change with the listing order."""

@@ -178,7 +178,10 @@ print.newrllama_calibration <- function(x, ...) {
 #'
 #' @inheritParams calibrate_labels
 #' @param n How many texts.
-#' @return Integer positions in `x` (texts that failed are not among them).
+#' @return Integer positions in `x` (texts that failed are not among them),
+#'   of class `newrllama_picked`: [write_coding_sheet()] records that they were
+#'   picked, so that the estimates refuse their codes (they serve to
+#'   calibrate).
 #' @examplesIf newrllama::newrllama_available()
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
@@ -187,5 +190,13 @@ print.newrllama_calibration <- function(x, ...) {
 least_confident <- function(x, n, label = ".label") {
   parts <- annotation_parts(x, label)
   n <- check_count(n, "n")
-  as.integer(unlist(with_python(python_helpers()$least_confident(parts, n)))) + 1L
+  positions <- as.integer(unlist(with_python(python_helpers()$least_confident(parts, n)))) + 1L
+  structure(positions, class = c("newrllama_picked", "integer"))
+}
+
+#' @export
+print.newrllama_picked <- function(x, ...) {
+  cat("<newrllama_picked> positions picked by the model's doubt (codes of them calibrate, not estimate)\n")
+  print(as.integer(x), ...)
+  invisible(x)
 }

@@ -115,6 +115,8 @@ warn_group_dependent <- function(message) warn_classed(message, "newrllama_group
 
 warn_suspect_labels <- function(message) warn_classed(message, "newrllama_suspect_labels")
 
+warn_unlike_random <- function(message) warn_classed(message, "newrllama_unlike_random_sample")
+
 # An old argument name that still works, with the name that replaces it.
 warn_deprecated <- function(old, new) {
   warn_classed(sprintf("`%s` is now `%s`; the old name still works for now", old, new), "newrllama_deprecated")

@@ -25,11 +25,15 @@
 #'   TRUE)$inclusion_probs`), each text's probability of being coded: the
 #'   coded texts are then weighted by 1 / probability and the intervals are
 #'   design-based (about these texts).
-#' @param design How the coded texts were drawn, from [coding_design()] or
-#'   `plan_coding()$design`: `NULL` is a simple random sample, each share
-#'   estimated among these texts (the coded share of them narrows the
-#'   interval). A stratified design is estimated stratum by stratum, each
-#'   weighted by its share of the texts; picked texts are refused.
+#' @param design How the coded texts were drawn, from [coding_design()],
+#'   `plan_coding()$design` or [read_coding_design()]: `NULL` is a simple random
+#'   sample, each share estimated among these texts (the coded share of them
+#'   narrows the interval), and a warning of class
+#'   `newrllama_unlike_random_sample` says when the coded texts do not look like
+#'   one (the model's confidence or labels on them unlike on the others, beyond
+#'   what a random sample shows once in 1,000 times), as texts from
+#'   [least_confident()] do not. A stratified design is estimated stratum by
+#'   stratum, each weighted by its share of the texts; picked texts are refused.
 #' @param label The column of labels in `x`; its companions are read beside
 #'   it as [llm_annotate()] names them (`.probs`, or `<question>.probs` beside
 #'   `<question>.label`).
@@ -60,12 +64,13 @@ prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs
   predictions <- match.arg(predictions, c("probs", "labels"))
   alpha <- check_number(alpha, "alpha")
   if (!is.null(reference)) reference <- check_labels(reference, "reference")
-  cols <- with_python(python_helpers()$prevalence(
+  out <- with_python(python_helpers()$prevalence(
     parts, na_to_none(as.character(truth)), by = if (is.null(by)) NULL else na_to_none(by), alpha = alpha,
     predictions = predictions, reference = if (is.null(reference)) NULL else reference[[1]],
     inclusion_probs = if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs), design = python_design(design)
   ))
-  tibble::new_tibble(columns_frame(cols), class = "newrllama_prevalence")
+  for (message in unlist(out[[2]])) warn_unlike_random(message)
+  tibble::new_tibble(columns_frame(out[[1]]), class = "newrllama_prevalence")
 }
 
 # A column of a data frame named by a bare name or a string.
@@ -289,7 +294,8 @@ print.newrllama_coding_plan <- function(x, ...) {
 #' @param design How the texts to code were drawn ([coding_design()], for
 #'   example `plan_coding()$design`), written beside the sheet as
 #'   `<sheet>.design.json`; `read_coding_design()` gives it back for the
-#'   estimates ([prevalence()], [regression()], [methods_text()]).
+#'   estimates ([prevalence()], [regression()], [methods_text()]). Positions
+#'   from [least_confident()] are written as picked when no design is given.
 #' @return `write_coding_sheet()`: `path`, invisibly. `read_coding_sheet()`: a
 #'   character vector of codes, one per text of `x` (`NA` where the sheet has
 #'   none), to use as `truth`. `read_coding_design()`: the design written
@@ -312,7 +318,8 @@ write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
   csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
   with_python(python_helpers()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
                                                   ids = as.list(sheet_ids(x)),
-                                                  coders = if (is.null(coders)) NULL else as.list(coders)))
+                                                  coders = if (is.null(coders)) NULL else as.list(coders),
+                                                  picked = is.null(design) && inherits(which, "newrllama_picked")))
   if (is_xlsx(path)) {
     on.exit(unlink(csv))
     sheet <- utils::read.csv(csv, colClasses = "character", encoding = "UTF-8")
@@ -412,7 +419,9 @@ methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, desi
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
-  with_python(python_helpers()$methods_text(parts, truth, python_robustness_rows(robustness), calibration = cal,
-                                            alpha = alpha, design = python_design(design),
-                                            coding = python_adjudication(coding)))
+  out <- with_python(python_helpers()$methods_text(parts, truth, python_robustness_rows(robustness), calibration = cal,
+                                                   alpha = alpha, design = python_design(design),
+                                                   coding = python_adjudication(coding)))
+  for (message in unlist(out[[2]])) warn_unlike_random(message)
+  out[[1]]
 }

@@ -19,6 +19,7 @@ class CodedTexts:
     labels: List[str]
     predictions: np.ndarray  # texts x labels: each label's probability, or 1 for the model's label
     predicted: np.ndarray  # the model's label, as an index into labels
+    margins: np.ndarray  # the model's margin between its two most probable labels
     truth: np.ndarray  # the human code as an index into labels, -1 where the text was not coded
     kept: np.ndarray
     n_given: int
@@ -63,4 +64,5 @@ def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: s
     else:
         scores = np.eye(len(labels))[predicted]
     codes = np.array([-1 if missing(truth[i]) else labels.index(truth[i]) for i in kept])
-    return CodedTexts(labels, scores, predicted, codes, np.array(kept), len(annotations))
+    margins = np.array([annotations[i].margin for i in kept], dtype=float)
+    return CodedTexts(labels, scores, predicted, margins, codes, np.array(kept), len(annotations))

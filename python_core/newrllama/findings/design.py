@@ -115,6 +115,15 @@ class CodingDesign:
         return f"{share.capitalize()} were coded by hand, picked {self.how}; they were used for calibration only."
 
 
+def stated_design(design: Optional[CodingDesign], truth: object) -> Optional[CodingDesign]:
+    """The design given, else the one the codes carry (read_coding_sheet()'s, from beside the sheet), else None:
+    nothing says how the coded texts were chosen."""
+    if design is not None:
+        return design
+    carried = getattr(truth, "design", None)
+    return carried if isinstance(carried, CodingDesign) else None
+
+
 def ordered_keys(keys: Sequence[Hashable]) -> List[Hashable]:
     """Distinct keys (groups, strata) in sorted order, or in order of first appearance when they do not sort."""
     order = list(dict.fromkeys(keys))

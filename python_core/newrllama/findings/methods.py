@@ -7,10 +7,12 @@ from ..labels.annotation import check_annotations
 from ..labels.text_fit import CUT_WORDS
 from ..errors import InvalidArgumentError
 from ..labels.agreement import missing
+from .coded import coded_texts
 from .coders import Adjudication
-from .design import CodingDesign, ordered_keys
+from .design import CodingDesign, ordered_keys, stated_design
 from .robustness import Robustness
 from .prevalence import prevalence
+from .sample_check import warn_if_unlike_random
 
 DEBIAS_SENTENCES = {
     "reverse": "by averaging the scores of the list and of its reverse",
@@ -74,8 +76,10 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     """A paragraph for a methods section: the model (file and SHA-256), the prompt, the debias method, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
     figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
-    prevalence() takes it; a simple random sample unless given) and each label's share estimated by PPI++ with its
-    interval (none for picked texts, which the paragraph says served for calibration only). ``coding``: the
+    prevalence() takes it; else the one ``truth`` carries from read_coding_sheet(); else a simple random sample) and
+    each label's share estimated by PPI++ with its interval (none for picked texts, which the paragraph says served
+    for calibration only, nor for codes given without a design that do not look like a random sample, which it
+    says were chosen some other way). ``coding``: the
     Adjudication of several coders' codes (Codings.adjudicate()), whose coders, agreement and rule it reports;
     ``truth`` is then its truth unless given. ``robustness``: a Robustness (robustness()), whose variants and
     verdict it reports. ``annotations`` from annotate() (calibrated or not)."""
@@ -120,7 +124,15 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         out.append(coding.sentence())
         truth = coding.truth if truth is None else truth
     if truth is not None:
-        design = design if design is not None else CodingDesign.random()
+        stated = stated_design(design, truth)
+        if stated is None:
+            check = warn_if_unlike_random(coded_texts(annotations, truth, "probs"), "methods_text()")
+            if check is not None and check.unlike_random:
+                out.append(f"{check.n_coded} of the {check.n_texts} texts were coded by hand; how they were chosen "
+                           f"was not recorded, and they are not a random sample: {check.reason()}. No share was "
+                           "estimated from them.")
+                return " ".join(out + closing)
+        design = stated if stated is not None else CodingDesign.random()
         if design.kind == "picked":
             n_coded = sum(not missing(t) for t in truth)
             out.append(design.sentence(n_coded, len(annotations)))

@@ -10,8 +10,9 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
 from .coded import CodedTexts, coded_texts
-from .design import CodingDesign, ordered_keys
+from .design import CodingDesign, ordered_keys, stated_design
 from .ppi import Interval, check_alpha, classical_mean, ppi_mean, weighted_mean, z_interval
+from .sample_check import warn_if_unlike_random
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,11 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     ``CodingDesign.random(finite=False)`` gives published PPI++, for the process the texts come from). A
     stratified sample (``CodingDesign.stratified(strata)``) is estimated stratum by stratum, each weighted by
     its share of the texts (of the group). Texts picked rather than drawn (``CodingDesign.picked(how)``, such as
-    those least_confident() gives) are refused, with the reason.
+    those least_confident() gives) are refused, with the reason. Without a design, the one ``truth`` carries
+    (read_coding_sheet() reads it from beside the sheet) is taken; where there is none either, a random sample is
+    assumed, and a CodingSampleWarning says so when the coded texts do not look like one (the model's confidence or
+    label shares on them unlike on the others, beyond what a random sample shows once in 1,000 times;
+    findings/sample_check.py).
 
     ``inclusion_probs`` (short for ``design=CodingDesign.probabilities(...)``): when the coded texts were drawn
     text by text with known probabilities (an active coding plan: ``plan_coding(..., active=True).inclusion_probs``),
@@ -193,9 +198,12 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     alpha = check_alpha(alpha)
     if predictions not in ("probs", "labels"):
         raise InvalidArgumentError(f"predictions must be 'probs' or 'labels', got {predictions!r}")
-    design = _design(design, inclusion_probs)
+    stated = stated_design(design, truth)
+    design = _design(stated, inclusion_probs)
     design.check_estimable("prevalence()")
     data = coded_texts(annotations, truth, predictions)
+    if stated is None and inclusion_probs is None:
+        warn_if_unlike_random(data, "prevalence()")
     per_text = design.per_text(data.n_given, data.kept)
     groups, group_of = _groups(by, data.n_given)
     if group_of is not None:

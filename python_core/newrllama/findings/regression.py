@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
-from .design import CodingDesign
+from .design import CodingDesign, stated_design
 from .design_glm import ppi_glm_design
 from .ppi import check_alpha, classical_glm, ppi_glm
 
@@ -145,8 +145,9 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
     stratified sample or texts drawn with known probabilities, each coded text is weighted by the inverse of its
     probability of being coded (within a stratum, the stratum's coded share), in the estimate and in the design-based
     interval (findings/design_glm.py); the coded-only figures are the weighted fit of the coded texts. Texts picked
-    rather than drawn are refused."""
+    rather than drawn are refused. Without a design, the one ``truth`` carries (read_coding_sheet()'s) is taken."""
     alpha = check_alpha(alpha)
+    design = stated_design(design, truth)
     if design is not None:
         if not isinstance(design, CodingDesign):
             raise InvalidArgumentError(f"design must be a newrllama.CodingDesign, got {type(design).__name__}")

@@ -11,10 +11,19 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..errors import InvalidArgumentError
 from .coders import Codings
 from .design import CodingDesign
-from .sheet_design import write_coding_design
+from .sheet_design import design_path, read_coding_design, write_coding_design
 
 COLUMNS = ("id", "text", "code")
 CODER_COLUMNS = ("id", "coder", "text", "code")
+
+
+class SheetCodes(list):
+    """The codes of a sheet, one per text (None where not coded), with ``design``: the design written beside
+    the sheet, or None. The estimates take it when they are given no design of their own."""
+
+    def __init__(self, codes: Sequence[Optional[str]], design: Optional[CodingDesign]) -> None:
+        super().__init__(codes)
+        self.design = design
 
 
 def write_coding_sheet(path: Union[str, os.PathLike], texts: Sequence[str], positions: Sequence[int],
@@ -25,7 +34,8 @@ def write_coding_sheet(path: Union[str, os.PathLike], texts: Sequence[str], posi
     to each coder, coder by coder, in a ``coder`` column (one call per coder, ``coders=[name]``, gives each coder
     a sheet of their own, so that none sees another's codes); read_codings() reads them back. ``design`` (how the
     positions were drawn, e.g. ``CodingPlan.design``) is written beside the sheet (``<sheet>.design.json``), and
-    read_coding_design() gives it back for the estimates."""
+    read_coding_sheet() passes it on to the estimates with the codes; positions from least_confident() are
+    recorded as picked without it."""
     if ids is not None and len(ids) != len(texts):
         raise InvalidArgumentError(f"ids has {len(ids)} entries for {len(texts)} texts")
     bad = [p for p in positions if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < len(texts)]
@@ -36,6 +46,9 @@ def write_coding_sheet(path: Union[str, os.PathLike], texts: Sequence[str], posi
         names = None if isinstance(coders, str) else list(coders)
         if not names or any(not isinstance(c, str) or not c.strip() for c in names) or len(set(names)) != len(names):
             raise InvalidArgumentError("coders must be a list of distinct non-blank names")
+    how = getattr(positions, "how", None)  # least_confident()'s positions say how they were picked
+    if design is None and how is not None:
+        design = CodingDesign.picked(how)
     if design is not None:
         write_coding_design(path, design, ids if ids is not None else range(len(texts)))
     rows = [[p if ids is None else ids[p], texts[p], ""] for p in positions]
@@ -55,16 +68,18 @@ def _write(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     return path
 
 
-def read_coding_sheet(path: Union[str, os.PathLike], labels: Sequence[str],
-                      ids: Sequence[Any]) -> List[Optional[str]]:
+def read_coding_sheet(path: Union[str, os.PathLike], labels: Sequence[str], ids: Sequence[Any]) -> SheetCodes:
     """The codes of a filled-in sheet, one per text of ``ids`` (the ids of every text, as the sheet names them;
-    None where the sheet has no code). Refuses codes that are not labels, ids it does not know and ids twice; a
-    sheet of several coders (a ``coder`` column) is read by read_codings()."""
+    None where the sheet has no code), with the design written beside the sheet (``.design``; None where there
+    is none), which prevalence(), regression() and methods_text() take when given no design. Refuses codes that
+    are not labels, ids it does not know and ids twice; a sheet of several coders (a ``coder`` column) is read by
+    read_codings()."""
     header, rows = _read(path)
     if "coder" in header:
         raise InvalidArgumentError(f"the coding sheet {path} has a coder column: read several coders' codes with "
                                    "read_codings()")
-    return _codes(path, rows, labels, _known(ids))
+    codes = _codes(path, rows, labels, _known(ids))
+    return SheetCodes(codes, read_coding_design(path, ids) if design_path(path).exists() else None)
 
 
 def read_codings(paths: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]], labels: Sequence[str],

@@ -78,13 +78,22 @@ def check_annotations(annotations: object, name: str) -> List[Annotation]:
     return out
 
 
-def least_confident(annotations: Sequence[Annotation], n: int) -> List[int]:
-    """Positions of the n labelled texts with the smallest margin, the least sure first: the ones to code by hand."""
+class PickedPositions(list):
+    """Positions of texts chosen by the model's doubt, not drawn: a coding sheet of them records that they were
+    picked (``how``), so that estimates refuse their codes."""
+
+    how = "by the model's doubt, the least confident labels (least_confident())"
+
+
+def least_confident(annotations: Sequence[Annotation], n: int) -> PickedPositions:
+    """Positions of the n labelled texts with the smallest margin, the least sure first: the ones to code by hand
+    for calibration. Their codes cannot estimate shares (they are not a random sample): write_coding_sheet()
+    records that beside the sheet, and read_coding_sheet() passes it on to the estimates, which refuse them."""
     annotations = check_annotations(annotations, "annotations")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise InvalidArgumentError(f"n must be a non-negative int, got {n!r}")
     labelled = [i for i, a in enumerate(annotations) if a.label is not None]
-    return sorted(labelled, key=lambda i: (annotations[i].margin, i))[:n]
+    return PickedPositions(sorted(labelled, key=lambda i: (annotations[i].margin, i))[:n])
 
 
 def check_texts(texts: object) -> List[Any]:

@@ -46,7 +46,7 @@ test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() 
   py <- cal$py$probs(as.list(coded$.order_free_probs[[1]]))
   expect_equal(unlist(py)[labels], applied$.probs[[1]][labels], tolerance = 1e-9)
   margins <- vapply(coded$.probs, function(p) diff(sort(p, decreasing = TRUE)[2:1]), numeric(1))
-  expect_equal(least_confident(coded, 2), order(margins)[1:2])
+  expect_equal(as.integer(least_confident(coded, 2)), order(margins)[1:2])
   # The rows carry their figures: after reordering, the least confident are the same texts.
   reordered <- coded[6:1, ]
   expect_equal(reordered$text[least_confident(reordered, 2)], coded$text[least_confident(coded, 2)])

@@ -143,6 +143,25 @@ test_that("regression() takes a model-coded regressor, as Python does, and refus
                class = "newrllama_invalid_argument")
 })
 
+test_that("least_confident() positions go to a sheet as picked, and bare codes of them are warned about", {
+  picked <- least_confident(x, 30)
+  expect_s3_class(picked, "newrllama_picked")
+  expect_output(print(picked), "picked by the model's doubt")
+  bare <- ifelse(seq_len(n) %in% picked, truth, NA)
+  expect_warning(prevalence(x, bare), "do not look like a random sample", class = "newrllama_unlike_random_sample")
+  expect_warning(text <- methods_text(x, bare), class = "newrllama_unlike_random_sample")
+  expect_match(text, "not a random sample")
+  expect_no_warning(prevalence(x, coded))
+  texts <- stats::setNames(paste("story", seq_len(n)), paste0("s", seq_len(n)))
+  path <- tempfile(fileext = ".csv")
+  write_coding_sheet(texts, picked, path)
+  expect_error(prevalence(x, bare, design = read_coding_design(path, texts)), "picked",
+               class = "newrllama_invalid_argument")
+  plain <- tempfile(fileext = ".csv")
+  write_coding_sheet(texts, as.integer(picked), plain)
+  expect_error(read_coding_design(plain, texts), "no coding design", class = "newrllama_invalid_argument")
+})
+
 test_that("a coding sheet goes out and comes back as an Excel workbook, checked as a CSV one is", {
   skip_if_not_installed("openxlsx")
   texts <- c(s1 = "Texaco agreed to buy Getty Oil.", s2 = "OPEC cut its crude output,\n\"again\".", s3 = "Profit rose.")

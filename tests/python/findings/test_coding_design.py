@@ -1,6 +1,8 @@
 """The design of the coded sample travels with the codes: finite-population correction, strata, picked texts."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -59,7 +61,7 @@ def test_a_stratified_sample_estimated_by_strata_covers_where_the_same_codes_as_
     truth, source, annotations = strata_population(rng)
     true_share = truth.count("acquisition") / len(truth)
     design = newrllama.CodingDesign.stratified(source)
-    covered, naive_covered = 0, 0
+    covered, naive_covered, noticed = 0, 0, 0
     draws = 300
     for _ in range(draws):
         # Wires oversampled: 60 of 200 against 30 of 600.
@@ -67,10 +69,14 @@ def test_a_stratified_sample_estimated_by_strata_covers_where_the_same_codes_as_
         codes = [t if i in coded else None for i, t in enumerate(truth)]
         s = newrllama.prevalence(annotations, codes, design=design).share("acquisition")
         covered += s.lower <= true_share <= s.upper
-        wrong = newrllama.prevalence(annotations, codes).share("acquisition")  # as if a simple random sample
+        with warnings.catch_warnings(record=True) as caught:  # as if a simple random sample
+            warnings.simplefilter("always", newrllama.CodingSampleWarning)
+            wrong = newrllama.prevalence(annotations, codes).share("acquisition")
         naive_covered += wrong.classical_lower <= true_share <= wrong.classical_upper
+        noticed += any(w.category is newrllama.CodingSampleWarning for w in caught)
     assert covered >= 0.9 * draws
     assert naive_covered < 0.5 * draws  # the coded texts' own share, unweighted, is far off
+    assert noticed > 0.5 * draws  # read bare, the oversampled stratum's labels mostly show (sample_check.py)
 
 
 def test_strata_need_two_coded_texts_each_and_one_stratum_per_text():
