@@ -87,8 +87,8 @@ def packages(rng: random.Random, sections: Sequence[str] = SECTIONS, per_label: 
     return [(d, s) for s in sections for d in rng.sample(sorted(by_section[s]), per_label)]
 
 
-def wordnet(rng: random.Random) -> List[Tuple[str, str]]:
-    """Noun definitions (the gloss without its quoted examples) by lexicographer file."""
+def wordnet(rng: random.Random, per_label: int = PER_LABEL) -> List[Tuple[str, str]]:
+    """Noun definitions (the gloss without its quoted examples) by lexicographer file, per_label of each."""
     by_file: Dict[str, set] = {f: set() for f in LEXICOGRAPHER_FILES}
     for line in Path("/usr/share/wordnet/data.noun").read_text(encoding="utf-8", errors="replace").splitlines():
         fields = line.split(" ", 2)
@@ -96,7 +96,7 @@ def wordnet(rng: random.Random) -> List[Tuple[str, str]]:
             gloss = line.split(" | ", 1)[1].split(";")[0].strip()
             if 25 <= len(gloss) <= 140:
                 by_file[fields[1]].add(gloss)
-    return [(g, LEXICOGRAPHER_FILES[f]) for f in LEXICOGRAPHER_FILES for g in rng.sample(sorted(by_file[f]), PER_LABEL)]
+    return [(g, LEXICOGRAPHER_FILES[f]) for f in LEXICOGRAPHER_FILES for g in rng.sample(sorted(by_file[f]), per_label)]
 
 
 def reuters() -> List[Tuple[str, str]]:

@@ -473,13 +473,23 @@ def limits(r: dict) -> List[str]:
          for e, s in r["summary"].items()])
 
 
+def picked_codes(r: dict) -> List[str]:
+    kinds = list(next(iter(r["sets"].values()))["warned_share"])
+    return table(f"{r['draws']} draws of {r['texts']} texts from each human-sorted set, labelled by `{r['model']}` "
+                 "(annotate()'s defaults); the coded texts given to prevalence() as a bare truth vector: share of "
+                 "draws in which CodingSampleWarning said they do not look like a random sample (false-alarm rate "
+                 "stated: 1 in 1,000):", ["set", "texts in the set", "kappa of the labels"] + kinds,
+                 [[name, str(s["n_texts_in_set"]), f"{s['kappa']:.2f}"] + [f"{s['warned_share'][k]:.1%}" for k in kinds]
+                  for name, s in r["sets"].items()])
+
+
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server,
     "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
-    "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits}
+    "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits, "picked-codes": picked_codes}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -513,6 +523,8 @@ SECTIONS = {
                         "(`bench/bench_question_layout.py`)."),
     "questions": ("Several questions per text", "A codebook of several questions against one call per question "
                   "(`bench/bench_questions.py`)."),
+    "picked-codes": ("Codes of texts the model chose", "Whether codes of least_confident()'s texts, given without "
+                     "their design, are noticed, and random samples let through (`bench/bench_picked_codes.py`)."),
     "findings": ("Shares with valid intervals", "Coverage of prediction-powered intervals from the model's labels and "
                  "a coded sample (`bench/bench_findings.py`)."),
     "long-prompts": ("Long prompts, nothing shared", "Prefill of distinct long prompts (`bench/bench_long_prompts.py`)."),
