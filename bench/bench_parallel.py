@@ -35,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -45,6 +44,7 @@ from bench_models import add_model_argument, model_label, model_path
 from bench_results import write_results
 from in_turn import Run, median_of, paired_median, run_in_turn
 from llama_tools import llama_tool_binary, run_batched_bench_warm
+from together import run_together
 from newrllama._capi import ffi, lib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,21 +222,12 @@ def bench_threads(model, prompts, repeats) -> Dict:
 
         def threaded(_repeat: int) -> Dict:
             got: List[str] = [""] * len(prompts)
-            barrier = threading.Barrier(len(prompts) + 1)
-
             def worker(i):
-                barrier.wait()
                 got[i] = ctx.generate(prompts[i], params).text
 
-            threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(prompts))]
-            for t in threads:
-                t.start()
-            barrier.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
+            seconds = run_together(len(prompts), worker)
             texts["threads"] = got
-            return {"seconds": time.perf_counter() - t0}
+            return {"seconds": seconds}
 
         raw = run_in_turn({"one generate_parallel call": one_call, "threads calling generate()": threaded}, repeats,
                           label="threads, ")

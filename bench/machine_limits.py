@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Optional
 
 import cffi
+
+from together import run_together
 
 SOURCE = Path(__file__).with_name("machine_limits.c")
 CDEF = """
@@ -52,26 +52,6 @@ def _compiled():
     return module
 
 
-def _together(threads: int, work: Callable[[int], float]) -> float:
-    """Seconds from the start of the first of `threads` concurrent calls work(i) to the end of the last."""
-    barrier = threading.Barrier(threads + 1)
-    done: List[float] = []
-
-    def run(i: int) -> None:
-        barrier.wait()
-        work(i)
-        done.append(time.perf_counter())
-
-    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in pool:
-        t.join()
-    return max(done) - t0
-
-
 def _read_gb_per_s(mod, threads: int) -> float:
     buf = mod.ffi.new("char[]", READ_BYTES + 64)
     base = int(mod.ffi.cast("uintptr_t", buf))
@@ -82,7 +62,7 @@ def _read_gb_per_s(mod, threads: int) -> float:
     reps = 4
     best = 0.0
     for _ in range(TRIES):
-        s = _together(threads, lambda i: mod.lib.limits_read(aligned + i * share, share, reps))
+        s = run_together(threads, lambda i: mod.lib.limits_read(aligned + i * share, share, reps))
         best = max(best, threads * share * reps / s / 1e9)
     return best
 
@@ -96,7 +76,7 @@ def _gmacs(fn, threads: int, iters: int, mod) -> Optional[float]:
 
     best = 0.0
     for _ in range(TRIES):
-        s = _together(threads, one)
+        s = run_together(threads, one)
         if min(done) < 0:
             return None
         best = max(best, sum(done) / s / 1e9)
