@@ -89,17 +89,10 @@ def warn_if_unlike_random(data: CodedTexts, what: str) -> Optional[SampleCheck]:
 
 def _rank_sum_p(values: np.ndarray, coded: np.ndarray) -> float:
     """Two-sided p-value of the rank-sum of the coded values (average ranks for ties)."""
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    sorted_values = values[order]
-    start = 0
-    for end in range(1, len(values) + 1):  # average the ranks of each run of equal values
-        if end == len(values) or sorted_values[end] != sorted_values[start]:
-            ranks[order[start:end]] = (start + end + 1) / 2
-            start = end
+    _, inverse, ties = np.unique(values, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(ties) - (ties - 1) / 2)[inverse]  # each run of equal values gets its average rank
     n1, n = int(coded.sum()), len(values)
     n2 = n - n1
-    _, ties = np.unique(values, return_counts=True)
     variance = n1 * n2 / 12 * ((n + 1) - float((ties ** 3 - ties).sum()) / (n * (n - 1)))
     if variance <= 0:  # every value the same: no rank tells the coded texts apart
         return 1.0
