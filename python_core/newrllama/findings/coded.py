@@ -8,7 +8,7 @@ from typing import Any, List, Sequence
 import numpy as np
 
 from ..labels.agreement import missing
-from ..labels.annotation import check_annotations
+from ..labels.annotation import check_annotations, probability_margin
 from ..errors import InvalidArgumentError
 
 
@@ -19,7 +19,8 @@ class CodedTexts:
     labels: List[str]
     predictions: np.ndarray  # texts x labels: each label's probability, or 1 for the model's label
     predicted: np.ndarray  # the model's label, as an index into labels
-    margins: np.ndarray  # the model's margin between its two most probable labels
+    model_predicted: np.ndarray  # the label the model's own probabilities favour, before any calibration
+    model_margins: np.ndarray  # the margin between the model's own two most probable labels
     truth: np.ndarray  # the human code as an index into labels, -1 where the text was not coded
     kept: np.ndarray
     n_given: int
@@ -64,5 +65,11 @@ def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: s
     else:
         scores = np.eye(len(labels))[predicted]
     codes = np.array([-1 if missing(truth[i]) else labels.index(truth[i]) for i in kept])
-    margins = np.array([annotations[i].margin for i in kept], dtype=float)
-    return CodedTexts(labels, scores, predicted, margins, codes, np.array(kept), len(annotations))
+    # Calibration refits probabilities on the coded texts (cross_fit() each coded text out of its own fold,
+    # the others by every fold's fit): what tells coded texts from random ones is the model's own output.
+    own = [annotations[i].order_free_probs or annotations[i].probs for i in kept]
+    model_predicted = np.array([labels.index(max(p, key=p.get)) for p in own])
+    model_margins = np.array([probability_margin(p) for p in own], dtype=float)
+    return CodedTexts(labels, scores, predicted, model_predicted, model_margins, codes, np.array(kept),
+                      len(annotations))
+

@@ -81,7 +81,7 @@ def check_sample(margins: np.ndarray, predicted: np.ndarray, coded: np.ndarray, 
 def warn_if_unlike_random(data: CodedTexts, what: str) -> Optional[SampleCheck]:
     """Checks the coded texts of an estimate given no design, warning (CodingSampleWarning) where they do not look
     like a random sample; the check, where there was one to make."""
-    check = check_sample(data.margins, data.predicted, data.coded, len(data.labels))
+    check = check_sample(data.model_margins, data.model_predicted, data.coded, len(data.labels))
     if check is not None and check.unlike_random:
         warnings.warn(check.warning(what), CodingSampleWarning, stacklevel=3)
     return check

@@ -37,10 +37,13 @@ class Annotation:
     @property
     def margin(self) -> Optional[float]:
         """The top probability minus the second (small: the model hesitates); None for a failed text."""
-        if not self.probs:
-            return None
-        top = sorted(self.probs.values(), reverse=True)
-        return top[0] - top[1]
+        return probability_margin(self.probs) if self.probs else None
+
+
+def probability_margin(probs: Dict[str, float]) -> float:
+    """The top probability minus the second."""
+    top = sorted(probs.values(), reverse=True)
+    return top[0] - top[1]
 
 
 # What makes a call's labels suspect (annotate() warns): one label for at least COLLAPSED of at least

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import newrllama
+from newrllama.findings.coded import coded_texts
 from newrllama.findings.sample_check import FALSE_ALARM, check_sample
 
 LABELS = ["arts", "business", "health", "politics", "science", "sport"]
@@ -108,3 +109,19 @@ def test_least_confident_positions_go_through_the_sheet_as_picked_and_estimates_
 def test_a_sheet_without_a_design_beside_it_carries_none(tmp_path):
     sheet = newrllama.write_coding_sheet(tmp_path / "sheet.csv", ["a", "b"], [1])
     assert newrllama.read_coding_sheet(sheet, LABELS, [0, 1]).design is None
+
+
+def test_calibrated_probabilities_are_checked_by_the_model_s_own():
+    """cross_fit() gives each coded text its own fold's fit and the others every fold's: probabilities that differ
+    between coded and uncoded texts by construction, which must not read as a sample unlike random."""
+    annotations = corpus(4)
+    positions = np.random.default_rng(5).choice(N_TEXTS, N_CODED, replace=False).tolist()
+    truth = codes_at(annotations, positions)
+    fitted = newrllama.cross_fit(annotations, truth, penalty=1.0)
+    assert [a.probs for a in fitted] != [a.probs for a in annotations]
+    checks = [coded_texts(a, truth, "probs") for a in (annotations, fitted)]
+    as_model, as_fitted = (check_sample(c.model_margins, c.model_predicted, c.coded, len(LABELS)) for c in checks)
+    assert as_fitted == as_model and not as_fitted.unlike_random
+    picked = codes_at(annotations, list(newrllama.least_confident(annotations, N_CODED)))
+    with pytest.warns(newrllama.CodingSampleWarning, match="less sure"):
+        newrllama.prevalence(newrllama.cross_fit(annotations, picked, penalty=1.0), picked)
