@@ -140,8 +140,8 @@ class Cluster:
 
     @property
     def workers(self) -> List[dict]:
-        """What each worker says now: pid, host, model, n_threads, n_seq_max, n_ctx (a worker that
-        replaces a dead one is waited for)."""
+        """What each worker says now: pid, host, model, n_threads, n_seq_max, n_ctx, and the prompts it is running
+        (n_running) and has waiting for a sequence (n_waiting); a worker that replaces a dead one is waited for."""
         pool = self._open_pool()
         return self._ray.get([w.info.remote() for w in pool.workers])
 

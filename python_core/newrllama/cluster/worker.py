@@ -31,9 +31,10 @@ class Worker:
             raise
 
     async def info(self) -> dict:
+        stats = self.context.engine_stats()
         return {"pid": os.getpid(), "host": socket.gethostname(), "model": self.model.path,
                 "n_threads": self.context.n_threads, "n_seq_max": self.context.n_seq_max,
-                "n_ctx": self.context.n_ctx}
+                "n_ctx": self.context.n_ctx, "n_running": stats.n_running, "n_waiting": stats.n_waiting}
 
     async def model_identity(self) -> ModelIdentity:
         # The first time, hashing reads the whole file: off the event loop, so that the actor stays responsive.
