@@ -201,7 +201,9 @@ def annotations_of(parts):
 
 
 def calibrate(parts, truth, **options):
-    return newrllama.calibrate(annotations_of(parts), truth, **options)
+    """The calibration, and the AnnotationWarnings it gave (coded texts scored in one order), which R raises."""
+    return _saying(newrllama.AnnotationWarning,
+                   lambda: newrllama.calibrate(annotations_of(parts), truth, **options))
 
 
 def calibration_apply(cal, parts):

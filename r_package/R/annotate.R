@@ -266,21 +266,33 @@ check_questions <- function(codebook, call = sys.call(-1)) {
   lapply(codebook, check_codebook_labels, call = call)
 }
 
-# The Python object(s) behind `calibration`: one, or with a codebook a named list of them, by question.
+# The Python value(s) behind `calibration`: one, or with a codebook a named list of them, by question.
 python_calibrations <- function(calibration, by_question, call = sys.call(-1)) {
   if (is.null(calibration)) {
     return(NULL)
   }
-  if (is.character(calibration)) {
-    return(calibration) # "pending", or a mistake Python names
-  }
   if (!by_question) {
-    return(check_calibration(calibration, call = call)$py)
+    return(python_calibration(calibration, call = call))
   }
   if (!is.list(calibration) || inherits(calibration, "newrllama_calibration") || is.null(names(calibration))) {
     abort_invalid("with a `codebook`, `calibration` must be a named list: question = calibration", call = call)
   }
-  lapply(calibration, function(cal) check_calibration(cal, call = call)$py)
+  lapply(calibration, python_calibration, call = call)
+}
+
+# One question's calibration: a calibration's Python object, the texts' human codes (NA where not coded) as a list,
+# or a single string ("pending", or a mistake Python names).
+python_calibration <- function(calibration, call = sys.call(-1)) {
+  if (is.factor(calibration)) {
+    calibration <- as.character(calibration)
+  }
+  if (is.character(calibration) && length(calibration) == 1 && !is.na(calibration)) {
+    return(calibration)
+  }
+  if (is.character(calibration) || (is.logical(calibration) && all(is.na(calibration)))) {
+    return(na_to_none(as.character(calibration)))
+  }
+  check_calibration(calibration, call = call)$py
 }
 
 # Labels as Python takes them: a list, or a dict label -> definition when named.

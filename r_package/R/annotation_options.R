@@ -27,12 +27,14 @@
 #'   text. `"prior"` and `"batch"` estimate over the texts of one call: in a grouped `dplyr::mutate()`, each group,
 #'   and on a cluster or with `output`, each chunk of texts, so a text's label depends on which texts share it (a
 #'   warning of class `newrllama_group_dependent_labels` says so); the other settings score each text on its own.
-#' @param calibration A calibration from [calibrate_labels()], applied to the scores (with a `codebook`: a named
-#'   list, question = calibration), or `"pending"` for labels to be calibrated later (the coded texts a calibration
-#'   will be fitted on, or every text before one is). With `debias = "auto"`, labels calibrated or pending are scored
-#'   in two orders for every text: calibrated, one order labelled held-back one-liners worse than two (the benchmarks
-#'   page, "Calibration on sets never tuned on"). A calibration fitted on texts scored in one order gets its texts
-#'   scored in one order too.
+#' @param calibration A calibration from [calibrate_labels()], applied to the scores; the texts' human codes (a
+#'   character vector or factor, one per text, `NA` where a text is not coded), on which a calibration is fitted and
+#'   applied in the same call; or `"pending"` for labels to be calibrated later (the coded texts a calibration will
+#'   be fitted on, or every text before one is). With a `codebook`, a named list, question = any of these. With
+#'   `debias = "auto"`, labels calibrated, coded or pending are scored in two orders for every text: calibrated, one
+#'   order labelled held-back one-liners worse than two (the benchmarks page, "Calibration on sets never tuned on");
+#'   the codes give what `"pending"`, [calibrate_labels()] on the coded texts and applying it would. A calibration
+#'   fitted on texts scored in one order gets its texts scored in one order too.
 #' @param examples_in Where the `examples` go (`NULL`: the library's default, `"system"`): `"system"` writes them
 #'   into the system turn, `"turns"` makes each an earlier user turn answered by its label. The benchmarks page
 #'   ("Labels on real text") gives what each achieves on real coded text.

@@ -15,6 +15,13 @@
 #' are equally frequent). Its accuracy and kappa are cross-validated on the
 #' coded sample (`folds`-fold, a fixed seed).
 #'
+#' Labels scored in one order (the default `debias = "auto"` on short texts,
+#' without `calibration`) calibrate worse than labels scored in two: a warning
+#' of class `newrllama_one_order_scores` says so, and
+#' `llm_annotate(..., calibration = codes)` (the human codes, `NA` where a text
+#' is not coded) scores every text in two orders, fits on the coded ones and
+#' applies the fit, in one call.
+#'
 #' @param x A data frame from [llm_annotate()] holding the coded texts.
 #' @param truth Their true labels (`NA` where unknown: left out, as are texts
 #'   that failed): a column of `x` (bare or a string) or a vector.
@@ -51,9 +58,10 @@ calibrate_labels <- function(x, truth, penalty = NULL, folds = 5L, balanced = TR
   folds <- check_count(folds, "folds", min = 2)
   balanced <- check_flag(balanced, "balanced")
   criterion <- check_string(criterion, "criterion")
-  cal <- with_python(python_helpers()$calibrate(parts, na_to_none(as.character(truth)), penalty = penalty,
+  out <- with_python(python_helpers()$calibrate(parts, na_to_none(as.character(truth)), penalty = penalty,
                                                 folds = folds, balanced = balanced, criterion = criterion))
-  calibration_object(cal)
+  for (message in unlist(out[[2]])) warn_classed(message, "newrllama_one_order_scores")
+  calibration_object(out[[1]])
 }
 
 # The R face of a Python Calibration; `json` lets it outlive the Python object (saveRDS(), a new session).

@@ -13,6 +13,7 @@ from ..frames import frame_texts, with_columns
 from ..labels.annotation_options import options_of
 from ..labels.annotation_task import AnnotationTask, Labels
 from ..labels.codebook import ExamplesIn
+from ..labels.codes_calibration import calibrated_by_codes
 from ..engine.calls.context import usable_cores
 from ..models.catalog import is_fetched
 from ..errors import ClosedError, ClusterError, InvalidArgumentError, ModelLoadError
@@ -194,8 +195,9 @@ class Cluster:
                     *, progress: Progress = None) -> Annotations:
         """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
         checked = check_texts(texts)
+        task.check_codes(len(checked))
         warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
-        results = self._run(AnnotationJob(checked, task), recording, progress)
+        results = calibrated_by_codes(self._run(AnnotationJob(checked, task), recording, progress), task, stacklevel=4)
         warn_about_results(results, list(task.books), stacklevel=4)
         return Annotations(results)
 

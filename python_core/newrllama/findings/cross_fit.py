@@ -7,13 +7,13 @@ folds' calibrations."""
 from __future__ import annotations
 
 import dataclasses
-
+import warnings
 from typing import Any, List, Sequence
 
 from ..labels.annotation import Annotation, check_annotations
-from ..labels.calibration import calibrate, fold_indices
+from ..labels.calibration import calibrate, fold_indices, warn_if_scored_in_one_order
 from ..columns import column_values
-from ..errors import InvalidArgumentError
+from ..errors import AnnotationWarning, InvalidArgumentError
 from ..labels.agreement import missing
 
 
@@ -36,12 +36,15 @@ def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 
     if len(coded) < 2 * folds:
         raise InvalidArgumentError(f"{len(coded)} coded texts for {folds} folds: cross-fitting needs at least "
                                    f"{2 * folds}")
+    warn_if_scored_in_one_order([annotations[i] for i in coded], stacklevel=2)
     fits = []
-    for part in fold_indices(len(coded), folds, seed):
-        held = {coded[k] for k in part}
-        others = [None if i in held else t for i, t in enumerate(truth)]
-        fits.append((held, calibrate(annotations, others, penalty=penalty, balanced=balanced, folds=folds,
-                                     seed=seed, criterion=criterion)))
+    with warnings.catch_warnings():  # said once above, not once per fold
+        warnings.simplefilter("ignore", AnnotationWarning)
+        for part in fold_indices(len(coded), folds, seed):
+            held = {coded[k] for k in part}
+            others = [None if i in held else t for i, t in enumerate(truth)]
+            fits.append((held, calibrate(annotations, others, penalty=penalty, balanced=balanced, folds=folds,
+                                         seed=seed, criterion=criterion)))
     out = []
     for i, a in enumerate(annotations):
         if a.label is None:

@@ -22,6 +22,7 @@ from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_options import options_of
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
+from .codes_calibration import calibrated_by_codes
 from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
 from ..errors import AnnotationWarning, InvalidArgumentError
@@ -96,12 +97,15 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
       under the same prompt, one scoring per text and three per call and layout; "none". "prior" and "batch" estimate
       over the texts of one call: with ``output`` (and on a cluster) over each group of texts written, so a text's label
       depends on which texts share it (a warning says so).
-    - ``calibration`` (default None): A Calibration from ``calibrate()``, which corrects the scores (with a
-      ``codebook``: a dict question -> Calibration, for any of the questions), or "pending" for labels to be calibrated
-      later (the coded texts a calibration will be fitted on, or every text before one is). With debias "auto", labels
-      calibrated or pending are scored in two orders for every text, as "reverse" scores them: calibrated, one order
-      labelled held-back one-liners worse than two (bench/bench_calibration.py). A calibration fitted on texts "auto"
-      scored in one order gets its texts scored in one order too.
+    - ``calibration`` (default None): A Calibration from ``calibrate()``, which corrects the scores; the texts' human
+      codes (one per text, None where a text is not coded), on which a calibration is fitted and applied in the same
+      call; or "pending" for labels to be calibrated later (the coded texts a calibration will be fitted on, or every
+      text before one is). With a ``codebook``, a dict question -> any of these, for any of the questions. With debias
+      "auto", labels calibrated, coded or pending are scored in two orders for every text, as "reverse" scores them:
+      calibrated, one order labelled held-back one-liners worse than two (bench/bench_calibration.py); the codes give
+      what "pending", ``calibrate()`` on the coded texts and ``apply()`` would, and a file written with codes resumes
+      with more texts coded. A calibration fitted on texts "auto" scored in one order gets its texts scored in one order
+      too (``calibrate()`` warns of the loss).
     - ``examples_in`` (default "system"): Where the ``examples`` go: "system" (the default) writes them into the system
       turn, "turns" makes each an earlier user turn answered by its label (on the Reuters stories turns made the
       instruct model give every story one label, the system turn did not; same benchmark as ``definitions``).
@@ -134,11 +138,14 @@ def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording:
     """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
     texts = check_texts(texts)
     check_progress(progress)
+    task.check_codes(len(texts))
     if recording.writes:
-        return Annotations(_label_recorded(texts, task, recording, progress, context, model, context_kwargs))
-    with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
-        warnings.simplefilter("ignore", AnnotationWarning)
-        out = _label(texts, task, progress, context, model, context_kwargs)
+        out = _label_recorded(texts, task, recording, progress, context, model, context_kwargs)
+    else:
+        with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
+            warnings.simplefilter("ignore", AnnotationWarning)
+            out = _label(texts, task, progress, context, model, context_kwargs)
+    out = calibrated_by_codes(out, task, stacklevel=4)
     warn_about_results(out, list(task.books), stacklevel=4)
     return Annotations(out)
 
@@ -227,7 +234,7 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
         bar = progress_bar(len(todo), progress, "text", "newrllama annotate")
         done: List[Any] = []
         try:
-            with warnings.catch_warnings():  # suspect labels are judged on the whole call, below
+            with warnings.catch_warnings():  # suspect labels are judged on the whole call, by label_texts()
                 warnings.simplefilter("ignore", AnnotationWarning)
                 for a in range(0, len(todo), RECORDED_GROUP):
                     group = todo[a:a + RECORDED_GROUP]
@@ -238,9 +245,7 @@ def _label_recorded(texts: List[Optional[str]], task: AnnotationTask, recording:
                     bar.update(len(group))
         finally:
             bar.close()
-        results = run.results(done)
-    warn_about_results(results, list(task.books), stacklevel=5)
-    return results
+        return run.results(done)
 
 
 @contextmanager

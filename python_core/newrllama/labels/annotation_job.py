@@ -24,7 +24,7 @@ class AnnotationJob:
         return len(self.texts)
 
     def payload(self, indices: Sequence[int]) -> Tuple[Any, ...]:
-        return [self.texts[i] for i in indices], self.task
+        return [self.texts[i] for i in indices], self.task.scoring()
 
     def record(self, result: Any) -> dict:
         if self.questions is None:

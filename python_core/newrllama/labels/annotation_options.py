@@ -86,18 +86,23 @@ ANNOTATION_OPTIONS: Tuple[AnnotationOption, ...] = (
     AnnotationOption("debias", "task", "str", DEFAULT_DEBIAS, DEBIAS_DOC, R_DEBIAS_DOC, r_convert="check_string"),
     AnnotationOption(
         "calibration", "task", "Any", None,
-        "A Calibration from ``calibrate()``, which corrects the scores (with a ``codebook``: a dict question -> "
-        "Calibration, for any of the questions), or \"pending\" for labels to be calibrated later (the coded texts a "
-        "calibration will be fitted on, or every text before one is). With debias \"auto\", labels calibrated or "
-        "pending are scored in two orders for every text, as \"reverse\" scores them: calibrated, one order labelled "
-        "held-back one-liners worse than two (bench/bench_calibration.py). A calibration fitted on texts \"auto\" "
-        "scored in one order gets its texts scored in one order too.",
-        "A calibration from [calibrate_labels()], applied to the scores (with a `codebook`: a named list, question = "
-        "calibration), or `\"pending\"` for labels to be calibrated later (the coded texts a calibration will be "
-        "fitted on, or every text before one is). With `debias = \"auto\"`, labels calibrated or pending are scored "
-        "in two orders for every text: calibrated, one order labelled held-back one-liners worse than two (the "
-        "benchmarks page, \"Calibration on sets never tuned on\"). A calibration fitted on texts scored in one order "
-        "gets its texts scored in one order too.",
+        "A Calibration from ``calibrate()``, which corrects the scores; the texts' human codes (one per text, None "
+        "where a text is not coded), on which a calibration is fitted and applied in the same call; or \"pending\" "
+        "for labels to be calibrated later (the coded texts a calibration will be fitted on, or every text before one "
+        "is). With a ``codebook``, a dict question -> any of these, for any of the questions. With debias \"auto\", "
+        "labels calibrated, coded or pending are scored in two orders for every text, as \"reverse\" scores them: "
+        "calibrated, one order labelled held-back one-liners worse than two (bench/bench_calibration.py); the codes "
+        "give what \"pending\", ``calibrate()`` on the coded texts and ``apply()`` would, and a file written with "
+        "codes resumes with more texts coded. A calibration fitted on texts \"auto\" scored in one order gets its "
+        "texts scored in one order too (``calibrate()`` warns of the loss).",
+        "A calibration from [calibrate_labels()], applied to the scores; the texts' human codes (a character "
+        "vector or factor, one per text, `NA` where a text is not coded), on which a calibration is fitted and "
+        "applied in the same call; or `\"pending\"` for labels to be calibrated later (the coded texts a calibration "
+        "will be fitted on, or every text before one is). With a `codebook`, a named list, question = any of these. "
+        "With `debias = \"auto\"`, labels calibrated, coded or pending are scored in two orders for every text: "
+        "calibrated, one order labelled held-back one-liners worse than two (the benchmarks page, \"Calibration on "
+        "sets never tuned on\"); the codes give what `\"pending\"`, [calibrate_labels()] on the coded texts and "
+        "applying it would. A calibration fitted on texts scored in one order gets its texts scored in one order too.",
         r_convert="python_calibrations"),
     AnnotationOption(
         "examples_in", "task", "ExamplesIn", "system",

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import random
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -39,7 +40,7 @@ import numpy as np
 from .agreement import missing
 from .annotation import check_annotations
 from ..columns import column_values
-from ..errors import InvalidArgumentError
+from ..errors import AnnotationWarning, InvalidArgumentError
 from .order_bias import softmax
 from .provenance import Provenance
 from .validation import validate
@@ -241,6 +242,20 @@ def _kappa(scores: np.ndarray, y: np.ndarray) -> float:
     return validate([int(row.argmax()) for row in scores], [int(v) for v in y]).kappa
 
 
+def warn_if_scored_in_one_order(coded: Sequence[Any], stacklevel: int) -> None:
+    """Warns (AnnotationWarning) where coded texts were scored in one order by debias "auto" (short texts, labels not
+    pending): the measured loss, and the call that scores them for calibration."""
+    one_order = sum(a.order_flip is None and a.provenance is not None and a.provenance.debias == "auto"
+                    and not a.provenance.for_calibration for a in coded)
+    if one_order:
+        warnings.warn(f"{one_order} of the {len(coded)} coded texts were scored in one order (debias 'auto' on short "
+                      "texts, without calibration): a calibration fitted on one order's scores labelled held-back "
+                      "texts worse than one fitted on two. Labelling again with the human codes as the calibration (one "
+                      "per text, none where a text is not coded) scores every text in two orders and calibrates them "
+                      "on the coded ones, in one call",
+                      AnnotationWarning, stacklevel=stacklevel + 1)
+
+
 def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Optional[float] = None,
               balanced: bool = True, folds: int = 5, seed: int = 0, criterion: str = "kappa") -> Calibration:
     """Fits a Calibration to annotations (from annotate()) of hand-coded texts and their true labels.
@@ -278,6 +293,7 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
         if why:
             raise InvalidArgumentError(f"the coded texts' labels were made in different ways ({why}): calibrate on "
                                        "one way's labels")
+    warn_if_scored_in_one_order([a for a, _ in used], stacklevel=2)
     x = np.array([[_log((a.order_free_probs or a.probs)[label]) for label in labels] for a, _ in used])
     y = np.array([labels.index(t) for _, t in used])
     chosen = float(penalty) if penalty is not None else _choose_penalty(x, y, balanced, seed, criterion, folds)

@@ -11,7 +11,7 @@ annotated <- function(texts, labels, ...) {
 }
 
 test_that("calibrate_labels() fits on coded texts, predict() and llm_annotate() apply it, least_confident() picks", {
-  coded <- annotated(texts, labels)
+  coded <- annotated(texts, labels, calibration = "pending")
   cal <- calibrate_labels(coded, truth, folds = 3)
   expect_s3_class(cal, "newrllama_calibration")
   if (requireNamespace("generics", quietly = TRUE)) {
@@ -67,8 +67,26 @@ test_that("with the default debias method, labels to be calibrated take two orde
   expect_error(annotated(texts, labels, calibration = "later"), "or be 'pending'", class = "newrllama_invalid_argument")
 })
 
+test_that("human codes as the calibration give what pending labels calibrated on them give, in one call", {
+  one_order <- annotated(texts, labels)
+  expect_warning(calibrate_labels(one_order, truth, folds = 3), "6 of the 6 coded texts were scored in one order",
+                 class = "newrllama_one_order_scores")
+  pending <- annotated(texts, labels, calibration = "pending")
+  by_one_coder <- factor(c("business", "business", "business", "business", NA, NA), levels = labels)
+  fitted <- calibrate_labels(pending, by_one_coder)
+  expect_true(fitted$calibrated)
+  natural <- annotated(texts, labels, calibration = by_one_coder)
+  expect_equal(natural$.label, predict(fitted, pending)$.label)
+  expect_equal(natural$.probs, predict(fitted, pending)$.probs)
+  expect_false(identical(natural$.label, pending$.label))
+  expect_error(annotated(texts, labels, calibration = c("sports", NA)), "holds 2 codes for 6 texts",
+               class = "newrllama_invalid_argument")
+  expect_error(annotated(texts, labels, calibration = c("politics", rep(NA, 5))), "not among the labels",
+               class = "newrllama_invalid_argument")
+})
+
 test_that("calibrate_labels() and least_confident() refuse what they cannot use", {
-  coded <- annotated(texts[1:2], labels)
+  coded <- annotated(texts[1:2], labels, calibration = "pending")
   expect_error(calibrate_labels(coded, "sports"), "one value per row", class = "newrllama_invalid_argument")
   expect_error(calibrate_labels(coded, c("sports", "politics")), "not one of the labels",
                class = "newrllama_invalid_argument")
@@ -87,7 +105,7 @@ test_that("calibrate_labels() and least_confident() refuse what they cannot use"
 })
 
 test_that("a calibration survives saveRDS() and a JSON file, and refuses labels made otherwise", {
-  coded <- annotated(texts, labels)
+  coded <- annotated(texts, labels, calibration = "pending")
   expect_match(coded$.provenance[1], "\"debias\": \"auto\"")
   cal <- calibrate_labels(coded, truth, folds = 3)
   old <- from_previous_session(cal)
@@ -114,6 +132,7 @@ test_that("methods_text() writes Python's paragraph from the labels' provenance"
   expect_match(text, "gemma-3-270m-q4_k_m.gguf (SHA-256", fixed = TRUE)
   expect_match(text, "A simple random sample of 3 of the 6 texts", fixed = TRUE)
   expect_match(text, "(contextual calibration; Zhao et al. 2021), and for longer texts", fixed = TRUE)
+  coded <- annotated(texts, labels, calibration = "pending")
   cal <- calibrate_labels(coded, truth, folds = 3, penalty = 1)  # a fit, whatever the coded texts say
   expect_match(methods_text(predict(cal, coded), calibration = cal), "calibrated on 6 hand-coded texts", fixed = TRUE)
   declined <- calibrate_labels(coded, truth, folds = 3)

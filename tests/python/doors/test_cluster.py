@@ -217,6 +217,11 @@ def test_every_argument_of_annotate_reaches_the_workers_and_the_results_file(clu
         calibration = newrllama.calibrate(local, truth, penalty=1.0)
         calibrated = calibration.apply(local)
         book = newrllama.annotate(texts, codebook=codebook, instruction=instruction, context=ctx)
+        by_codes = newrllama.annotate(texts, codebook=codebook, instruction=instruction, context=ctx,
+                                      calibration={"topic": truth[:8] + [None] * 4})
+    assert by_codes[0]["topic"].provenance.for_calibration and not by_codes[0]["tone"].provenance.for_calibration
+    assert cluster.annotate(texts, codebook=codebook, instruction=instruction,
+                            calibration={"topic": truth[:8] + [None] * 4}) == by_codes
     remote = cluster.annotate(texts, labels, instruction, examples=examples, debias="rotations",
                               calibration=calibration)
     assert remote == calibrated  # labels, probabilities (exactly), raw and order-free ones, order flips

@@ -133,7 +133,8 @@ def test_annotations_say_what_made_them_and_a_calibration_keeps_it(model, tmp_pa
                                                                                      "auto", newrllama.__version__)
     assert source.determinism["batch_invariant"] is True and source.determinism["n_threads"] == 2
     assert worded[0].provenance.codebook_digest != source.codebook_digest
-    cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
+    with pytest.warns(newrllama.AnnotationWarning, match="8 of the 8 coded texts were scored in one order"):
+        cal = newrllama.calibrate(done, STORY_TRUTH, folds=2)
     assert cal.fitted_on == source
     path = tmp_path / "cal.json"
     cal.save(path)
@@ -168,7 +169,8 @@ def test_default_labels_to_be_calibrated_take_two_orders_and_keep_to_their_calib
         cal = newrllama.calibrate(pending[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
         rest = topic(STORIES[6:], ctx, calibration=cal)
         assert ctx.last_stats.n_prompts == 2 * 2
-        one_cal = newrllama.calibrate(one_order[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
+        with pytest.warns(newrllama.AnnotationWarning, match="scored in one order"):
+            one_cal = newrllama.calibrate(one_order[:6], STORY_TRUTH[:6], folds=2, penalty=1.0)
         rest_one = topic(STORIES[6:], ctx, calibration=one_cal)
     assert [(a.probs, a.raw_probs) for a in pending] == [(a.probs, a.raw_probs) for a in reverse]
     assert all(a.order_flip is not None for a in pending) and all(a.order_flip is None for a in one_order)
@@ -187,8 +189,52 @@ def test_default_labels_to_be_calibrated_take_two_orders_and_keep_to_their_calib
     assert "averaging the scores of the list and of its reverse" in text and "contextual calibration" not in text
     with pytest.raises(newrllama.InvalidArgumentError, match="or be 'pending' for labels to be calibrated later"):
         newrllama.annotate(STORIES, TOPICS, calibration="later", model=model)
-    with pytest.raises(newrllama.InvalidArgumentError, match="got DataFrame"):  # not compared with "pending"
+    with pytest.raises(newrllama.InvalidArgumentError, match="is a data frame: pass one of its columns"):
         newrllama.AnnotationTask(TOPICS, calibration=pandas.DataFrame({"cal": [1]}))
+
+
+def test_human_codes_as_the_calibration_score_two_orders_and_calibrate_on_the_coded_texts(model, tmp_path):
+    """The flow of a researcher who codes a sample after a first run: calibrate() on labels scored in one order says
+    how to do better, and annotate(..., calibration=codes) gives in one call what scoring with "pending", calibrate()
+    on the coded texts and apply() give, resumed from its file with more texts coded."""
+    def topic(texts, ctx, **options):
+        return newrllama.annotate(texts, TOPICS, "Give the topic.", context=ctx, **options)
+
+    def same(a, b):
+        return [(x.label, x.probs, x.order_free_probs, x.order_flip) for x in a] == \
+            [(x.label, x.probs, x.order_free_probs, x.order_flip) for x in b]
+
+    coded = STORY_TRUTH[:6] + [None, None]
+    filed_by_one_coder = ["business"] * 6 + [None, None]  # a coder at odds with the model: the fit moves labels
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        first = topic(STORIES, ctx)
+        with pytest.warns(newrllama.AnnotationWarning, match=r"6 of the 6 coded texts were scored in one order.*"
+                                                              r"human codes as the calibration"):
+            newrllama.calibrate(first, coded)
+        pending = topic(STORIES, ctx, calibration="pending")
+        for codes in (coded, filed_by_one_coder):
+            natural = topic(STORIES, ctx, calibration=codes)
+            assert ctx.last_stats.n_prompts == 2 * len(STORIES)
+            assert same(natural, newrllama.calibrate(pending, codes).apply(pending))
+            assert {(a.provenance.debias, a.provenance.for_calibration) for a in natural} == {("auto", True)}
+        assert newrllama.calibrate(pending, filed_by_one_coder).calibrated
+        assert [a.label for a in natural] != [a.label for a in pending]
+        out = tmp_path / "labels.jsonl"
+        topic(STORIES[:4], ctx, calibration=coded[:4], output=out)
+        resumed = topic(STORIES, ctx, calibration=filed_by_one_coder, output=out, resume=True)
+        assert ctx.last_stats.n_prompts == 2 * 4, "the file's four texts were not scored again"
+        assert same(resumed, natural)
+        table = newrllama.annotate(pandas.DataFrame({"text": STORIES, "code": filed_by_one_coder}), TOPICS,
+                                   "Give the topic.", context=ctx, column="text",
+                                   calibration=pandas.DataFrame({"code": filed_by_one_coder})["code"])
+        assert list(table[".label"]) == [a.label for a in natural]
+        before = ctx.last_stats
+        for codes, message in [(coded[:3], "holds 3 codes for 8 texts"), (["sports", "politics"] + [None] * 6,
+                                                                           "hold 'politics', not among the labels"),
+                               ([None] * 8, "hold no coded text")]:
+            with pytest.raises(newrllama.InvalidArgumentError, match=message):
+                topic(STORIES, ctx, calibration=codes)
+        assert ctx.last_stats is before, "a bad calibration is refused before any work"
 
 
 @pytest.mark.parametrize("content, message", [
