@@ -64,12 +64,14 @@ PER_LABEL = 8
 CUT = 1500
 
 
-def fortunes(rng: random.Random) -> List[Tuple[str, str]]:
+def fortunes(rng: random.Random, files: Sequence[str] = FORTUNE_FILES, per_label: int = PER_LABEL
+             ) -> List[Tuple[str, str]]:
+    """One- and two-line quotations of Debian's fortunes by file, per_label of each."""
     out = []
-    for name in FORTUNE_FILES:
+    for name in files:
         text = Path("/usr/share/games/fortunes", name).read_text(encoding="utf-8", errors="replace")
         lines = [" ".join(q.split()) for q in text.split("\n%\n") if q.count("\n") <= 1 and 25 <= len(q) <= 140]
-        out += [(q, name) for q in rng.sample(sorted(set(lines)), PER_LABEL)]
+        out += [(q, name) for q in rng.sample(sorted(set(lines)), per_label)]
     return out
 
 

@@ -12,6 +12,7 @@ from .labels.annotation import Annotation, least_confident
 from .labels.annotations import Annotations
 from .labels.annotation_plan import AnnotationPlan, plan_annotation
 from .labels.annotation_task import AnnotationTask
+from .labels.cascade import Cascade
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .engine.calls.context import Context
@@ -36,7 +37,7 @@ from .engine.calls.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "Cascade", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",

@@ -56,6 +56,24 @@ def _source_sentences(source: Any) -> List[str]:
     return out
 
 
+def _first_source(sources: List[Any]) -> Any:
+    """The provenance the paragraph describes the labelling by: of a cascade, the first model's."""
+    cascade = next((p.cascade for p in sources if p.cascade), None)
+    if cascade is None:
+        return sources[0] if sources else None
+    return next((p for p in sources if p.model_sha256 == cascade["first_model_sha256"]), sources[0])
+
+
+def _cascade_sentences(source: Any) -> List[str]:
+    c = source.cascade
+    if not c:
+        return []
+    return [f"A cascade then labelled {c['rule']} again with a second model, {c['second_model_file']} (SHA-256 "
+            f"{c['second_model_sha256']}), under the same prompt, whose labels and probabilities replaced the first "
+            f"model's: {c['n_second']} of {c['n_labelled_first']} texts. The rule read the first model's output "
+            "alone, never a human code, so the labels are one fixed function of the texts."]
+
+
 def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: CodingDesign
                   ) -> Optional[List[Tuple[Hashable, int, int]]]:
     """(stratum, coded texts, texts) of each stratum, over the texts that received a label."""
@@ -90,8 +108,8 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
         raise InvalidArgumentError("no annotation has a label: every text failed")
-    source = next((a.provenance for a in labelled if a.provenance is not None), None)
-    out = _source_sentences(source) if source else [
+    source = _first_source([a.provenance for a in labelled if a.provenance is not None])
+    out = _source_sentences(source) + _cascade_sentences(source) if source else [
         "Texts were labelled with newrllama (the annotations do not record the model or the prompt)."]
     out.append(f"{len(labelled)} of {len(annotations)} texts received a label.")
     cut = [a.tokens_cut for a in labelled if a.tokens_cut]

@@ -22,6 +22,7 @@ from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_options import options_of
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
+from .cascade import Cascade, check_cascade, combined
 from .codes_calibration import calibrated_by_codes
 from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
@@ -47,7 +48,7 @@ MISSING = "text is missing or empty"
 def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
              instruction: str = "", *, context: Optional[Context] = None,
              model: Union[Model, str, os.PathLike, None] = None, progress: Progress = None,
-             column: Optional[str] = None,
+             column: Optional[str] = None, cascade: Optional[Cascade] = None,
              # <annotation options>
              definitions: Optional[Mapping[str, str]] = None,
              examples: Optional[Sequence[Tuple[str, str]]] = None,
@@ -76,6 +77,11 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     With no ``context``, one is made on ``model`` (a Model, a GGUF path, or None for the embedded model), sized for
     the texts; ``context_kwargs`` (``n_seq_max``, ``n_threads``, ``n_ctx`` ...) override its settings. A text that
     is None or empty gets an Annotation with ``error`` set; the others are labelled.
+
+    ``cascade``: a Cascade(model, share= or threshold=): the texts this call's model is least sure of (by its margin
+    between its two most probable labels) are labelled again by a second, larger model, whose annotations replace
+    the first's; each text's provenance names its model and the cascade (cascade.py). One question, uncalibrated,
+    without ``output``.
 
     Options (the table in labels/annotation_options.py):
     - ``definitions`` (default None): A dict label -> definition, added to (or overriding) those given in ``labels``,
@@ -127,9 +133,35 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
     frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
     options = locals()
     task = AnnotationTask.of(labels, instruction, **options_of("task", options))
-    out = label_texts(texts, task, Recording(**options_of("recording", options)), context=context, model=model,
-                      progress=progress, **context_kwargs)
+    recording = Recording(**options_of("recording", options))
+    if check_cascade(cascade, task, recording.writes) is None:
+        out = label_texts(texts, task, recording, context=context, model=model, progress=progress, **context_kwargs)
+    else:
+        out = label_in_cascade(texts, task, cascade, context=context, model=model, progress=progress,
+                               **context_kwargs)
     return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
+
+
+def label_in_cascade(texts: Sequence[Optional[str]], task: AnnotationTask, cascade: Cascade, *,
+                     context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
+                     progress: Progress = None, **context_kwargs: Any) -> Annotations:
+    """Every text labelled on ``context`` (or ``model``), then the ones the cascade's rule picks from those labels
+    labelled again on its model (cascade.py); warnings judge the combined labels."""
+    texts = check_texts(texts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AnnotationWarning)
+        first = label_texts(texts, task, context=context, model=model, progress=progress, **context_kwargs)
+        chosen = cascade.chosen(first)
+        subset = [texts[i] for i in chosen]
+        if not chosen:
+            second: List[Any] = []
+        elif isinstance(cascade.model, Context):
+            second = label_texts(subset, task, context=cascade.model, progress=progress)
+        else:
+            second = label_texts(subset, task, model=cascade.model, progress=progress, **context_kwargs)
+    out = combined(first, second, chosen, cascade)
+    warn_about_results(out, [None], stacklevel=4)
+    return Annotations(out)
 
 
 def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(), *,

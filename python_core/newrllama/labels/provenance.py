@@ -17,8 +17,8 @@ LABELLING = ("model_sha256", "codebook_digest", "debias", "for_calibration")
 class Provenance:
     """The model file and its SHA-256, the codebook (labels, instruction, definitions, examples and where they go)
     and its digest, the debias method, the determinism held (None when annotate() made its own context), the
-    newrllama version, the rule for texts too long for a sequence, and whether debias "auto" scored the labels
-    for calibration (every text in two orders, order_bias.py)."""
+    newrllama version, the rule for texts too long for a sequence, whether debias "auto" scored the labels for
+    calibration (every text in two orders, order_bias.py), and the cascade the labels came from, if any."""
 
     model_file: str
     model_sha256: str
@@ -32,6 +32,7 @@ class Provenance:
     newrllama: str
     too_long: str = "error"  # the rule for texts longer than a sequence (text_fit.py); records before it had none
     for_calibration: bool = False  # records before it had none: "auto" then scored short texts in one order
+    cascade: Optional[Dict[str, Any]] = None  # both models of a cascade and its rule (cascade.py); None: one model
 
     def differs_from(self, other: "Provenance") -> Optional[str]:
         """How other's scores were made otherwise (model, prompt or debias method), or None if they were not."""
