@@ -18,7 +18,8 @@ from newrllama import (Calibration, Model, Recording, SamplingParams, agreement,
 from newrllama.models import catalog
 from newrllama.findings.ppi import Interval
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
-from newrllama.labels.annotate import label_texts, split_message
+from newrllama.labels.annotate import label_in_cascade, label_texts, split_message
+from newrllama.labels.cascade import check_cascade
 from newrllama.labels.annotation import PickedPositions, suspect_labels
 from newrllama.labels.annotation_options import ANNOTATION_OPTIONS
 from newrllama.labels.provenance import Provenance
@@ -114,12 +115,17 @@ def annotation_task(labels, instruction, **options):
     return newrllama.AnnotationTask(labels, instruction, **{k: v for k, v in options.items() if v is not None})
 
 
-def annotate(texts, task, recording, context, model, progress, **settings):
+def annotate(texts, task, recording, context, model, progress, cascade=None, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question. On a
-    context (or a model, without one) or a cluster alike."""
+    context (or a model, without one) or a cluster alike; with a cascade, on a context or a model."""
     with warnings.catch_warnings():  # R warns, from each question's columns
         warnings.simplefilter("ignore", newrllama.AnnotationWarning)
-        if context is None or isinstance(context, newrllama.Context):
+        if check_cascade(cascade, task, recording.writes) is not None:
+            if not (context is None or isinstance(context, newrllama.Context)):
+                raise newrllama.InvalidArgumentError("a cascade runs on a context, not on a cluster")
+            done = label_in_cascade(texts, task, cascade, context=context, model=model, progress=progress,
+                                    **settings)
+        elif context is None or isinstance(context, newrllama.Context):
             done = label_texts(texts, task, recording, context=context, model=model, progress=progress,
                                **settings)
         else:
@@ -127,6 +133,10 @@ def annotate(texts, task, recording, context, model, progress, **settings):
     if task.questions is None:
         return unpack_annotations(done)
     return {q: unpack_annotations([r[q] for r in done]) for q in task.questions}
+
+
+def cascade(model, share, threshold):
+    return newrllama.Cascade(model, share=share, threshold=threshold)
 
 
 def plan_annotation(texts, task, context, model, sample, **settings):
@@ -176,7 +186,7 @@ def unpack_annotations(done):
             "order_free_probs": [_values(a.order_free_probs) for a in done], "error": [a.error for a in done],
             "order_flip": [a.order_flip for a in done], "tokens_cut": [a.tokens_cut for a in done],
             "suspect": suspect_labels(done),
-            "provenance": next((json.dumps(a.provenance.to_dict()) for a in done if a.provenance), None)}
+            "provenance": [json.dumps(a.provenance.to_dict()) if a.provenance else None for a in done]}
 
 
 def annotations_of(parts):
@@ -191,13 +201,17 @@ def annotations_of(parts):
 
     def as_dict(row):
         return dict(zip(names, row)) if row is not None else None
-    provenance = parts.get("provenance")
-    source = Provenance.from_dict(json.loads(provenance)) if provenance else None
+    sources = {}  # each row's JSON, read once: a call's rows share one (a cascade's, one per model)
+
+    def source(text):
+        if text and text not in sources:
+            sources[text] = Provenance.from_dict(json.loads(text))
+        return sources.get(text) if text else None
     return [newrllama.Annotation(label, as_dict(p), error, as_dict(r), as_dict(f), order_flip=flip,
-                                 tokens_cut=int(cut), provenance=source)
-            for label, p, r, f, error, flip, cut in zip(parts["labels"], parts["probs"], column("raw_probs"),
-                                                        column("order_free_probs"), parts["errors"],
-                                                        column("flips"), column("tokens_cut", 0))]
+                                 tokens_cut=int(cut), provenance=source(made))
+            for label, p, r, f, error, flip, cut, made in zip(
+                parts["labels"], parts["probs"], column("raw_probs"), column("order_free_probs"), parts["errors"],
+                column("flips"), column("tokens_cut", 0), column("provenance"))]
 
 
 def calibrate(parts, truth, **options):

@@ -30,6 +30,8 @@
 #'   adds (a tibble) rather than the labels alone.
 #' @param ... Settings of the context made when `context` is `NULL`
 #'   (`n_seq_max`, `n_threads`, `n_ctx`).
+#' @param cascade A [cascade()]: a second, larger model for the texts the
+#'   context's model is least sure of.
 #' @param progress Show a cli progress bar with the time left (`TRUE`, the
 #'   default). It appears once a call has run `cli.progress_show_after`
 #'   seconds (2), in place in interactive sessions and as lines under
@@ -70,7 +72,7 @@
 #' llm_vec_annotate(stories$text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' @export
 llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = NULL, pred_name = ".label", ...,
-                         progress = TRUE,
+                         progress = TRUE, cascade = NULL,
                          # <annotation options>
                          definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
                          examples_in = NULL, too_long = NULL, output = NULL, resume = FALSE, retry_errors = FALSE
@@ -80,7 +82,7 @@ llm_annotate <- function(.data, col, labels = NULL, instruction = "", context = 
   pred_name <- check_string(pred_name, "pred_name")
   task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
-                        retry_errors = retry_errors, call = sys.call())
+                        retry_errors = retry_errors, cascade = cascade, call = sys.call())
   with_annotation_columns(.data, out, task$labels, task$codebook, pred_name)
 }
 
@@ -98,7 +100,7 @@ with_annotation_columns <- function(.data, out, labels, codebook, pred_name) {
 #' @rdname llm_annotate
 #' @export
 llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL, ..., progress = TRUE, columns = FALSE,
-                             pred_name = ".label",
+                             pred_name = ".label", cascade = NULL,
                              # <annotation options>
                              definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
                              examples_in = NULL, too_long = NULL, output = NULL, resume = FALSE, retry_errors = FALSE
@@ -108,7 +110,7 @@ llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL,
   pred_name <- check_string(pred_name, "pred_name")
   task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   out <- annotate_texts(x, task, context, ..., progress = progress, output = output, resume = resume,
-                        retry_errors = retry_errors, call = sys.call())
+                        retry_errors = retry_errors, cascade = cascade, call = sys.call())
   if (columns) {
     return(with_annotation_columns(tibble::tibble(.rows = length(x)), out, task$labels, task$codebook, pred_name))
   }
@@ -122,7 +124,7 @@ llm_vec_annotate <- function(x, labels = NULL, instruction = "", context = NULL,
 # about what went wrong: labels that look wrong as a whole, a group-dependent debias method in a grouped call, and texts
 # that failed (their reasons in the warning's `errors`). Returns Python's named columns (by question with a
 # codebook).
-annotate_texts <- function(x, task, context, ..., progress, output, resume, retry_errors, call) {
+annotate_texts <- function(x, task, context, ..., progress, output, resume, retry_errors, cascade = NULL, call) {
   if (is.factor(x)) {
     x <- as.character(x)
   }
@@ -135,7 +137,10 @@ annotate_texts <- function(x, task, context, ..., progress, output, resume, retr
     message <- with_python(python_helpers()$group_warning(task$py), call = call)
     if (!is.null(message)) warn_group_dependent(message)
   }
-  out <- label_texts(session_runner(context), x, task$py, progress, recording, call, ...)
+  if (!is.null(cascade) && !inherits(cascade, "newrllama_cascade")) {
+    abort_invalid(sprintf("`cascade` must come from cascade(), not %s", describe(cascade)), call = call)
+  }
+  out <- label_texts(session_runner(context), x, task$py, progress, recording, call, ..., cascade = cascade$py)
   warn_annotations(if (is.null(task$codebook)) list(out) else out)
   out
 }
@@ -354,24 +359,25 @@ check_calibration <- function(x, name = "calibration", call = sys.call(-1)) {
 
 # The labelling itself, by the kind of `context`: a local context (or none), or a cluster. `task` and `recording`
 # are Python's AnnotationTask and Recording (from check_output(): the file the labels are written to).
-label_texts <- function(context, x, task, progress, recording, call, ...) {
+label_texts <- function(context, x, task, progress, recording, call, ..., cascade = NULL) {
   UseMethod("label_texts")
 }
 
 #' @export
-label_texts.default <- function(context, x, task, progress, recording, call, ...) {
+label_texts.default <- function(context, x, task, progress, recording, call, ..., cascade = NULL) {
   if (!is.null(context)) {
     check_context(context, call = call)
   }
   python_annotate(if (is.null(context)) NULL else context$py, x, task, progress, recording, call,
-                  python_args(list(...), call = call), model = if (is.null(context)) embedded_model())
+                  c(python_args(list(...), call = call), list(cascade = cascade)),
+                  model = if (is.null(context)) embedded_model())
 }
 
 #' @export
-label_texts.newrllama_cluster <- function(context, x, task, progress, recording, call, ...) {
+label_texts.newrllama_cluster <- function(context, x, task, progress, recording, call, ..., cascade = NULL) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)
-  python_annotate(context$py, x, task, progress, recording, call, list())
+  python_annotate(context$py, x, task, progress, recording, call, list(cascade = cascade))
 }
 
 # Whether this is one group's call within a grouped dplyr verb (each group then labels as a call of its own).

@@ -30,8 +30,9 @@ put_annotation_columns <- function(.data, out, labels, label) {
   .data[[paste0(prefix, ".error")]] <- ifelse(is.na(chosen), vapply(out$error, function(e) {
     if (is.null(e)) "unknown error" else as.character(e)
   }, character(1), USE.NAMES = FALSE), NA_character_)
-  .data[[paste0(prefix, ".provenance")]] <- rep(if (is.null(out$provenance)) NA_character_ else out$provenance,
-                                                length(chosen))
+  made <- if (is.null(out$provenance)) rep(list(NULL), length(chosen)) else out$provenance
+  .data[[paste0(prefix, ".provenance")]] <- vapply(made, function(p) if (is.null(p)) NA_character_ else p,
+                                                   character(1), USE.NAMES = FALSE)
   .data
 }
 
@@ -42,7 +43,7 @@ chosen_labels <- function(out) {
 
 # One question's annotations in a data frame from llm_annotate(), as the one named list in which annotations cross to
 # Python (its annotations_of()): labels, label names, each list-column's rows (plain numbers, NULL for a failed
-# text), errors, provenance, order flips and tokens cut.
+# text), errors, each row's provenance, order flips and tokens cut.
 annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   if (!is.data.frame(x)) {
     abort_invalid(sprintf("`%s` must be a data frame from llm_annotate(), not %s", name, describe(x)), call = call)
@@ -66,12 +67,12 @@ annotation_parts <- function(x, label, name = "x", call = sys.call(-1)) {
   errors <- lapply(seq_along(labels), function(i) {
     if (!is.na(labels[[i]])) NULL else if (!is.null(error) && !is.na(error[[i]])) error[[i]] else "failed"
   })
-  provenance <- stats::na.omit(as.character(x[[paste0(prefix, ".provenance")]]))
+  provenance <- x[[paste0(prefix, ".provenance")]]
   flips <- x[[paste0(prefix, ".order_flip")]]
   cut <- x[[paste0(prefix, ".tokens_cut")]]
   list(labels = na_to_none(labels), names = as.list(names(first)), probs = rows(".probs"),
        raw_probs = rows(".raw_probs"), order_free_probs = rows(".order_free_probs"), errors = errors,
-       provenance = if (length(provenance)) provenance[[1]] else NULL,
+       provenance = if (is.null(provenance)) NULL else na_to_none(as.character(provenance)),
        flips = if (is.null(flips)) rep(list(NULL), length(labels)) else na_to_none(as.logical(flips)),
        tokens_cut = as.list(if (is.null(cut)) integer(length(labels)) else as.integer(cut)))
 }

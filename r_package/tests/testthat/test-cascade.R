@@ -1,0 +1,36 @@
+skip_if_no_newrllama()
+model <- test_model()
+small <- test_context(model, n_ctx = 2048L)
+labels <- c("acquisition", "crude oil")
+stories <- data.frame(text = c("Texaco agreed to buy Getty Oil for $10 billion.", "OPEC ministers agreed to cut output.",
+                               "The bank bought a stake in the insurer.", "Saudi Arabia raised its oil exports.",
+                               "Chevron will merge with Gulf in a stock deal.", "Crude stocks in Cushing rose."))
+
+test_that("a cascade sends the least sure texts to the second model, and each row says which model labelled it", {
+  cached <- file.path(Sys.getenv("NEWRLLAMA_CACHE_DIR", path.expand("~/.cache/newrllama")),
+                      "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+  skip_if_not(file.exists(cached), "the 0.5B instruct model is not in the cache (scripts/fetch_instruct_model.py)")
+  large <- context_create(model_load(cached), n_ctx = 2048L, n_seq_max = 4L)
+  first <- llm_annotate(stories, text, labels, "Give the topic.", context = small, progress = FALSE)
+  margins <- vapply(first$.probs, function(p) diff(sort(p, decreasing = TRUE)[2:1]), numeric(1))
+  sent <- sort(order(margins)[1:2])
+  rule <- cascade(large, share = 1 / 3)
+  expect_s3_class(rule, "newrllama_cascade")
+  expect_output(print(rule), "the 33.3333% of texts with the smallest margin")
+  out <- llm_annotate(stories, text, labels, "Give the topic.", context = small, progress = FALSE, cascade = rule)
+  again <- llm_annotate(stories[sent, , drop = FALSE], text, labels, "Give the topic.", context = large,
+                        progress = FALSE)
+  expect_equal(out$.probs[sent], again$.probs)
+  expect_equal(out$.probs[-sent], first$.probs[-sent])
+  files <- sub(".*\"model_file\": \"([^\"]+)\".*", "\\1", out$.provenance)
+  expect_equal(unique(files[sent]), basename(cached))
+  expect_equal(unique(files[-sent]), "gemma-3-270m-q4_k_m.gguf")
+  text <- methods_text(out)
+  expect_match(text, "A cascade then labelled", fixed = TRUE)
+  expect_match(text, basename(cached), fixed = TRUE)
+  expect_error(llm_annotate(stories, text, labels, context = small, progress = FALSE, cascade = large),
+               "must come from cascade", class = "newrllama_invalid_argument")
+  expect_error(cascade(large, share = 2), "share must be a number in \\(0, 1\\]", class = "newrllama_invalid_argument")
+  expect_error(llm_annotate(stories, text, labels, context = small, progress = FALSE, cascade = rule,
+                            calibration = "pending"), "leave calibration out", class = "newrllama_invalid_argument")
+})
