@@ -20,14 +20,19 @@
 #'   `model_bytes`, `context_bytes` (`NA` for a context given, or where the
 #'   system does not say), `sample` (the rows timed), `sample_seconds` and
 #'   `seconds` (the run's estimate: the sample's time scaled by the tokens each
-#'   text adds to the prompts' shared start; `NA` without a sample). `print()`
-#'   sums it up.
+#'   text adds to the prompts' shared start; `NA` without a sample; with a
+#'   `cascade`, both stages'), `second_seconds` and `second_share` (a
+#'   cascade's second model: its time, from the same sample timed on it, for
+#'   the share of texts its rule sends on; `NA` without one). `print()` sums it
+#'   up.
+#' @param cascade A [cascade()], whose second stage the plan times too.
 #' @seealso [llm_annotate()], whose `too_long` the plan follows.
 #' @examplesIf newrllama::newrllama_available()
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' plan_annotation(stories, text, c("acquisition", "crude oil"), sample = 1)
 #' @export
 plan_annotation <- function(.data, col, labels = NULL, instruction = "", context = NULL, ..., sample = 8L,
+                            cascade = NULL,
                             # <annotation task options>
                             definitions = NULL, examples = NULL, codebook = NULL, debias = NULL, calibration = NULL,
                             examples_in = NULL, too_long = NULL
@@ -42,10 +47,13 @@ plan_annotation <- function(.data, col, labels = NULL, instruction = "", context
   sample <- check_count(sample, "sample")
   context <- session_runner(context)
   if (!is.null(context)) check_context(context)
+  if (!is.null(cascade) && !inherits(cascade, "newrllama_cascade")) {
+    abort_invalid(sprintf("`cascade` must come from cascade(), not %s", describe(cascade)))
+  }
   plan <- with_python(do.call(python_helpers()$plan_annotation,
                               c(list(na_to_none(x), task$py, if (is.null(context)) NULL else context$py,
                                      if (is.null(context)) embedded_model(), sample),
-                                python_args(list(...)))))
+                                python_args(list(...)), list(cascade = cascade$py))))
   number <- function(v) if (is.null(v)) NA_real_ else as.numeric(v)
   structure(list(
     texts = tibble::tibble(
@@ -59,7 +67,8 @@ plan_annotation <- function(.data, col, labels = NULL, instruction = "", context
     n_prompts = as.integer(plan$n_prompts), n_ctx = as.integer(plan$n_ctx), n_seq_max = as.integer(plan$n_seq_max),
     model_bytes = number(plan$model_bytes), context_bytes = number(plan$context_bytes),
     sample = as.integer(unlist(plan$sample)) + 1L, sample_seconds = number(plan$sample_seconds),
-    seconds = number(plan$seconds), summary = plan$summary
+    seconds = number(plan$seconds), second_seconds = number(plan$second_seconds),
+    second_share = number(plan$second_share), summary = plan$summary
   ), class = "newrllama_annotation_plan")
 }
 

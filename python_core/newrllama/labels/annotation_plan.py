@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .annotate import MISSING, label_texts, model_of
 from .annotation import check_texts
 from .annotation_options import TASK_OPTIONS, options_of
 from .annotation_task import AnnotationTask, Labels
+from .cascade import Cascade, check_cascade
 from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
 from ..engine.llama.model import Model
@@ -32,7 +33,10 @@ class AnnotationPlan(Tabular):
     (the memory the context took when the plan made it, read from the process's resident size; None for a context
     given, or where the system does not say), the ``sample`` of texts labelled and its ``sample_seconds``, and
     ``seconds``: the whole call's estimate, the sample's time scaled by the tokens each text adds to the shared
-    start of the prompts (None without a sample)."""
+    start of the prompts (None without a sample); ``sample_margins`` the margins of the sample's labels (one question).
+    With a cascade, ``seconds`` is both stages' and
+    ``second_seconds`` the second model's part: its own timed sample scaled to the texts the rule sends on
+    (``second_share``: the cascade's share, or with a threshold the share of the first stage's sample under it)."""
 
     text_tokens: List[Optional[int]]
     prompt_tokens: List[Optional[int]]
@@ -47,6 +51,9 @@ class AnnotationPlan(Tabular):
     sample: List[int]
     sample_seconds: float
     seconds: Optional[float]
+    sample_margins: List[float] = field(default_factory=list)
+    second_seconds: Optional[float] = None
+    second_share: Optional[float] = None
 
     @property
     def n_texts(self) -> int:
@@ -72,6 +79,9 @@ class AnnotationPlan(Tabular):
         timed = f"{len(self.sample)} text" + ("s" if len(self.sample) != 1 else "")
         time_line = (f"about {_duration(self.seconds)} (from {timed} labelled in "
                      f"{self.sample_seconds:.1f} s here)" if self.seconds is not None else "not estimated (no sample)")
+        if self.second_seconds is not None:
+            time_line += (f", of which the cascade's second model about {_duration(self.second_seconds)} for "
+                          f"{100 * self.second_share:.0f}% of the texts")
         return "\n".join([
             f"{self.n_texts} texts, {sum(known):,} tokens (longest {longest:,}), {self.n_prompts} prompts",
             f"context: n_ctx {self.n_ctx:,}, n_seq_max {self.n_seq_max} ({self.n_ctx // self.n_seq_max:,} cells a "
@@ -86,16 +96,29 @@ class AnnotationPlan(Tabular):
 def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
                     instruction: str = "", *, context: Optional[Context] = None,
                     model: Union[Model, str, os.PathLike, None] = None, sample: int = DEFAULT_SAMPLE,
-                    **options: Any) -> AnnotationPlan:
+                    cascade: Optional[Cascade] = None, **options: Any) -> AnnotationPlan:
     """What ``annotate(texts, labels, instruction, ...)`` will take, measured before it runs (see AnnotationPlan).
     ``options`` are annotate()'s (``definitions``, ``debias``, ``too_long`` ...) and, without a ``context``, the
     settings of the context it would make (``n_seq_max``, ``n_ctx``, ``n_threads``); the plan makes that context
-    and labels ``sample`` texts on it (spread over the input; 0 for none) to time them."""
+    and labels ``sample`` texts on it (spread over the input; 0 for none) to time them. With a ``cascade``, the
+    same sample is timed on its model too, and the second stage's time estimated for the texts its rule sends on."""
     if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
         raise InvalidArgumentError(f"sample must be a non-negative int, got {sample!r}")
     task = AnnotationTask.of(labels, instruction, **options_of("task", options))
     context_kwargs = {k: v for k, v in options.items() if k not in TASK_OPTIONS}
     texts = check_texts(texts)
+    if check_cascade(cascade, task, False) is not None:
+        first = plan_annotation(texts, task, context=context, model=model, sample=sample, **context_kwargs)
+        second_context = cascade.model if isinstance(cascade.model, Context) else None
+        second_model = None if second_context is not None else cascade.model
+        second = plan_annotation(texts, task, context=second_context, model=second_model, sample=sample,
+                                 **({} if second_context is not None else context_kwargs))
+        under = [m < cascade.threshold for m in first.sample_margins] if cascade.threshold is not None else []
+        share = cascade.share if cascade.share is not None else (sum(under) / len(under) if under else None)
+        if first.seconds is None or second.seconds is None or share is None:
+            return first
+        return replace(first, seconds=first.seconds + share * second.seconds, second_seconds=share * second.seconds,
+                       second_share=share)
     with model_of(context, model) as use:
         call = prepare_call(use, texts, task, context, context_kwargs)
         prompts = call_prompts(use, task, call)
@@ -113,10 +136,11 @@ def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask
         grown = _resident_bytes()
         try:
             t0 = time.perf_counter()
+            done: List[Any] = []
             if chosen:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", AnnotationWarning)
-                    label_texts([texts[i] for i in chosen], task, context=ctx)
+                    done = label_texts([texts[i] for i in chosen], task, context=ctx)
             seconds = time.perf_counter() - t0
             n_ctx, n_seq_max = ctx.n_ctx, ctx.n_seq_max
         finally:
@@ -129,7 +153,8 @@ def plan_annotation(texts: Sequence[Optional[str]], labels: Union[AnnotationTask
         text_tokens, [longest.get(i) for i in range(len(texts))], [tokens_cut_of(call.fits.get(i)) for i in range(len(texts))],
         errors, task.too_long, len(prompts), n_ctx, n_seq_max, model_bytes,
         grown - before if context is None and before is not None and grown is not None else None, chosen, seconds,
-        seconds * sum(work.values()) / sampled if sampled else None)
+        seconds * sum(work.values()) / sampled if sampled else None,
+        [a.margin for a in done if task.questions is None and a.label is not None])
 
 
 def _spread(positions: Sequence[int], k: int) -> List[int]:

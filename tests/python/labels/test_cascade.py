@@ -82,3 +82,17 @@ def test_a_cascade_that_cannot_run_is_refused_before_any_work(contexts, tmp_path
     with pytest.raises(newrllama.InvalidArgumentError, match="cascade must be a newrllama.Cascade"):
         newrllama.annotate(TEXTS, LABELS, context=small, cascade=large)
     assert small.last_stats is stats and not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_plan_times_both_stages(contexts):
+    small, large = contexts
+    alone = newrllama.plan_annotation(TEXTS, LABELS, INSTRUCTION, context=small, sample=4)
+    plan = newrllama.plan_annotation(TEXTS, LABELS, INSTRUCTION, context=small, sample=4,
+                                     cascade=newrllama.Cascade(large, share=0.3))
+    assert plan.second_share == 0.3 and 0 < plan.second_seconds < plan.seconds
+    assert plan.sample == alone.sample and len(plan.sample_margins) == 4
+    assert "of which the cascade's second model about" in str(plan) and "for 30% of the texts" in str(plan)
+    wide = newrllama.plan_annotation(TEXTS, LABELS, INSTRUCTION, context=small, sample=4,
+                                     cascade=newrllama.Cascade(large, threshold=1.0))
+    assert wide.second_share == 1.0
+    assert alone.second_seconds is None and "second model" not in str(alone)
