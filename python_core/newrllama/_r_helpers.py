@@ -117,14 +117,13 @@ def annotation_task(labels, instruction, **options):
 
 def annotate(texts, task, recording, context, model, progress, cascade=None, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question. On a
-    context (or a model, without one) or a cluster alike; with a cascade, on a context or a model."""
+    context (or a model, without one) or a cluster alike, with or without a cascade."""
     with warnings.catch_warnings():  # R warns, from each question's columns
         warnings.simplefilter("ignore", newrllama.AnnotationWarning)
         if check_cascade(cascade, task, recording.writes) is not None:
-            if not (context is None or isinstance(context, newrllama.Context)):
-                raise newrllama.InvalidArgumentError("a cascade runs on a context, not on a cluster")
-            done = label_in_cascade(texts, task, cascade, context=context, model=model, progress=progress,
-                                    **settings)
+            on_cluster = not (context is None or isinstance(context, newrllama.Context))
+            done = label_in_cascade(texts, task, cascade, context=None if on_cluster else context, model=model,
+                                    progress=progress, on=context if on_cluster else None, **settings)
         elif context is None or isinstance(context, newrllama.Context):
             done = label_texts(texts, task, recording, context=context, model=model, progress=progress,
                                **settings)

@@ -10,10 +10,11 @@
 #' sample. Each row's `.provenance` names the model that labelled it and the
 #' cascade (both models, the rule, how many texts each labelled), which
 #' [methods_text()] reports. A cascade labels one question, uncalibrated,
-#' without an `output` file, on a context (not a cluster).
+#' without an `output` file.
 #'
-#' @param model The second model: a context from [context_create()], a model
-#'   from [model_load()], or a GGUF path or recommended model's name.
+#' @param model The second model: a context from [context_create()], a
+#'   cluster from [cluster_create()] whose workers run it, a model from
+#'   [model_load()], or a GGUF path or recommended model's name.
 #' @param share The share of the labelled texts to send on, the least sure
 #'   first (ties to the earlier text), in (0, 1].
 #' @param threshold Instead of `share`: every text whose margin is below it.
@@ -24,7 +25,7 @@
 #' cascade("qwen2.5-coder-1.5b-instruct", share = 0.3)
 #' @export
 cascade <- function(model, share = NULL, threshold = NULL) {
-  second <- if (inherits(model, c("newrllama_context", "newrllama_model"))) model$py else model
+  second <- if (inherits(model, c("newrllama_context", "newrllama_model", "newrllama_cluster"))) model$py else model
   py <- with_python(python_helpers()$cascade(second, share, threshold))
   structure(list(py = py, share = share, threshold = threshold, rule = py$rule()), class = "newrllama_cascade")
 }

@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..labels.annotate import warn_if_split, warn_about_results
+from ..labels.annotate import label_in_cascade, warn_if_split, warn_about_results
+from ..labels.cascade import Cascade, check_cascade
 from ..labels.annotation import check_texts
 from ..labels.annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from ..frames import frame_texts, with_columns
@@ -167,6 +168,7 @@ class Cluster:
 
     def annotate(self, texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Labels, None] = None,
                  instruction: str = "", *, progress: Progress = None, column: Optional[str] = None,
+                 cascade: Optional[Cascade] = None,
                  # <annotation options>
                  definitions: Optional[Mapping[str, str]] = None,
                  examples: Optional[Sequence[Tuple[str, str]]] = None,
@@ -184,11 +186,17 @@ class Cluster:
         """One label per text (with a codebook, a dict question -> Annotation), in input order, run by the workers
         in chunks of ``n_seq_max`` texts: every argument as newrllama.annotate (a data frame with ``column``
         included), which each worker runs on its chunk; a text's labels are a local call's. "prior" and "batch"
-        estimate their correction per chunk (a warning says so when the texts take more than one)."""
+        estimate their correction per chunk (a warning says so when the texts take more than one). ``cascade``: a
+        Cascade whose model (a Context, another Cluster, a Model or a path) labels again the texts the workers' model
+        is least sure of (see newrllama.annotate)."""
         frame, texts = frame_texts(texts, column, ANNOTATION_COLUMN_PREFIX)
         options = locals()
         task = AnnotationTask.of(labels, instruction, **options_of("task", options))
-        out = self.label_texts(texts, task, Recording(**options_of("recording", options)), progress=progress)
+        recording = Recording(**options_of("recording", options))
+        if check_cascade(cascade, task, recording.writes) is not None:
+            out = label_in_cascade(texts, task, cascade, progress=progress, on=self)
+        else:
+            out = self.label_texts(texts, task, recording, progress=progress)
         return out if frame is None else with_columns(frame, out, ANNOTATION_COLUMN_PREFIX)
 
     def label_texts(self, texts: Sequence[Optional[str]], task: AnnotationTask, recording: Recording = Recording(),

@@ -22,7 +22,7 @@ from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .annotation_options import options_of
 from .annotation_task import AnnotationTask, Labels
 from .codebook import Codebook, ExamplesIn
-from .cascade import Cascade, check_cascade, combined
+from .cascade import Cascade, check_cascade, combined, is_cluster
 from .codes_calibration import calibrated_by_codes
 from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
@@ -144,19 +144,22 @@ def annotate(texts: Sequence[Optional[str]], labels: Union[AnnotationTask, Label
 
 def label_in_cascade(texts: Sequence[Optional[str]], task: AnnotationTask, cascade: Cascade, *,
                      context: Optional[Context] = None, model: Union[Model, str, os.PathLike, None] = None,
-                     progress: Progress = None, **context_kwargs: Any) -> Annotations:
-    """Every text labelled on ``context`` (or ``model``), then the ones the cascade's rule picks from those labels
-    labelled again on its model (cascade.py); warnings judge the combined labels."""
+                     progress: Progress = None, on: Any = None, **context_kwargs: Any) -> Annotations:
+    """Every text labelled on ``context`` (or ``model``, or the cluster ``on``), then the ones the cascade's rule
+    picks from those labels labelled again on its model (cascade.py); warnings judge the combined labels."""
     texts = check_texts(texts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AnnotationWarning)
-        first = label_texts(texts, task, context=context, model=model, progress=progress, **context_kwargs)
+        first = (on.label_texts(texts, task, progress=progress) if on is not None else
+                 label_texts(texts, task, context=context, model=model, progress=progress, **context_kwargs))
         chosen = cascade.chosen(first)
         subset = [texts[i] for i in chosen]
         if not chosen:
             second: List[Any] = []
         elif isinstance(cascade.model, Context):
             second = label_texts(subset, task, context=cascade.model, progress=progress)
+        elif is_cluster(cascade.model):
+            second = cascade.model.label_texts(subset, task, progress=progress)
         else:
             second = label_texts(subset, task, model=cascade.model, progress=progress, **context_kwargs)
     out = combined(first, second, chosen, cascade)

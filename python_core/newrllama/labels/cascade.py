@@ -25,17 +25,17 @@ from .annotation import Annotation
 class Cascade:
     """The second model of a cascade and the rule that sends texts to it: ``share`` (the least sure share of the
     labelled texts, by the first model's margin; ties go to the earlier text) or ``threshold`` (every text whose
-    margin is below it). ``model`` is a Context on the second model, a Model, or a path or recommended name (loaded
-    for the call)."""
+    margin is below it). ``model`` is a Context on the second model, a Cluster whose workers run it, a Model, or a
+    path or recommended name (loaded for the call)."""
 
     model: Union[Context, Model, str, os.PathLike]
     share: Optional[float] = None
     threshold: Optional[float] = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, (Context, Model, str, os.PathLike)):
-            raise InvalidArgumentError(f"a cascade's model must be a Context, a Model, or a GGUF path or name, got "
-                                       f"{type(self.model).__name__}")
+        if not (isinstance(self.model, (Context, Model, str, os.PathLike)) or is_cluster(self.model)):
+            raise InvalidArgumentError(f"a cascade's model must be a Context, a Cluster, a Model, or a GGUF path or "
+                                       f"name, got {type(self.model).__name__}")
         if (self.share is None) == (self.threshold is None):
             raise InvalidArgumentError("a cascade takes share (the least sure share of the texts) or threshold (a "
                                        "margin), one of them")
@@ -59,6 +59,12 @@ class Cascade:
             return [i for i in labelled if first[i].margin < self.threshold]
         by_doubt = sorted(labelled, key=lambda i: (first[i].margin, i))
         return sorted(by_doubt[:math.ceil(self.share * len(labelled) - 1e-9)])
+
+
+def is_cluster(x: object) -> bool:
+    """Whether x is a newrllama Cluster (told by its class, which this module cannot import: the cluster imports
+    annotate(), which imports this)."""
+    return any(c.__name__ == "Cluster" and c.__module__.startswith("newrllama.") for c in type(x).__mro__)
 
 
 def combined(first: Sequence[Annotation], second: Sequence[Annotation], chosen: Sequence[int], cascade: Cascade

@@ -189,6 +189,11 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
     remote = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out)
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4) as ctx:
         local = newrllama.annotate(texts, labels, "Give the topic of the news story.", context=ctx)
+        # A cascade whose first stage runs on the workers (here the second on the same model, in a local context).
+        cascade = newrllama.Cascade(ctx, share=0.5)
+        cascaded = newrllama.annotate(texts, labels, "Give the topic of the news story.", context=ctx, cascade=cascade)
+        remote_cascade = cluster.annotate(texts, labels, "Give the topic of the news story.", cascade=cascade)
+    assert remote_cascade == cascaded and remote_cascade[0].provenance.cascade["n_second"] == 2
     assert [a.label for a in remote] == [a.label for a in local]
     assert remote[2].error == "text is missing or empty"
     # Workers batch other prompts together than the local context does: the same probabilities all the same.
