@@ -65,6 +65,17 @@ class AnnotationPlan(Tabular):
         return [i for i, (cut, error) in enumerate(zip(self.tokens_cut, self.errors))
                 if cut or (error is not None and error != MISSING)]
 
+    def cascade_share_for(self, seconds: float) -> float:
+        """The largest cascade share whose whole run this plan (made with a cascade) expects within ``seconds``: 0
+        where the first model alone takes longer, 1 where every text fits."""
+        if self.second_seconds is None or not self.second_share or self.seconds is None:
+            raise InvalidArgumentError("this plan has no cascade's second stage to size: plan with cascade=")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise InvalidArgumentError(f"seconds must be a positive number, got {seconds!r}")
+        first = self.seconds - self.second_seconds
+        every_text = self.second_seconds / self.second_share
+        return min(1.0, max(0.0, (seconds - first) / every_text))
+
     def rows(self) -> List[Dict[str, Any]]:
         return [{"text_tokens": t, "prompt_tokens": p, "tokens_cut": c, "error": e}
                 for t, p, c, e in zip(self.text_tokens, self.prompt_tokens, self.tokens_cut, self.errors)]

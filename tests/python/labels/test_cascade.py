@@ -96,3 +96,10 @@ def test_the_plan_times_both_stages(contexts):
                                      cascade=newrllama.Cascade(large, threshold=1.0))
     assert wide.second_share == 1.0
     assert alone.second_seconds is None and "second model" not in str(alone)
+    first = plan.seconds - plan.second_seconds
+    assert plan.cascade_share_for(plan.seconds) == pytest.approx(0.3)
+    assert plan.cascade_share_for(first / 2) == 0.0 and plan.cascade_share_for(1e9) == 1.0
+    with pytest.raises(newrllama.InvalidArgumentError, match="plan with cascade="):
+        alone.cascade_share_for(10)
+    with pytest.raises(newrllama.InvalidArgumentError, match="positive number"):
+        plan.cascade_share_for(0)
