@@ -314,14 +314,14 @@ def methods_text(parts, truth, robustness_rows=None, **options):
                    lambda: newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options))
 
 
-def read_coding_sheet(path, labels, ids):
+def read_coding_sheet(path, ids, labels):
     """The codes as a plain list (R reads the design beside the sheet with read_coding_design())."""
-    return list(newrllama.read_coding_sheet(path, labels, ids))
+    return list(newrllama.read_coding_sheet(path, ids, labels))
 
 
-def write_coding_sheet(path, texts, positions, ids=None, coders=None, picked=False):
+def write_coding_sheet(texts, positions, path, ids=None, coders=None, picked=False):
     """The sheet of R's positions; ``picked``: they came from least_confident(), and the sheet records so."""
-    return newrllama.write_coding_sheet(path, texts, PickedPositions(positions) if picked else positions, ids=ids,
+    return newrllama.write_coding_sheet(texts, PickedPositions(positions) if picked else positions, path, ids=ids,
                                         coders=coders)
 
 

@@ -46,7 +46,7 @@ read_codings <- function(path, x, labels) {
   labels <- check_labels(labels, "labels")
   csv <- vapply(path, sheet_as_csv, character(1), USE.NAMES = FALSE)
   on.exit(unlink(dirname(csv[csv != path]), recursive = TRUE))
-  py <- with_python(python_helpers()$read_codings(as.list(csv), as.list(as.character(labels)), as.list(sheet_ids(x))))
+  py <- with_python(python_helpers()$read_codings(as.list(csv), as.list(sheet_ids(x)), as.list(as.character(labels))))
   new_codings(py, sheet_ids(x))
 }
 

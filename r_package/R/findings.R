@@ -316,7 +316,7 @@ write_coding_sheet <- function(x, which, path, coders = NULL, design = NULL) {
     abort_invalid(sprintf("`which` must be positions in `x`, not %s", describe(which)))
   }
   csv <- if (is_xlsx(path)) tempfile(fileext = ".csv") else path
-  with_python(python_helpers()$write_coding_sheet(csv, as.list(unname(x)), as.list(as.integer(which) - 1L),
+  with_python(python_helpers()$write_coding_sheet(as.list(unname(x)), as.list(as.integer(which) - 1L), csv,
                                                   ids = as.list(sheet_ids(x)),
                                                   coders = if (is.null(coders)) NULL else as.list(coders),
                                                   picked = is.null(design) && inherits(which, "newrllama_picked")))
@@ -345,7 +345,7 @@ read_coding_sheet <- function(path, x, labels) {
   labels <- check_labels(labels, "labels")
   csv <- sheet_as_csv(path)
   on.exit(if (csv != path) unlink(dirname(csv), recursive = TRUE))
-  codes <- with_python(python_helpers()$read_coding_sheet(csv, as.list(as.character(labels)), as.list(sheet_ids(x))))
+  codes <- with_python(python_helpers()$read_coding_sheet(csv, as.list(sheet_ids(x)), as.list(as.character(labels))))
   stats::setNames(vapply(codes, function(code) if (is.null(code)) NA_character_ else code, character(1)), names(x))
 }
 

@@ -2,12 +2,15 @@
 R CMD INSTALL installs (r_package/inst/doc, built by scripts/build_vignette.sh) is built from the vignette's source."""
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
 import subprocess
 
 import pytest
+
+import newrllama
 
 from helpers.doc_pages import DOCS, ROOT
 
@@ -29,6 +32,24 @@ def test_every_r_export_has_its_place_in_the_written_naming_scheme():
     placed = named_in_scheme()
     assert exports() - set(placed) == set(), "exports missing from docs/from-r.md's Names table"
     assert set(placed) - exports() == set(), "names in docs/from-r.md's Names table that are not exported"
+
+
+# What R calls a Python argument of the same function: R's data (x) stands for Python's texts or ids.
+R_NAME = {"texts": "x", "ids": "x", "positions": "which", "paths": "path", "sheet": "path"}
+SAME_ORDER = ("write_coding_sheet", "read_coding_sheet", "read_codings", "read_coding_design")
+
+
+def r_formals(name: str) -> list:
+    source = "\n".join(p.read_text() for p in sorted((R_PACKAGE / "R").glob("*.R")))
+    head = re.search(rf"^{name} <- function\(([^)]*)\)", source, re.M).group(1)
+    return [a.split("=")[0].strip() for a in head.split(",") if a.strip()]
+
+
+@pytest.mark.parametrize("name", SAME_ORDER)
+def test_a_function_of_both_languages_takes_its_arguments_in_one_order(name):
+    python = [R_NAME.get(p, p) for p in inspect.signature(getattr(newrllama, name)).parameters]
+    r = r_formals(name)
+    assert python[:len(r)][:3] == r[:3], f"{name}: Python {python}, R {r}"
 
 
 def test_the_llm_verbs_and_the_resource_verbs_follow_their_forms():

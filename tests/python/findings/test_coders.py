@@ -25,26 +25,26 @@ def fill(path, codes_by_id):
 def test_a_sheet_for_two_coders_comes_back_as_their_codings(tmp_path):
     texts = ["Texaco buys Getty.", "OPEC cuts output.", "IBM earns more.", "Oil falls.", "Gulf is sold."]
     ids = [f"s{i}" for i in range(5)]
-    sheet = newrllama.write_coding_sheet(tmp_path / "two.csv", texts, [0, 1, 3], ids=ids, coders=["ana", "ben"])
+    sheet = newrllama.write_coding_sheet(texts, [0, 1, 3], tmp_path / "two.csv", ids=ids, coders=["ana", "ben"])
     rows = list(csv.DictReader(open(sheet, encoding="utf-8")))
     assert [r["coder"] for r in rows] == ["ana"] * 3 + ["ben"] * 3 and rows[0]["text"] == texts[0]
     truth = {"s0": "acquisition", "s1": "crude oil", "s3": "crude oil"}
     fill(sheet, lambda coder, i: "earnings" if (coder, i) == ("ben", "s3") else truth[i])
-    codings = newrllama.read_codings(sheet, LABELS, ids)
+    codings = newrllama.read_codings(sheet, ids, LABELS)
     assert codings.coders == ("ana", "ben")
     assert codings.codes[0] == ("acquisition", "crude oil", None, "crude oil", None)
     assert codings.codes[1][3] == "earnings"
     with pytest.raises(newrllama.InvalidArgumentError, match="read_codings"):
-        newrllama.read_coding_sheet(sheet, LABELS, ids)
+        newrllama.read_coding_sheet(sheet, ids, LABELS)
     # A third coder's own sheet settles the tie.
-    third = newrllama.write_coding_sheet(tmp_path / "cleo.csv", texts, [3], ids=ids)
+    third = newrllama.write_coding_sheet(texts, [3], tmp_path / "cleo.csv", ids=ids)
     rows = list(csv.DictReader(open(third, encoding="utf-8")))
     rows[0]["code"] = "crude oil"
     with open(third, "w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, fieldnames=["id", "text", "code"])
         writer.writeheader()
         writer.writerows(rows)
-    tiebreak = newrllama.read_coding_sheet(third, LABELS, ids)
+    tiebreak = newrllama.read_coding_sheet(third, ids, LABELS)
     settled = codings.adjudicate(tiebreak=tiebreak)
     assert settled.truth == ["acquisition", "crude oil", None, "crude oil", None]
     assert (settled.n_coded, settled.n_multiple, settled.n_disagreed, settled.n_tiebroken, settled.n_unresolved) == \
@@ -52,7 +52,7 @@ def test_a_sheet_for_two_coders_comes_back_as_their_codings(tmp_path):
     unsettled = codings.adjudicate()
     assert unsettled.truth[3] is None and unsettled.n_unresolved == 1
     # The third coder's sheet read as a coder of its own: the file's name names it.
-    three = newrllama.read_codings([sheet, third], LABELS, ids)
+    three = newrllama.read_codings([sheet, third], ids, LABELS)
     assert three.coders == ("ana", "ben", "cleo")
     assert three.adjudicate("majority").truth[3] == "crude oil"
     assert three.adjudicate("unanimous").truth[3] is None
@@ -83,11 +83,11 @@ def test_bad_codings_are_clear_errors(tmp_path):
         codings.adjudicate("loudest")
     with pytest.raises(newrllama.InvalidArgumentError, match="tiebreak has 1 codes for 2 texts"):
         codings.adjudicate(tiebreak=["earnings"])
-    sheet = newrllama.write_coding_sheet(tmp_path / "s.csv", ["x", "y"], [0, 1], coders=["a"])
+    sheet = newrllama.write_coding_sheet(["x", "y"], [0, 1], tmp_path / "s.csv", coders=["a"])
     with pytest.raises(newrllama.InvalidArgumentError, match="appears in two sheets"):
-        newrllama.read_codings([sheet, sheet], LABELS, [0, 1])
+        newrllama.read_codings([sheet, sheet], [0, 1], LABELS)
     with pytest.raises(newrllama.InvalidArgumentError, match="distinct non-blank names"):
-        newrllama.write_coding_sheet(tmp_path / "t.csv", ["x"], [0], coders=["a", "a"])
+        newrllama.write_coding_sheet(["x"], [0], tmp_path / "t.csv", coders=["a", "a"])
 
 
 def test_the_methods_text_reports_the_coders_and_estimates_from_the_adjudicated_codes():

@@ -365,24 +365,24 @@ def test_a_width_no_coding_can_reach_says_so():
 def test_a_coding_sheet_goes_out_empty_and_comes_back_checked(tmp_path):
     texts = ["first story", "second, with a comma", 'third "quoted"', "fourth"]
     ids = ["a1", "b2", "c3", "d4"]
-    sheet = newrllama.write_coding_sheet(tmp_path / "sheet.csv", texts, [2, 0], ids=ids)
+    sheet = newrllama.write_coding_sheet(texts, [2, 0], tmp_path / "sheet.csv", ids=ids)
     lines = sheet.read_text(encoding="utf-8").splitlines()
     assert lines == ["id,text,code", 'c3,"third ""quoted""",', "a1,first story,"]
     sheet.write_text("id,text,code\nc3,x,crude oil\na1,y,\n", encoding="utf-8")
-    assert newrllama.read_coding_sheet(sheet, LABELS, ids) == [None, None, "crude oil", None]
+    assert newrllama.read_coding_sheet(sheet, ids, LABELS) == [None, None, "crude oil", None]
     for body, message in [("c3,x,sport\n", "line 2: code 'sport' is not one of the labels"),
                           ("zz,x,earnings\n", "line 2: id 'zz' is not one of the texts"),
                           ("c3,x,earnings\nc3,x,earnings\n", "line 3: id 'c3' a second time")]:
         sheet.write_text("id,text,code\n" + body, encoding="utf-8")
         with pytest.raises(newrllama.InvalidArgumentError, match=message):
-            newrllama.read_coding_sheet(sheet, LABELS, ids)
+            newrllama.read_coding_sheet(sheet, ids, LABELS)
     sheet.write_text("name,label\nc3,earnings\n", encoding="utf-8")
     with pytest.raises(newrllama.InvalidArgumentError, match="needs the columns id and code"):
-        newrllama.read_coding_sheet(sheet, LABELS, ids)
+        newrllama.read_coding_sheet(sheet, ids, LABELS)
     with pytest.raises(newrllama.InvalidArgumentError, match="cannot read the coding sheet"):
-        newrllama.read_coding_sheet(tmp_path / "none.csv", LABELS, ids)
+        newrllama.read_coding_sheet(tmp_path / "none.csv", ids, LABELS)
     with pytest.raises(newrllama.InvalidArgumentError, match="are not positions"):
-        newrllama.write_coding_sheet(tmp_path / "x.csv", texts, [4])
+        newrllama.write_coding_sheet(texts, [4], tmp_path / "x.csv")
 
 
 def uncertain_where_wrong(rng, truth):

@@ -94,11 +94,11 @@ def test_least_confident_positions_go_through_the_sheet_as_picked_and_estimates_
     annotations = corpus(4)
     texts = [f"text {i}" for i in range(N_TEXTS)]
     positions = newrllama.least_confident(annotations, 12)
-    sheet = newrllama.write_coding_sheet(tmp_path / "sheet.csv", texts, positions)
+    sheet = newrllama.write_coding_sheet(texts, positions, tmp_path / "sheet.csv")
     filled = sheet.read_text().splitlines()
     filled = [filled[0]] + [line + annotations[int(line.split(",")[0])].label for line in filled[1:]]
     sheet.write_text("\n".join(filled) + "\n")
-    codes = newrllama.read_coding_sheet(sheet, LABELS, list(range(N_TEXTS)))
+    codes = newrllama.read_coding_sheet(sheet, list(range(N_TEXTS)), LABELS)
     assert codes.design.kind == "picked" and "least_confident()" in codes.design.how
     assert sum(c is not None for c in codes) == 12
     with pytest.raises(newrllama.InvalidArgumentError, match="picked .*least_confident.*not drawn at random"):
@@ -107,8 +107,8 @@ def test_least_confident_positions_go_through_the_sheet_as_picked_and_estimates_
 
 
 def test_a_sheet_without_a_design_beside_it_carries_none(tmp_path):
-    sheet = newrllama.write_coding_sheet(tmp_path / "sheet.csv", ["a", "b"], [1])
-    assert newrllama.read_coding_sheet(sheet, LABELS, [0, 1]).design is None
+    sheet = newrllama.write_coding_sheet(["a", "b"], [1], tmp_path / "sheet.csv")
+    assert newrllama.read_coding_sheet(sheet, [0, 1], LABELS).design is None
 
 
 def test_calibrated_probabilities_are_checked_by_the_model_s_own():
