@@ -1,6 +1,6 @@
 """A cascade: the embedded base model labels every text, the instruct model the ones the first is least sure of.
 
-Needs the instruct model (NEWRLLAMA_TEST_INSTRUCT=true, as scripts/test.sh sets)."""
+The tests with both models need the instruct model (NEWRLLAMA_TEST_INSTRUCT=true, as scripts/test.sh sets)."""
 from __future__ import annotations
 
 import os
@@ -13,8 +13,6 @@ import newrllama
 
 ROOT = Path(__file__).resolve().parents[3]
 
-pytestmark = pytest.mark.skipif(os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true",
-                                reason="set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")
 
 LABELS = ["acquisition", "crude oil"]
 INSTRUCTION = "Give the topic of the news story."
@@ -27,6 +25,8 @@ TEXTS = ["Texaco agreed to buy Getty Oil for $10 billion.", "OPEC ministers agre
 
 @pytest.fixture(scope="module")
 def contexts(model):
+    if os.environ.get("NEWRLLAMA_TEST_INSTRUCT") != "true":
+        pytest.skip("set NEWRLLAMA_TEST_INSTRUCT=true to test with the instruct model")
     sys.path.insert(0, str(ROOT / "scripts"))
     from fetch_instruct_model import instruct_model_path
     with newrllama.Model(instruct_model_path()) as instruct, \
@@ -103,3 +103,16 @@ def test_the_plan_times_both_stages(contexts):
         alone.cascade_share_for(10)
     with pytest.raises(newrllama.InvalidArgumentError, match="positive number"):
         plan.cascade_share_for(0)
+
+
+def test_the_rule_reads_the_first_model_s_margins_alone():
+    """Without a model: which texts a cascade sends on, by share (the least sure first, ties to the earlier text,
+    rounded up) or threshold, failed texts never."""
+    margins = [0.9, 0.1, 0.5, 0.1, None, 0.3]
+    first = [newrllama.Annotation(None, error="x") if m is None else
+             newrllama.Annotation("a", {"a": (1 + m) / 2, "b": (1 - m) / 2}) for m in margins]
+    assert newrllama.Cascade("second.gguf", share=0.4).chosen(first) == [1, 3]
+    assert newrllama.Cascade("second.gguf", share=0.5).chosen(first) == [1, 3, 5]
+    assert newrllama.Cascade("second.gguf", share=0.2).chosen(first) == [1]
+    assert newrllama.Cascade("second.gguf", share=1).chosen(first) == [0, 1, 2, 3, 5]
+    assert newrllama.Cascade("second.gguf", threshold=0.4).chosen(first) == [1, 3, 5]
