@@ -387,11 +387,46 @@ def calibration(r: dict) -> List[str]:
     auto = (" Cure `auto` uncalibrated is the default's labels (one order on the one-liners), calibrated the labels "
             "annotate() scores for calibration (two orders for every text); `auto, one order` is the default's "
             "one-order labels calibrated." if both else "")
-    return table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
-                 f"Cohen's kappa on the texts not coded over the draws: uncalibrated, {described}; for each, how "
-                 f"often the coded texts chose no calibration, and in how many draws calibrating lowered kappa.{auto}",
-                 ["set", "texts", "cure", "coded", "uncalibrated"] + [h for rule in rules
-                                                                      for h in (rule, "none chosen", "lowered")], rows)
+    out = table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
+                f"Cohen's kappa on the texts not coded over the draws: uncalibrated, {described}; for each, how "
+                f"often the coded texts chose no calibration, and in how many draws calibrating lowered kappa.{auto}",
+                ["set", "texts", "cure", "coded", "uncalibrated"] + [h for rule in rules
+                                                                     for h in (rule, "none chosen", "lowered")], rows)
+    natural = [(name, st["cures"]["auto"]["natural_flow"]) for name, st in r["sets"].items()
+               if "natural_flow" in st["cures"].get("auto", {})]
+    if natural:
+        out += [""] + table("The first draw's codes given to annotate() as the calibration (`calibration=codes`, one "
+                            "call): kappa on the texts not coded, beside calibrate() on the labels scored with "
+                            "`calibration=\"pending\"` and applied to them, and whether every label and probability "
+                            "is the same:", ["set", "calibration=codes", "pending, calibrate, apply", "same",
+                                             "seconds"],
+                            [[name, f"{n['kappa']:.3f}", f"{n['pending_calibrated_kappa']:.3f}",
+                              "yes" if n["same_as_pending_calibrated"] else "no", f"{n['seconds']:.0f}"]
+                             for name, n in natural])
+    return out
+
+
+def cascade(r: dict) -> List[str]:
+    rows = []
+    for name, st in r["sets"].items():
+        rows.append([name, "small alone", f"{st['small']['kappa']:.3f}", "", f"{st['small']['seconds']:.0f}",
+                     f"{st['small']['seconds'] / st['large']['seconds']:.2f}", "", ""])
+        rows.append([name, "large alone", f"{st['large']['kappa']:.3f}", "", f"{st['large']['seconds']:.0f}", "1.00",
+                     "", ""])
+        for share, c in st["cascade"].items():
+            ppi = c.get("ppi")
+            rows.append([name, f"cascade, share {share}", f"{c['kappa']:.3f}", f"{c['kappa'] - st['large']['kappa']:+.3f}",
+                         f"{c['seconds']:.0f}", f"{c['time_of_large']:.2f}",
+                         f"{c['n_second']} of {st['texts']}" + ("" if c["each_text_as_its_model_alone"] else " (differ)"),
+                         f"{ppi['coverage']:.3f} ({ppi['draws']} draws of {ppi['coded']})" if ppi else ""])
+    return table(f"A cascade from `{r['small_model']}` to `{r['large_model']}` (annotate()'s defaults), "
+                 f"{r['machine']['cpu']}: Cohen's kappa against the human sorting, its difference from the large "
+                 "model alone, seconds and the share of the large model's time (the cascade's: the small model on "
+                 "every text, the large one on the texts sent on), texts sent on (each text's labels those of its "
+                 "model alone, as batch invariance makes them), and the coverage of prevalence()'s 95% intervals "
+                 "with the cascade's labels and random coded samples, over labels and draws:",
+                 ["set", "labels by", "kappa", "vs large", "seconds", "x large's time", "sent on", "PPI coverage"],
+                 rows)
 
 
 def choice_rounding(r: dict) -> List[str]:
@@ -489,7 +524,8 @@ REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
-    "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits, "picked-codes": picked_codes}
+    "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits, "picked-codes": picked_codes,
+    "cascade": cascade}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -519,6 +555,8 @@ SECTIONS = {
                     "(`bench/bench_short_texts.py`)."),
     "calibration": ("Calibration on sets never tuned on", "Calibration on a few coded texts of sets it was never tuned "
                     "on, with each order cure (`bench/bench_calibration.py`)."),
+    "cascade": ("The cascade", "A small model's labels, with a larger model's for the texts the small one is least "
+                "sure of, against each model alone (`bench/bench_cascade.py`)."),
     "question-layout": ("Where the definitions go", "Label definitions in the instruction or beside the labels "
                         "(`bench/bench_question_layout.py`)."),
     "questions": ("Several questions per text", "A codebook of several questions against one call per question "
