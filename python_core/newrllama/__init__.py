@@ -22,7 +22,7 @@ from .models.embedded import default_model_path
 from .findings import (Adjudication, CoderAgreement, Codings, CodingDesign, CodingPlan, Coefficient, MeanScore, Prevalence, Regression, Robustness, Share, ShareDifference, cross_fit,
                        expected_scores, label_shares, mean_score, methods_text, plan_coding, prevalence, read_coding_design, read_coding_sheet, read_codings, regression, robustness, weighted_kappa,
                        write_coding_sheet)
-from .errors import (AnnotationWarning, ClosedError, ClusterError, CodingSampleWarning, ContextError, DeterminismWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
+from .errors import (AnnotationWarning, BaseModelWarning, ClosedError, ClusterError, CodingSampleWarning, ContextError, DeterminismWarning, FailedTextsWarning, GenerationError, InvalidArgumentError, LibraryMismatchError,
                      ModelLoadError, NewrllamaDeprecationWarning, NewrllamaError, TemplateError, TokenizeError)
 from .engine.llama.model import Model
 from .engine.sampling.params import SamplingParams
@@ -37,9 +37,9 @@ from .engine.calls.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "Cascade", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
-    "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
+    "EngineStats", "FailedTextsWarning", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
     "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident",

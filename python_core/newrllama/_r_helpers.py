@@ -117,21 +117,23 @@ def annotation_task(labels, instruction, **options):
 
 def annotate(texts, task, recording, context, model, progress, cascade=None, **settings):
     """One question: its annotations as named columns; a codebook: those of each question, by question. On a
-    context (or a model, without one) or a cluster alike, with or without a cascade."""
-    with warnings.catch_warnings():  # R warns, from each question's columns
-        warnings.simplefilter("ignore", newrllama.AnnotationWarning)
-        if check_cascade(cascade, task, recording.writes) is not None:
-            on_cluster = not (context is None or isinstance(context, newrllama.Context))
-            done = label_in_cascade(texts, task, cascade, context=None if on_cluster else context, model=model,
-                                    progress=progress, on=context if on_cluster else None, **settings)
-        elif context is None or isinstance(context, newrllama.Context):
-            done = label_texts(texts, task, recording, context=context, model=model, progress=progress,
-                               **settings)
-        else:
-            done = context.label_texts(texts, task, recording, progress=progress)
+    context (or a model, without one) or a cluster alike, with or without a cascade. R warns, from each question's
+    columns, and of a base model (``base_model``: the warning's message, if any)."""
+    def work():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", newrllama.AnnotationWarning)
+            if check_cascade(cascade, task, recording.writes) is not None:
+                on_cluster = not (context is None or isinstance(context, newrllama.Context))
+                return label_in_cascade(texts, task, cascade, context=None if on_cluster else context, model=model,
+                                        progress=progress, on=context if on_cluster else None, **settings)
+            if context is None or isinstance(context, newrllama.Context):
+                return label_texts(texts, task, recording, context=context, model=model, progress=progress,
+                                   **settings)
+            return context.label_texts(texts, task, recording, progress=progress)
+    done, base_model = _saying(newrllama.BaseModelWarning, work)
     if task.questions is None:
-        return unpack_annotations(done)
-    return {q: unpack_annotations([r[q] for r in done]) for q in task.questions}
+        return {**unpack_annotations(done), "base_model": base_model}
+    return {q: {**unpack_annotations([r[q] for r in done]), "base_model": base_model} for q in task.questions}
 
 
 def cascade(model, share, threshold):
@@ -139,9 +141,12 @@ def cascade(model, share, threshold):
 
 
 def plan_annotation(texts, task, context, model, sample, **settings):
-    """plan_annotation()'s plan as plain values (positions from 0), with its summary."""
-    plan = newrllama.plan_annotation(texts, task, context=context, model=model, sample=int(sample), **settings)
-    return {**dataclasses.asdict(plan), "too_long_texts": plan.too_long_texts, "summary": str(plan)}
+    """plan_annotation()'s plan as plain values (positions from 0), with its summary and the base-model warning's
+    message, which R raises as its own."""
+    plan, base_model = _saying(newrllama.BaseModelWarning, lambda: newrllama.plan_annotation(
+        texts, task, context=context, model=model, sample=int(sample), **settings))
+    return {**dataclasses.asdict(plan), "too_long_texts": plan.too_long_texts, "summary": str(plan),
+            "base_model": base_model}
 
 
 def _saying(category, work):
@@ -273,10 +278,11 @@ def coding_design(kind, strata, inclusion_probs, how, finite):
 
 
 def prevalence(parts, truth, **options):
-    """The estimates as R's columns, and the CodingSampleWarnings they gave, which R raises as its own."""
-    result, said = _saying(newrllama.CodingSampleWarning,
-                           lambda: newrllama.prevalence(annotations_of(parts), truth, **options))
-    return _r_columns(result.rows()), said
+    """The estimates as R's columns, the CodingSampleWarnings and the FailedTextsWarnings they gave, which R raises as
+    its own."""
+    (result, said), failed = _saying(newrllama.FailedTextsWarning, lambda: _saying(
+        newrllama.CodingSampleWarning, lambda: newrllama.prevalence(annotations_of(parts), truth, **options)))
+    return _r_columns(result.rows()), said, failed
 
 
 def label_shares(parts_by_question, truth, **options):
@@ -291,7 +297,10 @@ def label_shares(parts_by_question, truth, **options):
 
 
 def mean_score(parts, truth, scores, **options):
-    return _r_columns(newrllama.mean_score(annotations_of(parts), truth, scores, **options).rows())
+    """The estimate as R's columns, and the FailedTextsWarnings it gave, which R raises as its own."""
+    result, failed = _saying(newrllama.FailedTextsWarning,
+                             lambda: newrllama.mean_score(annotations_of(parts), truth, scores, **options))
+    return _r_columns(result.rows()), failed
 
 
 def regression(x, names, truth, predicted, predicted_regressors, family, alpha, design):

@@ -55,5 +55,14 @@ class CodingSampleWarning(UserWarning):
     sample_check.py): estimates that assume one may not hold."""
 
 
+class FailedTextsWarning(UserWarning):
+    """Texts without a label (their annotation failed) left out of an estimate: it is of the labelled texts alone."""
+
+
+class BaseModelWarning(UserWarning):
+    """Labels asked of a base model (one without a chat template, such as the embedded gemma-3-270m): it continues
+    text rather than follows an instruction, and its labels are rarely worth having."""
+
+
 class AnnotationWarning(UserWarning):
     """Labels that look wrong as a whole: nearly every text has one label, or many change with the listing order."""

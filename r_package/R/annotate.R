@@ -66,7 +66,8 @@
 #' @seealso [validate_labels()] to compare the labels with human coding, [calibrate_labels()]
 #'   to correct them with a few coded texts, [least_confident()] to pick texts
 #'   for human review.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' llm_annotate(stories, text, c("acquisition", "crude oil"), "Give the topic of the news story.")
 #' llm_vec_annotate(stories$text, c("acquisition", "crude oil"), "Give the topic of the news story.")
@@ -156,7 +157,8 @@ annotate_texts <- function(x, task, context, ..., progress, output, resume, retr
 #' @return A `newrllama_annotation_task`: a list with `labels`, `codebook` and `instruction` as given and `py`, the
 #'   Python library's `AnnotationTask`. `print()` sums it up.
 #' @seealso [llm_annotate()], whose arguments these are.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' task <- annotation_task(c("acquisition", "crude oil"), "Give the topic of the news story.", debias = "reverse")
 #' task
 #' llm_vec_annotate(c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."), task)
@@ -247,9 +249,10 @@ text_column_name <- function(.data, col, env, call = sys.call(-1)) {
   name
 }
 
-# The warnings of a labelling call, from each question's columns: labels that look wrong as a whole, and the texts
-# that failed (once, from the first question: a text fails for every question alike).
+# The warnings of a labelling call, from each question's columns: a base model (no chat template), labels that look
+# wrong as a whole, and the texts that failed (once, from the first question: a text fails for every question alike).
 warn_annotations <- function(questions) {
+  for (message in unlist(questions[[1]]$base_model)) warn_base_model(message)
   for (question in questions) {
     for (message in unlist(question$suspect)) warn_suspect_labels(message)
   }

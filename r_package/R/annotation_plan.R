@@ -27,7 +27,8 @@
 #'   up.
 #' @param cascade A [cascade()], whose second stage the plan times too.
 #' @seealso [llm_annotate()], whose `too_long` the plan follows.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' stories <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."))
 #' plan_annotation(stories, text, c("acquisition", "crude oil"), sample = 1)
 #' @export
@@ -54,6 +55,7 @@ plan_annotation <- function(.data, col, labels = NULL, instruction = "", context
                               c(list(na_to_none(x), task$py, if (is.null(context)) NULL else context$py,
                                      if (is.null(context)) embedded_model(), sample),
                                 python_args(list(...)), list(cascade = cascade$py))))
+  for (message in unlist(plan$base_model)) warn_base_model(message)
   number <- function(v) if (is.null(v)) NA_real_ else as.numeric(v)
   structure(list(
     texts = tibble::tibble(

@@ -44,7 +44,8 @@
 #'   (its label columns replaced by calibrated ones);
 #'   `llm_annotate(..., calibration = cal)` applies it as it labels.
 #' @seealso [validate_labels()], [least_confident()].
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
 #' coded <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cal <- calibrate_labels(coded, c("acquisition", "crude oil", "acquisition"))
@@ -86,7 +87,8 @@ calibration_object <- function(cal) {
 #' @param path The file.
 #' @return `write_calibration()`: `path`, invisibly. `read_calibration()`: the
 #'   calibration.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
 #' coded <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cal <- calibrate_labels(coded, c("acquisition", "crude oil", "acquisition"), folds = 3)
@@ -126,7 +128,8 @@ read_calibration <- function(path) {
 #'   and [regression()] estimate from) or `"kappa"` (the labels).
 #' @return `x` with its label columns calibrated.
 #' @seealso [calibrate_labels()], [prevalence()].
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- rep(c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output."), 8)
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' x$code <- c(rep(c("acquisition", "crude oil"), 6), NA, NA, NA, NA)
@@ -190,7 +193,8 @@ print.newrllama_calibration <- function(x, ...) {
 #'   of class `newrllama_picked`: [write_coding_sheet()] records that they were
 #'   picked, so that the estimates refuse their codes (they serve to
 #'   calibrate).
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' least_confident(x, 1)

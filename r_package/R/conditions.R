@@ -115,7 +115,19 @@ warn_group_dependent <- function(message) warn_classed(message, "newrllama_group
 
 warn_suspect_labels <- function(message) warn_classed(message, "newrllama_suspect_labels")
 
+# Once per model file and session, as Python's default filter shows a warning once per place: a session that tries
+# the machinery on the embedded model is told, not told at every call.
+warn_base_model <- function(message) {
+  if (message %in% the$base_model_warned) {
+    return(invisible())
+  }
+  the$base_model_warned <- c(the$base_model_warned, message)
+  warn_classed(paste(message, "(said once per session)"), "newrllama_base_model")
+}
+
 warn_unlike_random <- function(message) warn_classed(message, "newrllama_unlike_random_sample")
+
+warn_failed_texts <- function(message) warn_classed(message, "newrllama_failed_texts")
 
 # An old argument name that still works, with the name that replaces it.
 warn_deprecated <- function(old, new) {

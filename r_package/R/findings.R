@@ -48,8 +48,12 @@
 #'   `classical.conf.high` (the coded texts alone), `n_coded` and `n` (texts).
 #'   Its class `newrllama_prevalence` (a tibble still) gives it an
 #'   `autoplot()` of the three intervals side by side ([newrllama_autoplot]).
+#'   Texts without a label (`.label` `NA`: too long for the context, say) are
+#'   left out, and a warning of class `newrllama_failed_texts` says so: the
+#'   shares are then of the labelled texts alone.
 #' @seealso [regression()] for coefficients, [validate_labels()], [calibrate_labels()].
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
@@ -70,6 +74,7 @@ prevalence <- function(x, truth, by = NULL, alpha = 0.05, predictions = c("probs
     inclusion_probs = if (is.null(inclusion_probs)) NULL else as.list(inclusion_probs), design = python_design(design)
   ))
   for (message in unlist(out[[2]])) warn_unlike_random(message)
+  for (message in unlist(out[[3]])) warn_failed_texts(message)
   tibble::new_tibble(columns_frame(out[[1]]), class = "newrllama_prevalence")
 }
 
@@ -235,7 +240,8 @@ model_coded_as_numbers <- function(data, predicted_regressors, formula, call = s
 #'   [coding_design()] once these texts are coded, for [prevalence()] and
 #'   [methods_text()]), and for an active plan `inclusion_probs`.
 #' @seealso [write_coding_sheet()] to hand the texts to a coder.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.",
 #'            "Oil prices fell again.", "Mobil acquired Superior Oil.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
@@ -407,7 +413,8 @@ sheet_ids <- function(x) {
 #' @param robustness A result of [robustness()]: the paragraph says what was
 #'   varied and whether the finding held.
 #' @return A string.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
 #' x <- llm_annotate(data.frame(text = texts), text, c("acquisition", "crude oil"), progress = FALSE)
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))

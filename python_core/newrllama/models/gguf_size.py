@@ -1,5 +1,6 @@
 """The size a GGUF file must have, read from its header: where the data of its last tensor ends; and the
-tensors the header lists, sized (the benchmarks count the bytes and multiply-adds a token takes from them).
+tensors the header lists, sized (the benchmarks count the bytes and multiply-adds a token takes from them); and the
+metadata keys it holds (whether the file has a chat template).
 
 A GGUF file is a header (metadata key-values, then one entry per tensor: name, shape, type and
 offset), padding up to the alignment, then the tensors' data. The header alone says how long
@@ -10,7 +11,7 @@ import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 # ggml type -> (values per block, bytes per block), as ggml_blck_size() and ggml_type_size() of
 # the libggml of the pinned llama-cpp-python gives them.
@@ -26,6 +27,7 @@ _SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 1
 _STRING, _ARRAY, _UINT32 = 8, 9, 4
 _DEFAULT_ALIGNMENT = 32
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def required_size(path: Path) -> Optional[int]:
     its actual size when it is cut (in its header too); None when this module cannot tell (a GGUF
     version, metadata or tensor type it does not know)."""
     try:
-        tensors, data_start = _read_header(path)
+        tensors, data_start = _read_header(path, _parse)
     except _PastEnd as cut:
         return cut.needed
     except _Unknown:
@@ -114,28 +116,51 @@ def gguf_tensors(path: Path) -> List[GgufTensor]:
     """The tensors of the GGUF file at ``path``; ValueError where its header is cut or holds a type this module
     cannot size."""
     try:
-        return _read_header(path)[0]
+        return _read_header(path, _parse)[0]
     except (_PastEnd, _Unknown) as e:
         raise ValueError(f"{path}: cannot read the tensors of its GGUF header ({type(e).__name__} {e})") from e
 
 
-def _read_header(path: Path) -> Tuple[List[GgufTensor], int]:
-    """The tensors, and where their data starts (the end of the header when there are none)."""
+def gguf_keys(path: Path) -> Set[str]:
+    """The metadata keys of the GGUF file at ``path``; ValueError where its header is cut or holds a value type
+    this module cannot skip."""
+    try:
+        return _read_header(path, _keys)
+    except (_PastEnd, _Unknown) as e:
+        raise ValueError(f"{path}: cannot read the metadata of its GGUF header ({type(e).__name__} {e})") from e
+
+
+def _read_header(path: Path, parse: Callable[[_Header], T]) -> T:
+    """What ``parse`` reads from the header."""
     with open(path, "rb") as f:
         size = f.seek(0, 2)
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     try:
-        return _parse(_Header(data))
+        return parse(_Header(data))
     finally:
         if isinstance(data, mmap.mmap):
             data.close()
 
 
-def _parse(header: _Header) -> Tuple[List[GgufTensor], int]:
-    header.skip(4)  # the magic, checked by the caller
+def _counts(header: _Header) -> Tuple[int, int]:
+    """(tensors, metadata values), past the magic (checked by the caller) and the version."""
+    header.skip(4)
     if header.u32() not in (2, 3):  # version 1 had 32-bit counts; llama.cpp no longer reads it
         raise _Unknown("GGUF version")
-    n_tensors, n_values = header.u64(), header.u64()
+    return header.u64(), header.u64()
+
+
+def _keys(header: _Header) -> Set[str]:
+    keys = set()
+    for _ in range(_counts(header)[1]):
+        keys.add(header.string().decode("utf-8", "replace"))
+        header.skip_value(header.u32())
+    return keys
+
+
+def _parse(header: _Header) -> Tuple[List[GgufTensor], int]:
+    """The tensors, and where their data starts (the end of the header when there are none)."""
+    n_tensors, n_values = _counts(header)
     alignment = _DEFAULT_ALIGNMENT
     for _ in range(n_values):
         key, kind = header.string(), header.u32()

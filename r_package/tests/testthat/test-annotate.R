@@ -11,7 +11,7 @@ stories <- data.frame(
 
 test_that("llm_annotate() adds a valid label and its probability to every row", {
   expect_warning(out <- llm_annotate(stories, text, labels, "Give the topic of the news text.", context = ctx,
-                                 progress = FALSE), class = "newrllama_warning")
+                                 progress = FALSE), class = "newrllama_failed_prompts")
   expect_s3_class(out, "data.frame")
   expect_equal(names(out), c("id", "text", ".label", ".prob", ".probs", ".raw_probs", ".order_free_probs",
                              ".order_flip", ".tokens_cut", ".error", ".provenance"))
@@ -43,6 +43,24 @@ test_that("llm_vec_annotate() gives the labels alone, those llm_annotate() gives
     expect_equal(sum(p), 1, tolerance = 1e-6)
   }
   expect_equal(labels[vapply(df$.probs, which.max, integer(1))], df$.label)
+})
+
+test_that("labels asked of a base model warn once per session with what to load instead; an instruct model's do not", {
+  the$base_model_warned <- NULL
+  expect_warning(llm_vec_annotate(stories$text[1], labels, "Give the topic.", context = ctx, progress = FALSE),
+                 "no chat template: it is a base model.*qwen2.5-coder-1.5b-instruct", class = "newrllama_base_model")
+  expect_no_warning(llm_vec_annotate(stories$text[1], labels, "Give the topic.", context = ctx, progress = FALSE),
+                    class = "newrllama_base_model")
+  the$base_model_warned <- NULL
+  llm_use_none()
+  expect_warning(llm_vec_annotate(stories$text[1], labels, "Give the topic.", progress = FALSE),
+                 class = "newrllama_base_model") # no session: the embedded model, not without a word
+  instruct <- recommended_models()
+  instruct <- instruct[instruct$name == "qwen2.5-coder-0.5b-instruct", ]
+  skip_if_not(instruct$cached, "the 0.5B instruct model is not in the cache (scripts/fetch_instruct_model.py)")
+  small <- context_create(model_load(instruct$name), n_ctx = 512L, n_seq_max = 1L, n_threads = 1L)
+  expect_no_warning(llm_vec_annotate(stories$text[1], labels, "Give the topic.", context = small, progress = FALSE),
+                    class = "newrllama_base_model")
 })
 
 test_that("llm_annotate() checks its arguments", {

@@ -383,3 +383,16 @@ test_that("regression() takes a stratified design and drawn probabilities, as Py
   expect_error(regression(crude ~ year, d, p_crude, design = coding_design("picked", how = "by hand")), "picked",
                class = "newrllama_invalid_argument")
 })
+
+test_that("texts without a label are left out of an estimate with a classed warning, and the paragraph says so", {
+  short <- x
+  short$.label[c(2, 3, 5)] <- NA
+  short$.probs[c(2, 3, 5)] <- list(NULL)
+  short$.error <- ifelse(seq_len(n) %in% c(2, 3, 5), "text too long for a sequence", NA)
+  expect_warning(out <- prevalence(short, coded), "3 of 240 texts have no label and are left out .*1 of them coded",
+                 class = "newrllama_failed_texts")
+  expect_true(all(out$n == n - 3))
+  expect_warning(mean_score(short, coded, c(acquisition = 1, `crude oil` = 2, earnings = 3)),
+                 class = "newrllama_failed_texts")
+  expect_match(methods_text(short, coded), "The other 3 \\(3 text too long for a sequence\\) are in none of the estimates")
+})

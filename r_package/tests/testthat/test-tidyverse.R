@@ -101,7 +101,8 @@ test_that("grouped calls without a context load the model once, and a text's lab
   )
   expect_length(seen, 2) # one per group
   expect_match(seen[1], "depend on which texts share it")
-  expect_no_warning(llm_vec_annotate(news$text, labels, instruction, debias = "batch", progress = FALSE))
+  expect_no_warning(llm_vec_annotate(news$text, labels, instruction, debias = "batch", progress = FALSE),
+                    class = "newrllama_group_dependent_labels")
 })
 
 test_that("llm_annotate() on a context writes its labels and resumes only the missing texts", {

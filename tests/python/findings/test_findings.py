@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import ppi_py
@@ -144,13 +145,29 @@ def test_groups_get_their_own_shares_and_differences_from_the_reference():
     assert len({tuple(sorted(r)) for r in rows}) == 1 and {r["estimand"] for r in rows} == {"share", "difference"}
 
 
-def test_failed_annotations_are_left_out_and_counted():
+def test_failed_annotations_are_left_out_counted_warned_of_and_stated():
+    """A text without a label changes what a share is of: never without a word, in the estimate or the paragraph."""
     _, truth, annotations = population(5, n=50)
-    annotations[3] = newrllama.Annotation(None, None, error="too long")
+    for i in (3, 30, 31):
+        annotations[i] = newrllama.Annotation(None, None, error="text too long for a sequence")
+    annotations[40] = newrllama.Annotation(None, None, error="generation failed")
     codes = [t if i < 20 else None for i, t in enumerate(truth)]
-    result = newrllama.prevalence(annotations, codes)
-    assert result.n_failed == 1 and result.share("acquisition").n_coded == 19
-    assert result.share("acquisition").n_texts == 49
+    with pytest.warns(newrllama.FailedTextsWarning, match=r"prevalence\(\): 4 of 50 texts have no label and are left "
+                      r"out \(3: text too long for a sequence; 1: generation failed\), 1 of them coded .*"
+                      r"the estimate is of the 46 labelled texts, not of all 50"):
+        result = newrllama.prevalence(annotations, codes)
+    assert result.n_failed == 4 and result.share("acquisition").n_coded == 19
+    assert result.share("acquisition").n_texts == 46
+    with pytest.warns(newrllama.FailedTextsWarning, match="mean_score"):
+        newrllama.mean_score(annotations, codes, {"acquisition": 1, "crude oil": 2, "earnings": 3})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", newrllama.FailedTextsWarning)  # the paragraph says it instead
+        text = newrllama.methods_text(annotations, codes)
+    assert ("46 of 50 texts received a label. The other 4 (3 text too long for a sequence; 1 generation failed) are in "
+            "none of the estimates: the shares below are of the 46 labelled texts") in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", newrllama.FailedTextsWarning)
+        newrllama.prevalence([a for a in annotations if a.label], [c for a, c in zip(annotations, codes) if a.label])
 
 
 @pytest.mark.parametrize("change, message", [

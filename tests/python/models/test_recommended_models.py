@@ -36,6 +36,14 @@ def test_the_list_names_each_file_by_size_checksum_licence_and_sources():
     assert all(h.startswith("hf://Qwen/") for h in table["hub"]) and all(p.startswith("PyPI ") for p in table["pypi"])
 
 
+def test_the_list_says_which_files_are_cached(cache):
+    assert not newrllama.recommended_models().to_pandas()["cached"].any()
+    cache.mkdir()
+    (cache / SMALL.file_name).write_bytes(b"")
+    assert dict(zip(*newrllama.recommended_models().to_pandas()[["name", "cached"]].T.values)) == {
+        "qwen2.5-coder-1.5b-instruct": False, SMALL_NAME: True}
+
+
 @pytest.mark.skipif(not SMALL_CACHED.exists(), reason=f"{SMALL.file_name} is not in the cache (scripts/fetch_instruct_model.py)")
 def test_a_model_loads_by_name_from_the_hub_then_from_the_cache(cache, monkeypatch):
     real = SMALL_CACHED
