@@ -10,7 +10,9 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from ..labels.agreement import missing
-from ..labels.annotation import check_annotations, probability_margin
+from ..columns import column_values
+from ..frames import is_data_frame
+from ..labels.annotation import Annotation, check_annotations, probability_margin
 from ..errors import FailedTextsWarning, InvalidArgumentError
 
 
@@ -46,10 +48,12 @@ class CodedTexts:
 
 
 def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: str) -> CodedTexts:
-    annotations = check_annotations(annotations, "annotations")
     if isinstance(truth, (str, bytes)) or not hasattr(truth, "__len__"):
         raise InvalidArgumentError("truth must be a list with one human code per annotation (None where not coded)")
-    truth = list(truth.tolist() if hasattr(truth, "tolist") else truth)
+    truth = column_values(truth, "truth", "human codes, one per annotation (None where not coded)")
+    if predictions == "labels" and not is_data_frame(annotations):
+        annotations = _labels_alone(annotations, truth)
+    annotations = check_annotations(annotations, "annotations")
     if len(truth) != len(annotations):
         raise InvalidArgumentError(f"truth has {len(truth)} codes but there are {len(annotations)} annotations")
     kept = [i for i, a in enumerate(annotations) if a.label is not None and a.probs]
@@ -79,6 +83,17 @@ def coded_texts(annotations: Sequence[Any], truth: Sequence[Any], predictions: s
     return CodedTexts(labels, scores, predicted, model_predicted, model_margins, codes, np.array(kept),
                       len(annotations), tuple(annotations[i].error or "no label" for i in failed),
                       sum(not missing(truth[i]) for i in failed))
+
+
+def _labels_alone(annotations: Any, truth: Sequence[Any]) -> Any:
+    """Plain labels (None where a text has none), as predictions="labels" takes them, as annotations whose label has
+    probability 1; the labels are those given and coded, in sorted order. Annotations stay as they are."""
+    values = column_values(annotations, "annotations", "Annotation or labels")
+    if not values or not all(v is None or isinstance(v, str) for v in values):
+        return values
+    labels = sorted({v for v in values if v is not None} | {t for t in truth if not missing(t)})
+    return [Annotation(None, error="no label") if v is None else Annotation(v, {x: float(x == v) for x in labels})
+            for v in values]
 
 
 def warn_if_failed(data: CodedTexts, what: str) -> None:

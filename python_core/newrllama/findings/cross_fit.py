@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, List, Sequence
+from typing import Any, Sequence
 
-from ..labels.annotation import Annotation, check_annotations
+from ..labels.annotation import check_annotations
+from ..labels.annotation_frame import like_given
+from ..labels.annotations import Annotations
 from ..labels.calibration import calibrate, fold_indices, warn_if_scored_in_one_order
 from ..columns import column_values
 from ..errors import AnnotationWarning, InvalidArgumentError
@@ -18,14 +20,15 @@ from ..labels.agreement import missing
 
 
 def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 5, seed: int = 0,
-              penalty: Any = None, balanced: bool = True, criterion: str = "log-loss") -> List[Annotation]:
+              penalty: Any = None, balanced: bool = True, criterion: str = "log-loss") -> Any:
     """Annotations calibrated on the coded texts (``truth``: a label, or None where the text is not coded) such
     that no coded text's probabilities depend on its own code: to give prevalence() or regression() calibrated
     probabilities fitted on the same coded sample they estimate from. ``penalty``, ``balanced`` and ``criterion`` as
     in calibrate(), whose ``criterion`` here defaults to "log-loss": the estimators use the probabilities, and a
     calibration that predicts them better narrows the intervals even where it changes no label. ``folds`` splits
-    the coded texts (drawn with ``seed``)."""
-    annotations = check_annotations(annotations, "annotations")
+    the coded texts (drawn with ``seed``). Given the data frame annotate() returned, the frame with its labels'
+    columns calibrated."""
+    given, annotations = annotations, check_annotations(annotations, "annotations", refit=True)
     truth = column_values(truth, "truth", "labels (or None), one per annotation")
     if len(truth) != len(annotations):
         raise InvalidArgumentError(f"truth has {len(truth)} labels for {len(annotations)} annotations: give one label "
@@ -58,4 +61,4 @@ def cross_fit(annotations: Sequence[Any], truth: Sequence[Any], *, folds: int = 
         probs = {label: sum(e.probs[label] for e in each) / len(each) for label in each[0].probs}
         out.append(dataclasses.replace(a, label=max(probs, key=probs.get), probs=probs,
                                        order_free_probs=each[0].order_free_probs))
-    return out
+    return like_given(given, Annotations(out))

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..frames import Tabular
+from .formula import check_formula_data, formula_matrix, formula_outcome, formula_values, parse_formula
 from .design import CodingDesign, stated_design
 from .design_glm import ppi_glm_design
 from .ppi import check_alpha, classical_glm, ppi_glm
@@ -123,7 +124,7 @@ def _coded_texts(m: np.ndarray, y: np.ndarray, outcome_coded_by_model: bool) -> 
     return ~missing.any(axis=1)
 
 
-def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressors: Any = None,
+def regression(x: Any, truth: Any = None, predicted: Any = None, *, data: Any = None, predicted_regressors: Any = None,
                names: Optional[Sequence[str]] = None, intercept: bool = True, family: str = "gaussian",
                alpha: float = 0.05, design: Optional[CodingDesign] = None) -> Regression:
     """Coefficients of a regression in which the model codes the outcome, regressors, or both, and a random sample
@@ -145,7 +146,23 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
     stratified sample or texts drawn with known probabilities, each coded text is weighted by the inverse of its
     probability of being coded (within a stratum, the stratum's coded share), in the estimate and in the design-based
     interval (findings/design_glm.py); the coded-only figures are the weighted fit of the coded texts. Texts picked
-    rather than drawn are refused. Without a design, the one ``truth`` carries (read_coding_sheet()'s) is taken."""
+    rather than drawn are refused. Without a design, the one ``truth`` carries (read_coding_sheet()'s) is taken.
+
+    With a formula, ``regression("outcome ~ party + year", data=df, predicted=".prob_immigration")``: ``x`` is the
+    formula, read against the pandas or polars DataFrame ``data`` as R's model.matrix() and statsmodels read one
+    (findings/formula.py: categorical columns as 0/1 columns named ``party[T.level]`` beside the first level, ``a:b``
+    and ``a*b`` for products, ``- 1`` to drop the intercept); the outcome is the formula's left side (no ``truth``);
+    ``predicted`` and each value of ``predicted_regressors`` (by the regressor's column) may name a column of
+    ``data``. The coefficients are those of the same regression given as a matrix."""
+    if isinstance(x, str):
+        return _formula_regression(x, truth, predicted, data, predicted_regressors, names, intercept, family, alpha,
+                                   design)
+    if data is not None:
+        raise InvalidArgumentError("data= is read with a formula (regression(\"y ~ a + b\", data=df, ...)); x is a "
+                                   "table of regressors")
+    if truth is None:
+        raise InvalidArgumentError("truth is missing: give the outcome of every text (the human code, None or NaN "
+                                   "where the text was not coded), or a formula with data=")
     alpha = check_alpha(alpha)
     design = stated_design(design, truth)
     if design is not None:
@@ -188,3 +205,32 @@ def regression(x: Any, truth: Any, predicted: Any = None, *, predicted_regressor
         classical = classical_glm(family, m[coded], y[coded], alpha)
     return Regression([Coefficient(t, p.estimate, p.se, p.lower, p.upper, c.estimate, c.se, c.lower, c.upper)
                        for t, p, c in zip(terms, ppi, classical)], lam, family, alpha, int(coded.sum()), len(m))
+
+
+def _formula_regression(text: str, truth: Any, predicted: Any, data: Any, predicted_regressors: Any,
+                        names: Optional[Sequence[str]], intercept: bool, family: str, alpha: float,
+                        design: Optional[CodingDesign]) -> Regression:
+    """regression() of a formula: its matrix, outcome and the model's columns, then the matrix's regression."""
+    check_formula_data(data)
+    if truth is not None:
+        raise InvalidArgumentError("with a formula the outcome is its left side: give no truth")
+    if names is not None or intercept is not True:
+        raise InvalidArgumentError("with a formula the names come from it and '- 1' drops the intercept: give neither "
+                                   "names nor intercept")
+    formula = parse_formula(text)
+    m, terms = formula_matrix(formula, data)
+    mf = None
+    if predicted_regressors is not None:
+        if not isinstance(predicted_regressors, dict):
+            raise InvalidArgumentError("with a formula, predicted_regressors is a dict: the regressor's column -> the "
+                                       "model's values (or the name of their column)")
+        used = {name for term in formula.terms for name, _ in term}
+        unknown = sorted(set(predicted_regressors) - used)
+        if unknown:
+            raise InvalidArgumentError(f"predicted_regressors names {unknown}, not among the formula's regressors "
+                                       f"{sorted(used)}")
+        mf, _ = formula_matrix(formula, data, {name: formula_values(data, values, f"predicted_regressors[{name!r}]")
+                                               for name, values in predicted_regressors.items()})
+    return regression(m, formula_outcome(formula, data),
+                      None if predicted is None else formula_values(data, predicted, "predicted"),
+                      predicted_regressors=mf, names=terms, intercept=False, family=family, alpha=alpha, design=design)

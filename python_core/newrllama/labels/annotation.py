@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .codebook import check_codebook
 from ..columns import column_values
 from ..errors import InvalidArgumentError
+from ..frames import is_data_frame
 from .provenance import Provenance
 
 
@@ -71,9 +72,14 @@ def suspect_labels(annotations: Sequence["Annotation"]) -> List[str]:
     return out
 
 
-def check_annotations(annotations: object, name: str) -> List[Annotation]:
+def check_annotations(annotations: object, name: str, refit: bool = False) -> List[Annotation]:
+    """A list of Annotation from a list, or from the table annotate() gave (annotation_frame.py; ``refit``: for a
+    calibration, which refuses a frame of calibrated probabilities)."""
+    if is_data_frame(annotations):
+        from .annotation_frame import annotations_of_frame  # it builds Annotations: imported here, not at the top
+        return list(annotations_of_frame(annotations, refit))
     if isinstance(annotations, (str, bytes)) or not isinstance(annotations, Sequence):
-        raise InvalidArgumentError(f"{name} must be a list of Annotation (from annotate())")
+        raise InvalidArgumentError(f"{name} must be a list of Annotation, or the data frame annotate() returned")
     out = list(annotations)
     for i, a in enumerate(out):
         if not isinstance(a, Annotation):

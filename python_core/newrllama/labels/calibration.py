@@ -39,6 +39,8 @@ import numpy as np
 
 from .agreement import missing
 from .annotation import check_annotations
+from .annotation_frame import like_given
+from .annotations import Annotations
 from ..columns import column_values
 from ..errors import AnnotationWarning, InvalidArgumentError
 from .order_bias import softmax
@@ -79,10 +81,11 @@ class Calibration:
         z = [self.scale * _log(order_free[label]) + self.offsets[label] for label in self.labels]
         return dict(zip(self.labels, softmax(z)))
 
-    def apply(self, annotations: Sequence[Any]) -> List[Any]:
-        """New annotations whose label and probs are calibrated (raw and order-free probabilities kept)."""
+    def apply(self, annotations: Sequence[Any]) -> Any:
+        """New annotations whose label and probs are calibrated (raw and order-free probabilities kept); given the
+        data frame annotate() returned, the frame with its labels' columns calibrated."""
         out = []
-        for a in check_annotations(annotations, "annotations"):
+        for a in check_annotations(annotations, "annotations", refit=True):
             if a.label is None:
                 out.append(a)
                 continue
@@ -97,7 +100,7 @@ class Calibration:
                                                "fit one on coded texts labelled this way")
             probs = self.probs(base)
             out.append(dataclasses.replace(a, label=max(probs, key=probs.get), probs=probs, order_free_probs=base))
-        return out
+        return like_given(annotations, Annotations(out))
 
     def to_dict(self) -> Dict[str, Any]:
         return {"format": CALIBRATION_FORMAT, "labels": list(self.labels), "scale": self.scale,
@@ -265,7 +268,7 @@ def calibrate(annotations: Sequence[Any], truth: Sequence[Any], *, penalty: Opti
     that agree with their codes better; "log-loss" (for probabilities, as prevalence() and regression() use them)
     where their probabilities are predicted better. ``balanced`` weighs every label alike. Texts whose annotation
     failed or whose truth is missing (None or NaN) are left out."""
-    annotations = check_annotations(annotations, "annotations")
+    annotations = check_annotations(annotations, "annotations", refit=True)
     truth = column_values(truth, "truth", "labels, one per annotation")
     if len(truth) != len(annotations):
         raise InvalidArgumentError(f"truth has {len(truth)} labels but there are {len(annotations)} annotations")

@@ -74,7 +74,8 @@ def test_a_series_of_texts_is_labelled_as_its_list_is(model):
     assert from_pandas == from_list and from_polars == from_list
     assert from_list[2].label is None and from_list[0].label in LABELS
     table = from_list.to_pandas()
-    assert set(table.columns) == {"label", "error", "order_flip", "tokens_cut", *(f"prob_{label}" for label in LABELS)}
+    assert set(table.columns) == {"label", "error", "order_flip", "calibrated", "provenance", "tokens_cut",
+                                  *(f"prob_{label}" for label in LABELS)}
     assert [x for x in table["label"] if not pd.isna(x)] == [a.label for a in from_list if a.label is not None]
     assert pd.isna(table["label"][2])
     assert table["prob_sports"].tolist()[0] == from_list[0].probs["sports"] and pd.isna(table["prob_sports"][2])
@@ -116,7 +117,9 @@ def test_results_become_tidy_tables_in_either_library():
     assert v.to_polars()["f1"].to_list() == [1.0, 1.0]
     by_question = newrllama.Annotations([{"topic": _annotation("a", 0.9), "tone": newrllama.Annotation(None, error="x")}])
     assert by_question.rows() == [{"topic_label": "a", "topic_prob_a": 0.9, "topic_prob_b": pytest.approx(0.1),
-                                   "topic_order_flip": None, "tone_label": None, "tone_order_flip": None, "tokens_cut": 0,
+                                   "topic_order_flip": None, "topic_calibrated": False, "topic_provenance": None,
+                                   "tone_label": None, "tone_order_flip": None, "tone_calibrated": False,
+                                   "tone_provenance": None, "tokens_cut": 0,
                                    "error": "x"}]
 
 
