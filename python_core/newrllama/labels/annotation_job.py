@@ -19,6 +19,7 @@ class AnnotationJob:
         self.texts, self.task = list(texts), task
         self.questions = task.questions
         self.digests = task.digests(self.texts)
+        self.settings_digests = [task.settings_digest()] * len(self.texts)
 
     def __len__(self) -> int:
         return len(self.texts)

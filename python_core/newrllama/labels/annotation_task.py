@@ -113,13 +113,22 @@ class AnnotationTask:
     def digests(self, texts: Sequence[Optional[str]]) -> List[str]:
         """What a recorded line of each text must match to be resumed: the text and everything that labels it, the
         prompt layout's version included (a file labelled under another layout is not resumed into this one)."""
+        label_set, settings = self._labelling()
+        return [digest(t, label_set, self.instruction, settings) for t in texts]
+
+    def settings_digest(self) -> str:
+        """Everything that labels a text but the text: what every line of one run's file shares."""
+        label_set, settings = self._labelling()
+        return digest(label_set, self.instruction, settings)
+
+    def _labelling(self) -> Tuple[Optional[Tuple[str, ...]], Dict[str, Any]]:
         label_set = self.books[None].labels if self.questions is None else None
         settings = {"definitions": self.definitions, "examples": self.examples, "codebook": self.codebook,
                     "debias": self.debias, "calibration": _calibration_dicts(self.calibration),
                     "examples_in": self.examples_in, "labels": self.labels, "layout": PROMPT_LAYOUT}
         if self.too_long != "error":  # files recorded before the rule existed resume under its default
             settings["too_long"] = self.too_long
-        return [digest(t, label_set, self.instruction, settings) for t in texts]
+        return label_set, settings
 
 
 def _calibration_dicts(calibration: Any) -> Any:

@@ -40,7 +40,8 @@ class Job(Protocol):
     """A recorded run's prompts (or texts) and what is done with them."""
 
     method: str           # the worker's method that runs a chunk ("generate_parallel", "annotate")
-    digests: List[str]    # per prompt: what a resumed line must match
+    digests: List[str]    # per prompt: what a resumed line must match (the prompt and its settings)
+    settings_digests: List[str]  # per prompt: its settings alone (a changed prompt runs again, changed settings not)
 
     def __len__(self) -> int: ...
 

@@ -2,9 +2,11 @@
 appended as results come, and read back when a killed run resumes.
 
 A run killed while writing can leave a torn last line; resuming cuts it off (that prompt
-runs again). Every line carries a digest of its prompt and settings and the SHA-256 of the
-model file that answered it: resuming with other prompts, settings or another model is
-refused, before anything runs, instead of mixing two runs in one file. A prompt whose line
+runs again). Every line carries a digest of its prompt and settings, one of its settings alone
+and the SHA-256 of the model file that answered it: a resume finds each prompt's line by the
+prompt itself (and its id, where the caller gave ids), wherever it stands in the input, and
+runs a changed prompt again; resuming with other settings or another model is refused, before
+anything runs, instead of mixing two runs in one file. A prompt whose line
 holds an error is run again when resuming with ``retry_errors=True``; its new line goes
 after the old one, and the last line of a prompt is its result. The file is locked while a
 run writes to it."""
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from ..errors import InvalidArgumentError
 from .jobs import Job, check_ids
@@ -32,21 +34,16 @@ class RecordsItself(Protocol):
     def as_record(self) -> dict: ...
 
 
-def record_key(record: Mapping[str, object]) -> Hashable:
-    """What identifies a prompt across runs: its id when the caller gave ids, else its index."""
-    return record["id"] if "id" in record else record["index"]
-
-
 def holds_error(record: Mapping[str, object]) -> bool:
     return record.get("error") is not None
 
 
 class ResultsFile:
-    """An open JSON Lines file of results written by ``model``. ``done`` maps the key of every
-    result already in the file (when resuming) to its record (the last one, for a prompt run again)."""
+    """An open JSON Lines file of results written by ``model``. ``done`` maps the position of every prompt whose
+    result is in the file already (when resuming) to its record (match_records())."""
 
-    def __init__(self, path: Union[str, os.PathLike], resume: bool, digests: Mapping[Hashable, str],
-                 model: ModelIdentity) -> None:
+    def __init__(self, path: Union[str, os.PathLike], resume: bool, ids: Optional[List[Hashable]],
+                 digests: Sequence[str], settings: Sequence[str], model: ModelIdentity) -> None:
         self.path = os.fspath(path)
         self.model = model
         exists = os.path.exists(self.path) and os.path.getsize(self.path) > 0
@@ -59,7 +56,8 @@ class ResultsFile:
             raise InvalidArgumentError(f"cannot open the output file {self.path}: {exc.strerror}") from None
         try:
             self._lock()
-            self.done: Dict[Hashable, dict] = self._read(digests) if exists else {}
+            self.done: Dict[int, dict] = (match_records(self.path, self._read(), ids, digests, settings)
+                                          if exists else {})
         except BaseException:
             self._file.close()
             raise
@@ -72,29 +70,21 @@ class ResultsFile:
         except BlockingIOError:
             raise InvalidArgumentError(f"{self.path} is being written by another run") from None
 
-    def _read(self, digests: Mapping[Hashable, str]) -> Dict[Hashable, dict]:
+    def _read(self) -> List[Tuple[int, dict]]:
+        """Every complete line's record, with its line number; a torn last line is cut off (that prompt runs
+        again)."""
         data = self._file.read()
         complete = data[: data.rfind(b"\n") + 1]
-        done: Dict[Hashable, dict] = {}
+        records = []
         for n, line in enumerate(complete.splitlines(), 1):
-            if not line.strip():
-                continue
-            record = self._parse(line, n)
-            self._check_model(record, n)
-            key = record_key(record)
-            if key not in digests:
-                raise InvalidArgumentError(f"{self.path} line {n} holds a result for {_describe(key)}, which is not "
-                                           "among the prompts of this run; use another file or resume=False")
-            if record.get("input_sha256") != digests[key]:
-                raise InvalidArgumentError(f"{self.path} line {n}: {_describe(key)} was run with another prompt or "
-                                           "other settings; use another file to run these")
-            if key in done and not holds_error(done[key]):  # only a failed prompt is run again
-                raise InvalidArgumentError(f"{self.path} holds {_describe(key)} twice (line {n})")
-            done[key] = record
-        if len(complete) < len(data):  # a torn last line: that prompt runs again
+            if line.strip():
+                record = self._parse(line, n)
+                self._check_model(record, n)
+                records.append((n, record))
+        if len(complete) < len(data):
             self._file.truncate(len(complete))
         self._file.seek(len(complete))
-        return done
+        return records
 
     def _check_model(self, record: dict, n: int) -> None:
         recorded = record.get("model_sha256")
@@ -132,12 +122,66 @@ class ResultsFile:
         self._file.close()  # also releases the lock
 
 
+def match_records(path: str, records: List[Tuple[int, dict]], ids: Optional[List[Hashable]], digests: Sequence[str],
+                  settings: Sequence[str]) -> Dict[int, dict]:
+    """Which position each line of the file answers, by the prompt itself: with ids, the line of the same id whose
+    prompt is the same (a changed text or prompt runs again); without, a line of the same prompt and settings,
+    wherever it stood (a reordered corpus resumes; identical prompts share their lines, one each). A line made with
+    other settings (instruction, labels, sampling parameters ...) is refused, so that one file never mixes two runs;
+    a line of a prompt no longer in the run is kept in the file and left unused. Of several lines of one prompt, a
+    result comes before an error, and the last result of an id wins. Lines written before the settings were
+    recorded on their own resume only where their position (or id) and prompt both match, as they did then."""
+    known_settings = set(settings)
+    key_of = {key: i for i, key in enumerate(ids)} if ids is not None else None
+    by_digest: Dict[str, List[int]] = {}
+    for i, d in enumerate(digests):
+        by_digest.setdefault(d, []).append(i)
+    done: Dict[int, dict] = {}
+    unkeyed: Dict[str, List[dict]] = {}
+    for n, record in records:
+        recorded_settings = record.get("settings_sha256")
+        if recorded_settings is None:
+            _match_by_position(path, n, record, key_of, digests, done)
+            continue
+        if recorded_settings not in known_settings:
+            raise InvalidArgumentError(f"{path} line {n} was run with other settings than this run's (instruction, "
+                                       "labels, definitions, debias or sampling parameters): use another file to run "
+                                       "these, or resume with the settings that wrote it")
+        if key_of is None:
+            unkeyed.setdefault(record.get("input_sha256"), []).append(record)
+            continue
+        i = key_of.get(record.get("id"))
+        if i is None or record.get("input_sha256") != digests[i]:
+            continue  # a prompt no longer in the run, or changed since: it runs again
+        if i in done and not holds_error(done[i]) and not holds_error(record):
+            raise InvalidArgumentError(f"{path} holds {_describe(ids[i])} twice (line {n})")
+        if i not in done or holds_error(done[i]):
+            done[i] = record
+    for d, lines in unkeyed.items():
+        ordered = [r for r in lines if not holds_error(r)] + [r for r in lines if holds_error(r)]
+        for i, record in zip(by_digest.get(d, []), ordered):
+            done.setdefault(i, record)
+    return done
+
+
+def _match_by_position(path: str, n: int, record: dict, key_of: Optional[Dict[Hashable, int]],
+                       digests: Sequence[str], done: Dict[int, dict]) -> None:
+    """A line of a file written before lines recorded their settings: its id, else its index, with the same prompt."""
+    key = record["id"] if "id" in record else record["index"]
+    i = key_of.get(key) if key_of is not None else (key if 0 <= key < len(digests) else None)
+    if i is None:
+        raise InvalidArgumentError(f"{path} line {n} holds a result for {_describe(key)}, which is not among the "
+                                   "prompts of this run; use another file or resume=False")
+    if record.get("input_sha256") != digests[i]:
+        raise InvalidArgumentError(f"{path} line {n}: {_describe(key)} was run with another prompt or other settings; "
+                                   "use another file to run these")
+    if i in done and not holds_error(done[i]):  # only a failed prompt is run again
+        raise InvalidArgumentError(f"{path} holds {_describe(key)} twice (line {n})")
+    done[i] = record
+
+
 def _describe(key: Hashable) -> str:
     return f"prompt {key}" if isinstance(key, int) else f"the prompt with id {key!r}"
-
-
-def keys_of(n: int, ids: Optional[List[Hashable]]) -> List[Hashable]:
-    return list(ids) if ids is not None else list(range(n))
 
 
 # Runs the prompts at the given indices of a job and returns their results in that order; calls
@@ -154,16 +198,14 @@ class RecordedRun:
                  determinism: Optional[RecordsItself] = None) -> None:
         self._job = job
         self._ids = check_ids(recording.ids, len(job))
-        keys = keys_of(len(job), self._ids)
         self._determinism = determinism
-        self._out = (ResultsFile(recording.output, recording.resume, dict(zip(keys, job.digests)), model())
-                     if recording.writes else None)
+        self._out = (ResultsFile(recording.output, recording.resume, self._ids, job.digests, job.settings_digests,
+                                 model()) if recording.writes else None)
         self._results: List[Any] = [None] * len(job)
         if self._out is not None:
             try:
-                for i, key in enumerate(keys):
-                    line = self._out.done.get(key)
-                    if line is not None and not (recording.retry_errors and holds_error(line)):
+                for i, line in self._out.done.items():
+                    if not (recording.retry_errors and holds_error(line)):
                         self._results[i] = job.from_record(line)
             except BaseException:
                 self._out.close()
@@ -204,6 +246,7 @@ def _record(index: int, ids: Optional[Sequence[Hashable]], job: Job, result: Any
         record["id"] = ids[index]
     record.update(job.record(result))
     record["input_sha256"] = job.digests[index]
+    record["settings_sha256"] = job.settings_digests[index]
     record["model_sha256"] = model.sha256
     if determinism is not None:
         record["determinism"] = determinism.as_record()

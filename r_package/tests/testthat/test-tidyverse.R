@@ -105,6 +105,20 @@ test_that("grouped calls without a context load the model once, and a text's lab
                     class = "newrllama_group_dependent_labels")
 })
 
+test_that("a resume finds each row's labels by its text after the rows are read back in another order", {
+  out <- tempfile(fileext = ".jsonl")
+  on.exit(unlink(out))
+  first <- llm_annotate(news, text, labels, instruction, context = ctx, output = out, progress = FALSE)
+  steps <- engine_stats(ctx)$n_steps
+  shuffled <- news[c(4, 1, 5, 3, 2), ]
+  again <- llm_annotate(shuffled, text, labels, instruction, context = ctx, output = out, resume = TRUE,
+                        progress = FALSE)
+  expect_equal(engine_stats(ctx)$n_steps, steps) # nothing ran again
+  expect_equal(again$.label, first$.label[c(4, 1, 5, 3, 2)])
+  expect_equal(again$.probs, first$.probs[c(4, 1, 5, 3, 2)])
+  expect_length(readLines(out), nrow(news))
+})
+
 test_that("llm_annotate() on a context writes its labels and resumes only the missing texts", {
   out <- tempfile(fileext = ".jsonl")
   on.exit(unlink(out))

@@ -110,6 +110,31 @@ def test_annotate_writes_labels_and_resumes_only_what_is_missing(model, tmp_path
                            output=out, resume=True)
 
 
+def test_a_resume_finds_each_text_s_labels_by_the_text_after_the_rows_are_reordered_or_a_text_changes(model, tmp_path):
+    """The corpus read back in another order resumes with each label on its own text and nothing run again; with
+    ids, a text edited since is labelled again and the others are not."""
+    out, by_id = tmp_path / "labels.jsonl", tmp_path / "by_id.jsonl"
+    ids = [f"s{i}" for i in range(len(STORIES))]
+    order = [6, 2, 0, 5, 4, 1, 3]
+    with newrllama.Context(model, n_ctx=2048, n_seq_max=4, n_threads=2) as ctx:
+        first = newrllama.annotate(STORIES, LABELS, "Give the topic.", context=ctx, output=out)
+        newrllama.annotate(STORIES, LABELS, "Give the topic.", context=ctx, output=by_id, ids=ids)
+        steps = ctx.engine_stats().n_steps
+        shuffled = newrllama.annotate([STORIES[i] for i in order], LABELS, "Give the topic.", context=ctx,
+                                      output=out, resume=True)
+        assert ctx.engine_stats().n_steps == steps, "nothing ran again"
+        assert [a for a in shuffled] == [first[i] for i in order]
+        edited = list(STORIES)
+        edited[1] = "Chevron agreed to buy Gulf Oil for 13 billion dollars."
+        again = newrllama.annotate([edited[i] for i in order], LABELS, "Give the topic.", context=ctx,
+                                   output=by_id, ids=[ids[i] for i in order], resume=True)
+        assert ctx.engine_stats().n_steps > steps, "the edited text ran"
+        fresh = newrllama.annotate([edited[1]], LABELS, "Give the topic.", context=ctx)
+    assert [again[order.index(i)] for i in (0, 2, 3)] == [first[i] for i in (0, 2, 3)]
+    assert again[order.index(1)] == fresh[0]
+    assert len(lines_of(out)) == len(STORIES) and len(lines_of(by_id)) == len(STORIES) + 1
+
+
 def test_a_codebook_and_a_whole_call_debias_method_are_recorded_and_resumed(model, tmp_path):
     codebook = {"topic": LABELS, "tone": ["good news", "bad news"]}
     out = tmp_path / "book.jsonl"

@@ -26,6 +26,7 @@ class GenerationJob:
         fields = {id(p): _params_fields(p) for p in self.params}
         self.digests = [digest(c.decode("utf-8", "surrogateescape") if isinstance(c, bytes) else c, fields[id(p)])
                         for c, p in zip(checked, self.params)]
+        self.settings_digests = [digest(fields[id(p)]) for p in self.params]
 
     def __len__(self) -> int:
         return len(self.prompts)
