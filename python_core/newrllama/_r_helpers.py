@@ -17,6 +17,7 @@ from newrllama import (Calibration, Model, Recording, SamplingParams, agreement,
                        read_codings, recommended_models, validate, weighted_kappa)
 from newrllama.models import catalog
 from newrllama.findings.ppi import Interval
+from newrllama.findings.regression import Coefficient, Regression
 from newrllama.findings.robustness import DEFAULT_DEBIAS, Robustness, VariantEstimate, judge, variants
 from newrllama.labels.annotate import label_in_cascade, label_texts, split_message
 from newrllama.labels.cascade import check_cascade
@@ -249,8 +250,8 @@ _R_COLUMNS = {"estimand": "estimand", "term": "term", "label": "label", "group":
               "estimate": "estimate", "se": "std.error", "lower": "conf.low", "upper": "conf.high", "lam": "lambda",
               "naive": "naive", "naive_lower": "naive.low", "naive_upper": "naive.high", "classical": "classical",
               "classical_se": "classical.std.error", "classical_lower": "classical.conf.low",
-              "classical_upper": "classical.conf.high", "n_coded": "n_coded", "n_unclear": "n_unclear",
-              "n_texts": "n"}
+              "classical_upper": "classical.conf.high", "family": "family", "n_coded": "n_coded",
+              "n_unclear": "n_unclear", "n_texts": "n"}
 
 
 def _r_columns(rows):
@@ -306,7 +307,8 @@ def mean_score(parts, truth, scores, **options):
 def regression(x, names, truth, predicted, predicted_regressors, family, alpha, design):
     result = newrllama.regression(x, truth, predicted, predicted_regressors=predicted_regressors, names=names,
                                   intercept=False, family=family, alpha=alpha, design=design)
-    rows = [{**row, "lam": result.lam, "n_coded": result.n_coded, "n_texts": result.n_texts} for row in result.rows()]
+    rows = [{**row, "lam": result.lam, "family": result.family, "n_coded": result.n_coded, "n_texts": result.n_texts}
+            for row in result.rows()]
     return _r_columns(rows)
 
 
@@ -316,11 +318,22 @@ def plan_coding(parts, truth, target_width, **options):
     return {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
 
 
-def methods_text(parts, truth, robustness_rows=None, **options):
+def methods_text(parts, truth, robustness_rows=None, regression_rows=None, **options):
     """The paragraph, and the CodingSampleWarnings it gave, which R raises as its own."""
     checked = None if robustness_rows is None else _robustness_of_rows(robustness_rows)
+    fit = None if regression_rows is None else _regression_of_rows(regression_rows, options.get("alpha", 0.05))
     return _saying(newrllama.CodingSampleWarning,
-                   lambda: newrllama.methods_text(annotations_of(parts), truth, robustness=checked, **options))
+                   lambda: newrllama.methods_text(annotations_of(parts), truth, robustness=checked, regression=fit,
+                                                  **options))
+
+
+def _regression_of_rows(rows, alpha):
+    """R's regression tibble (its columns) back as a Regression."""
+    names = {f.name: _R_COLUMNS[f.name] for f in dataclasses.fields(Coefficient)}
+    coefficients = [Coefficient(*(rows[names[f.name]][i] for f in dataclasses.fields(Coefficient)))
+                    for i in range(len(rows["term"]))]
+    return Regression(coefficients, rows["lambda"][0], rows["family"][0], alpha, int(rows["n_coded"][0]),
+                      int(rows["n"][0]))
 
 
 def read_coding_sheet(path, ids, labels):

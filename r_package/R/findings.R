@@ -412,7 +412,14 @@ sheet_ids <- function(x) {
 #'   the adjudicated codes.
 #' @param robustness A result of [robustness()]: the paragraph says what was
 #'   varied and whether the finding held.
-#' @return A string.
+#' @param by Optional groups (a column of `x` or a vector, as [prevalence()]
+#'   takes them): each group's shares and each group's difference from the
+#'   first.
+#' @param regression A result of [regression()]: its coefficients with their
+#'   intervals, said to be of the process the texts come from (the shares are
+#'   of these texts, with the default design).
+#' @return A string. With `truth` it also gives the model's agreement with the
+#'   coders on the coded texts (accuracy and Cohen's kappa).
 #' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
 #' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' texts <- c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.", "Chevron bought Gulf.")
@@ -420,15 +427,21 @@ sheet_ids <- function(x) {
 #' cat(methods_text(x, c("acquisition", "crude oil", NA)))
 #' @export
 methods_text <- function(x, truth = NULL, calibration = NULL, alpha = 0.05, design = NULL, coding = NULL,
-                         label = ".label", robustness = NULL) {
+                         label = ".label", robustness = NULL, by = NULL, regression = NULL) {
   parts <- annotation_parts(x, label)
   truth <- column_or_values(x, substitute(truth), parent.frame(), "truth")
   if (!is.null(truth)) truth <- na_to_none(as.character(check_labels(truth, "truth")))
+  by <- column_or_values(x, substitute(by), parent.frame(), "by")
+  if (!is.null(by)) by <- na_to_none(check_labels(by, "by"))
+  if (!is.null(regression) && !inherits(regression, "newrllama_regression")) {
+    abort_invalid(sprintf("`regression` must be a result of regression(), not %s", describe(regression)))
+  }
   cal <- if (is.null(calibration)) NULL else check_calibration(calibration)$py
   alpha <- check_number(alpha, "alpha")
-  out <- with_python(python_helpers()$methods_text(parts, truth, python_robustness_rows(robustness), calibration = cal,
-                                                   alpha = alpha, design = python_design(design),
-                                                   coding = python_adjudication(coding)))
+  out <- with_python(python_helpers()$methods_text(parts, truth, python_robustness_rows(robustness),
+                                                   if (is.null(regression)) NULL else lapply(regression, as.list),
+                                                   calibration = cal, alpha = alpha, design = python_design(design),
+                                                   coding = python_adjudication(coding), by = by))
   for (message in unlist(out[[2]])) warn_unlike_random(message)
   out[[1]]
 }

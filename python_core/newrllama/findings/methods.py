@@ -14,6 +14,8 @@ from .coders import Adjudication
 from .design import CodingDesign, ordered_keys, stated_design
 from .robustness import Robustness
 from .prevalence import prevalence
+from .regression import Regression
+from ..labels.validation import validate
 from .sample_check import warn_if_unlike_random
 
 DEBIAS_SENTENCES = {
@@ -98,9 +100,44 @@ def _failed_sentence(errors: List[str], n_labelled: int) -> str:
             "labelled texts, not of all the texts.")
 
 
+def _agreement_sentence(annotations: Sequence[Any], truth: Sequence[Any]) -> str:
+    """The model's labels against the human codes on the coded texts (a failed text counts as wrong)."""
+    check = validate([a.label for a in annotations], truth)
+    low, high = check.kappa_ci
+    return (f"On the {check.n} coded texts the model's labels matched the human codes for {100 * check.accuracy:.1f}% "
+            f"(Cohen's kappa {check.kappa:.2f}, bootstrap 95% interval [{low:.2f}, {high:.2f}]).")
+
+
+def _group_sentences(result: Any, level: int) -> List[str]:
+    """Each group's shares, and each group's difference from the reference group."""
+    groups = ordered_keys([s.group for s in result.shares])
+    out = ["By group: " + "; ".join(
+        f"{g}: " + ", ".join(f"{s.label} {s.estimate:.3f} [{s.lower:.3f}, {s.upper:.3f}]"
+                             for s in result.shares if s.group == g) for g in groups) + "."]
+    if result.differences:
+        ref = result.differences[0].reference
+        out.append(f"Differences from group {ref} ({level}% intervals): " + "; ".join(
+            f"{d.group}, {d.label} {d.estimate:+.3f} [{d.lower:+.3f}, {d.upper:+.3f}]" for d in result.differences)
+            + ".")
+    return out
+
+
+def _regression_sentence(fit: Regression, shares_of_these_texts: bool) -> str:
+    kind = "A least-squares" if fit.family == "gaussian" else "A logistic"
+    level = round(100 * (1 - fit.alpha))
+    terms = "; ".join(f"{c.term} {c.estimate:.3f} [{c.lower:.3f}, {c.upper:.3f}]" for c in fit.coefficients)
+    estimand = (" Unlike the shares, which are of these texts, the coefficients are of the process the texts come "
+                "from (no finite-population correction)." if shares_of_these_texts else
+                " The coefficients are of the process the texts come from (no finite-population correction).")
+    return (f"{kind} regression was estimated by PPI++ from the model's predictions on all {fit.n_texts} texts and "
+            f"the {fit.n_coded} coded ones (weight of the predictions {fit.lam:.2f}), with {level}% intervals: "
+            f"{terms}.{estimand}")
+
+
 def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = None, calibration: Any = None,
                  alpha: float = 0.05, design: Optional[CodingDesign] = None,
-                 coding: Optional[Adjudication] = None, robustness: Optional[Robustness] = None) -> str:
+                 coding: Optional[Adjudication] = None, robustness: Optional[Robustness] = None,
+                 by: Optional[Sequence[Hashable]] = None, regression: Optional[Regression] = None) -> str:
     """A paragraph for a methods section: the model (file and SHA-256), the prompt, the debias method, the
     determinism held, how often labels changed with the listing order, the calibration and its cross-validated
     figures, and with ``truth`` (human codes, None where not coded) how the coded sample was drawn (``design``, as
@@ -110,10 +147,20 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
     says were chosen some other way). ``coding``: the
     Adjudication of several coders' codes (Codings.adjudicate()), whose coders, agreement and rule it reports;
     ``truth`` is then its truth unless given. ``robustness``: a Robustness (robustness()), whose variants and
-    verdict it reports. ``annotations`` from annotate() (calibrated or not)."""
+    verdict it reports. ``annotations`` from annotate() (calibrated or not), or the data frame it returned.
+
+    For the whole study: with ``truth``, the model's agreement with the coders on the coded texts (accuracy and
+    Cohen's kappa); ``by`` (a group per text, as prevalence() takes it): each group's shares and each group's
+    difference from the first; ``regression`` (regression()'s result): its coefficients with their intervals. Each
+    figure says what it is of: the shares of these texts (or of the process, for a design without the
+    finite-population correction), the coefficients of the process."""
     if robustness is not None and not isinstance(robustness, Robustness):
         raise InvalidArgumentError(f"robustness must be a Robustness (robustness()), got {type(robustness).__name__}")
+    if regression is not None and not isinstance(regression, Regression):
+        raise InvalidArgumentError(f"regression must be regression()'s result, got {type(regression).__name__}")
     closing = [] if robustness is None else [robustness.sentence()]
+    if regression is not None:
+        closing = [_regression_sentence(regression, False)] + closing
     annotations = check_annotations(annotations, "annotations")
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
@@ -170,11 +217,19 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         with warnings.catch_warnings():  # the paragraph states the texts left out
             warnings.simplefilter("ignore", FailedTextsWarning)
             result = prevalence(annotations, truth, alpha=alpha, design=design)
+            grouped = prevalence(annotations, truth, by=by, alpha=alpha, design=design) if by is not None else None
         first = result.shares[0]
         level = round(100 * (1 - alpha))
         shares = "; ".join(f"{s.label} {s.estimate:.3f} [{s.lower:.3f}, {s.upper:.3f}]" for s in result.shares)
         out.append(design.sentence(first.n_coded, first.n_texts, _strata_sizes(annotations, truth, design)))
+        out.append(_agreement_sentence(annotations, truth))
         out.append("Each label's share was estimated by prediction-powered inference with power tuning (PPI++; "
                    "Angelopoulos, Duchi and Zrnic 2023) from the model's probabilities on every text and the human "
                    f"codes, with {level}% normal intervals: {shares}.")
+        if grouped is not None:
+            out += _group_sentences(grouped, level)
+        if regression is not None:
+            closing[0] = _regression_sentence(regression, design.finite)
+    elif by is not None:
+        raise InvalidArgumentError("by= groups the shares, which need truth (the human codes)")
     return " ".join(out + closing)

@@ -85,9 +85,9 @@ def as_annotations(annotations: Any, refit: bool = False) -> Any:
 
 def like_given(given: Any, result: Annotations) -> Any:
     """``result`` in the shape ``given`` came in: a data frame has its annotation columns replaced by the result's
-    (the caller's other columns kept, row for row); a list stays a list."""
+    (the caller's other columns kept, row for row); a list stays a plain list."""
     if not is_data_frame(given):
-        return result
+        return list(result)
     prefix = frame_prefix(given)
     if not prefix:
         return result.to_pandas() if hasattr(given, "assign") else result.to_polars()

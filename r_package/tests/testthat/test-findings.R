@@ -396,3 +396,19 @@ test_that("texts without a label are left out of an estimate with a classed warn
                  class = "newrllama_failed_texts")
   expect_match(methods_text(short, coded), "The other 3 \\(3 text too long for a sequence\\) are in none of the estimates")
 })
+
+test_that("methods_text() reports the whole study: agreement with the coders, groups and the regression", {
+  d <- data.frame(wire = group, crude = ifelse(is.na(coded), NA, as.numeric(coded == "crude oil")),
+                  p_crude = probs[, "crude oil"])
+  fit <- regression(crude ~ wire, d, p_crude)
+  text <- methods_text(x, coded, by = group, regression = fit)
+  expect_match(text, "On the 80 coded texts the model's labels matched the human codes for")
+  shares <- prevalence(x, coded, by = group)
+  paper <- shares[shares$estimand == "share" & shares$group %in% "paper" & shares$label == "earnings", ]
+  expect_match(text, sprintf("paper: acquisition [0-9.]+ \\[[0-9., ]+\\], crude oil [0-9.]+ \\[[0-9., ]+\\], earnings %.3f",
+                             paper$estimate))
+  expect_match(text, "Differences from group paper")
+  expect_match(text, sprintf("wirewire %.3f \\[%.3f, %.3f\\]", fit$estimate[2], fit$conf.low[2], fit$conf.high[2]))
+  expect_match(text, "Unlike the shares, which are of these texts, the coefficients are of the process")
+  expect_error(methods_text(x, coded, regression = shares), "must be a result of regression", class = "newrllama_invalid_argument")
+})
