@@ -429,6 +429,19 @@ def cascade(r: dict) -> List[str]:
                  rows)
 
 
+def corpus_time(r: dict) -> List[str]:
+    n = r["corpus_size"]
+    return table(f"`{r['model']}` labelling with annotate()'s defaults (no context given: one sized for the texts; "
+                 f"{len(r['labels'])} labels), {r['machine']['cpu']}, 2 threads: text tokens, seconds, plan_annotation()'s "
+                 f"estimate from a sample of {r['plan_sample']} texts, and the hours {n:,} such texts take at the "
+                 "measured rate:", ["texts", "n", "tokens: mean", "largest", "failed", "seconds", "per text",
+                                    "per 1,000 tokens", "plan's estimate", f"hours for {n:,}"],
+                 [[name, str(c["texts"]), f"{c['mean_tokens']:.0f}", str(c["max_tokens"]), str(c["failed"]),
+                   f"{c['seconds']:.0f}", f"{c['seconds_per_text']:.2f}", f"{c['seconds_per_1000_tokens']:.2f}",
+                   f"{c['plan_seconds']:.0f}" if c["plan_seconds"] is not None else "", f"{c[f'hours_for_{n}']:.1f}"]
+                  for name, c in r["corpora"].items()])
+
+
 def choice_rounding(r: dict) -> List[str]:
     shapes = [str(n) for n in r["shapes"]]
     return table(f"Log-probability of a label's first token when the prompt's step held other rows, {r['machine']['cpu']} "
@@ -525,7 +538,7 @@ REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
     "attention": attention, "unified-kv": unified_kv, "amx": amx, "limits": limits, "picked-codes": picked_codes,
-    "cascade": cascade}
+    "cascade": cascade, "corpus-time": corpus_time}
 
 # The benchmarks page's sections, in reading order: what each kind of results file measures (no figures here:
 # those come from the files).
@@ -555,6 +568,8 @@ SECTIONS = {
                     "(`bench/bench_short_texts.py`)."),
     "calibration": ("Calibration on sets never tuned on", "Calibration on a few coded texts of sets it was never tuned "
                     "on, with each order cure (`bench/bench_calibration.py`)."),
+    "corpus-time": ("How long a corpus takes", "A corpus labelled as a researcher labels it, with plan_annotation()'s "
+                    "estimate beside the time it took (`bench/bench_corpus_time.py`)."),
     "cascade": ("The cascade", "A small model's labels, with a larger model's for the texts the small one is least "
                 "sure of, against each model alone (`bench/bench_cascade.py`)."),
     "question-layout": ("Where the definitions go", "Label definitions in the instruction or beside the labels "
