@@ -37,7 +37,8 @@
 #'   baseline first): `name`, `changed`, `estimate`, `conf.low`, `conf.high`,
 #'   `within_baseline`, `same_sign`, `same_significance`, `finding`, `null`.
 #'   `glance()` gives the verdict; `autoplot()` draws the intervals.
-#' @examplesIf newrllama::newrllama_available()
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
 #' d <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.",
 #'                          "Chevron bought Gulf.", "Oil prices fell again."),
 #'                 truth = c("acquisition", "crude oil", NA, NA))

@@ -18,8 +18,8 @@
 #'   `llm_session()` gives it (`NULL` when none is set); `llm_use_none()` drops
 #'   it and returns `NULL` invisibly.
 #' @seealso [context_create()] for the settings.
-#' @examplesIf newrllama::newrllama_available()
-#' llm_use(n_ctx = 2048L, n_seq_max = 4L)
+#' @examplesIf newrllama::newrllama_available() && newrllama::recommended_models()$cached[[1]]
+#' llm_use("qwen2.5-coder-1.5b-instruct", n_ctx = 2048L, n_seq_max = 4L)
 #' llm_vec_annotate("OPEC cut its crude output.", c("acquisition", "crude oil"))
 #' llm_use_none()
 #' @export
