@@ -377,6 +377,12 @@ label_texts.default <- function(context, x, task, progress, recording, call, ...
 }
 
 #' @export
+label_texts.newrllama_model <- function(context, x, task, progress, recording, call, ..., cascade = NULL) {
+  python_annotate(NULL, x, task, progress, recording, call,
+                  c(python_args(list(...), call = call), list(cascade = cascade)), model = context$py)
+}
+
+#' @export
 label_texts.newrllama_cluster <- function(context, x, task, progress, recording, call, ..., cascade = NULL) {
   check_dots_empty(..., call = call)
   check_cluster(context, "context", call = call)

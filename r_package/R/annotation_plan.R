@@ -47,13 +47,16 @@ plan_annotation <- function(.data, col, labels = NULL, instruction = "", context
   task <- task_of_call(labels, instruction, mget(annotation_task_options), sys.call())
   sample <- check_count(sample, "sample")
   context <- session_runner(context)
+  model <- if (inherits(context, "newrllama_model")) context else NULL
+  if (!is.null(model)) context <- NULL
   if (!is.null(context)) check_context(context)
   if (!is.null(cascade) && !inherits(cascade, "newrllama_cascade")) {
     abort_invalid(sprintf("`cascade` must come from cascade(), not %s", describe(cascade)))
   }
   plan <- with_python(do.call(python_helpers()$plan_annotation,
                               c(list(na_to_none(x), task$py, if (is.null(context)) NULL else context$py,
-                                     if (is.null(context)) embedded_model(), sample),
+                                     if (!is.null(model)) model$py else if (is.null(context)) embedded_model(),
+                                     sample),
                                 python_args(list(...)), list(cascade = cascade$py))))
   for (message in unlist(plan$base_model)) warn_base_model(message)
   number <- function(v) if (is.null(v)) NA_real_ else as.numeric(v)

@@ -125,6 +125,7 @@ llm_generate <- function(.data, col, context = NULL, ..., pred_name = ".text") {
   if (is.null(context)) {
     abort_invalid("`context` is NULL and no session model is set: give a context, or set one with llm_use()")
   }
+  if (inherits(context, "newrllama_model")) context <- session_generation_context(context)
   defaults <- lapply(formals(generate_parallel)[allowed], eval)
   frame <- list2env(utils::modifyList(defaults, settings, keep.null = TRUE))
   if (is.list(column)) {

@@ -246,6 +246,23 @@ test_that("llm_use() sets the model every verb given no context runs on", {
   expect_error(llm_use(model, n_ctx = "big"), class = "newrllama_invalid_argument")
 })
 
+test_that("llm_use() given a model alone sizes a context for each call's texts, so no text fails for its length", {
+  on.exit(llm_use_none())
+  long <- paste(rep("The striker scored twice and the team won the cup final after extra time.", 60), collapse = " ")
+  d <- data.frame(text = c(long, "Shares of the bank fell."))
+  fixed <- llm_use(model, n_ctx = 512L, n_seq_max = 2L, n_threads = 1L, .silent = TRUE)
+  expect_warning(cut <- llm_annotate(d, text, labels, progress = FALSE), class = "newrllama_failed_prompts")
+  expect_true(is.na(cut$.label[1]))  # 256 cells a sequence: the long text does not fit
+  expect_message(session <- llm_use(model), "with a context sized for each call")
+  expect_identical(session, model)
+  sized <- llm_annotate(d, text, labels, progress = FALSE)
+  expect_true(all(sized$.label %in% labels))
+  plan <- plan_annotation(d, text, labels, sample = 0L)
+  expect_true(plan$n_ctx / plan$n_seq_max >= max(plan$texts$prompt_tokens))
+  generated <- llm_generate(data.frame(p = "The capital of France is"), p, max_tokens = 2L)
+  expect_equal(generated$.finish_reason, "length")
+})
+
 test_that("the verbs take every option of the options' table, with its R default", {
   # The table is Python's (labels/annotation_options.py); scripts/write_annotation_options.py writes these formals.
   table <- newrllama:::python_helpers()$annotation_options()
