@@ -8,7 +8,9 @@
 #' data with its interval; the result says whether the estimate stays within
 #' the baseline's interval, and whether its sign and its significance against
 #' `null` hold. [methods_text()] reports it with `robustness =`. Python decides
-#' the variants and the verdict (`newrllama.robustness`).
+#' the variants and the verdict (`newrllama.robustness`). Each variant labels
+#' every text again: it costs as much as the first labelling, so on a large
+#' corpus plan its time with [plan_annotation()].
 #'
 #' @param .data A data frame with a column of texts.
 #' @param col The column of texts: a bare name, a string, or a variable

@@ -160,7 +160,8 @@ def robustness(texts: Sequence[Optional[str]], labels: Any, instruction: Union[s
     ``lambda a: prevalence(a, truth).share("crude oil")`` or a ShareDifference or Coefficient; ``name`` names it
     in the sentence; ``null``: the value its sign and significance are judged against (None: not judged).
     ``context`` / ``model`` and ``annotate_kwargs`` go to every annotate() call (the model variants get ``model``
-    replaced and no context)."""
+    replaced and no context). Each variant labels every text again, at the cost of the first labelling: on a
+    large corpus, plan its time with plan_annotation()."""
     if not callable(finding):
         raise InvalidArgumentError("finding must be a function of the annotations that returns an estimate with its "
                                    "interval, e.g. lambda a: prevalence(a, truth).share('crude oil')")

@@ -69,15 +69,16 @@ shares[, c("estimand", "label", "group", "estimate", "conf.low", "conf.high", "n
 ## ----regression---------------------------------------------------------------
 d <- data.frame(log_length = log(full_length), oil = human == "crude oil",
                 p_oil = vapply(all$.probs, `[[`, 1, "crude oil"))
-regression(log_length ~ oil, d, predicted_regressors = c(oil = "p_oil"))
+fit <- regression(log_length ~ oil, d, predicted_regressors = c(oil = "p_oil"), design = design)
+fit
 
 ## ----plan---------------------------------------------------------------------
-plan <- plan_coding(all, human, target_width = 0.45)
+plan <- plan_coding(all, human, target_width = 0.45, strata = size)
 plan[c("n_more", "reachable", "widths", "expected_widths", "texts")]
 
 ## ----robustness---------------------------------------------------------------
 crude_share <- function(d) {
-  s <- prevalence(d, human)
+  s <- prevalence(d, human, design = design)
   s[s$label == "crude oil", ]
 }
 checked <- robustness(all, text, codebook,
@@ -89,7 +90,8 @@ checked
 ## ----methods------------------------------------------------------------------
 cal <- calibrate_labels(all, human, folds = 3)
 cal
-cat(strwrap(methods_text(all, human, design = design, coding = adjudicated, robustness = checked)), sep = "\n")
+cat(strwrap(methods_text(all, human, design = design, coding = adjudicated, robustness = checked, by = size,
+                         regression = fit)), sep = "\n")
 
 ## ----cluster, eval = ready && reticulate::py_module_available("ray")----------
 cl <- cluster_create(workers = 2, model = model$path, threads_per_worker = 1, n_seq_max = 8, n_ctx = 8192)
