@@ -13,6 +13,7 @@ from .labels.annotations import Annotations
 from .labels.annotation_plan import AnnotationPlan, plan_annotation
 from .labels.annotation_task import AnnotationTask
 from .labels.cascade import Cascade
+from .labels.cascade_choice import CascadeChoice, choose_cascade_share
 from .labels.calibration import Calibration, calibrate
 from .cluster import Cluster, ClusterStats
 from .engine.calls.context import Context
@@ -37,12 +38,12 @@ from .engine.calls.stream import TextStream
 from .version import __version__
 
 __all__ = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "CascadeChoice", "ClosedError", "Cluster", "CodingSampleWarning", "DeterminismWarning",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "Coefficient", "Completion", "Context", "ContextError", "Device",
     "EngineStats", "FailedTextsWarning", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression", "ReliabilityBin", "Robustness",
     "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo", "TemplateError", "TextStream", "TokenizeError",
-    "Validation", "agreement", "annotate", "calibrate", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident",
+    "Validation", "agreement", "annotate", "calibrate", "choose_cascade_share", "cross_fit", "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident",
     "mean_score", "methods_text", "plan_annotation", "plan_coding", "prevalence", "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate",
     "weighted_kappa", "write_coding_sheet",
 ]

@@ -141,6 +141,13 @@ def cascade(model, share, threshold):
     return newrllama.Cascade(model, share=share, threshold=threshold)
 
 
+def choose_cascade_share(parts, truth, second_parts, shares, tolerance):
+    """The choice's table as R's columns."""
+    rows = newrllama.choose_cascade_share(annotations_of(parts), truth, annotations_of(second_parts), shares=shares,
+                                          tolerance=tolerance).rows()
+    return {key: [row[key] for row in rows] for key in ("share", "kappa", "chosen")}
+
+
 def plan_annotation(texts, task, context, model, sample, **settings):
     """plan_annotation()'s plan as plain values (positions from 0), with its summary and the base-model warning's
     message, which R raises as its own."""

@@ -35,3 +35,46 @@ print.newrllama_cascade <- function(x, ...) {
   cat("<newrllama_cascade> a second model labels ", x$rule, "\n", sep = "")
   invisible(x)
 }
+
+#' Choose a cascade's share from a coded sample
+#'
+#' Tries each share of least-sure texts a [cascade()] could send on, with the
+#' second model's labels for the coded texts among them and the first
+#' model's for the rest, and gives each share's Cohen's kappa against the
+#' human codes; the smallest share within `tolerance` of the best is chosen.
+#' The second model labels only the coded texts for the choice. The choice
+#' reads the codes, so estimates from the same codes depend on it a little:
+#' choose on a pilot sample and estimate from another, or report the choice.
+#'
+#' @param x A data frame from [llm_annotate()] with the first model's labels of
+#'   every text.
+#' @param truth The human codes (a column of `x` or a vector), `NA` where a
+#'   text was not coded.
+#' @param second A data frame from [llm_annotate()] with the second model's
+#'   labels of the coded texts, in their order.
+#' @param shares The shares to try, in (0, 1] (1: the second model alone).
+#' @param tolerance How far below the best kappa the chosen share may be.
+#' @param label The column of labels in `x` and `second`.
+#' @return A tibble, one row per share: `share`, `kappa`, `chosen`;
+#'   `cascade(model, share = out$share[out$chosen])` labels with it.
+#' @seealso [cascade()].
+#' @examplesIf newrllama::newrllama_available() && all(newrllama::recommended_models()$cached)
+#' texts <- data.frame(text = c("Texaco agreed to buy Getty Oil.", "OPEC cut its crude output.",
+#'                              "Chevron bought Gulf.", "Oil prices fell again."),
+#'                     code = c("acquisition", "crude oil", "acquisition", NA))
+#' llm_use("qwen2.5-coder-0.5b-instruct", .silent = TRUE)
+#' small <- llm_annotate(texts, text, c("acquisition", "crude oil"), progress = FALSE)
+#' llm_use("qwen2.5-coder-1.5b-instruct", .silent = TRUE)
+#' large <- llm_annotate(texts[!is.na(texts$code), ], text, c("acquisition", "crude oil"), progress = FALSE)
+#' choose_cascade_share(small, code, large)
+#' @export
+choose_cascade_share <- function(x, truth, second, shares = c(0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1),
+                                 tolerance = 0.01, label = ".label") {
+  parts <- annotation_parts(x, label)
+  truth <- check_labels(column_or_values(x, substitute(truth), parent.frame(), "truth"), "truth")
+  second_parts <- annotation_parts(second, label, "second")
+  tolerance <- check_number(tolerance, "tolerance")
+  rows <- with_python(python_helpers()$choose_cascade_share(parts, na_to_none(as.character(truth)), second_parts,
+                                                           as.list(as.numeric(shares)), tolerance))
+  tibble::tibble(share = unlist(rows$share), kappa = unlist(rows$kappa), chosen = unlist(rows$chosen))
+}

@@ -10,12 +10,12 @@ LAYERS = {"base": 0, "models": 1, "runs": 2, "engine": 3, "labels": 4, "findings
 BASE_MODULES = {"errors", "_lib", "_capi", "version", "columns", "frames"}  # below every layer: the caller's data in and out
 TOP_LEVEL_DOORS = {"__init__", "__main__", "_r_helpers"}  # the public face, the command line, R's helpers
 PUBLIC_NAMES = [
-    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "ClosedError", "Cluster",
+    "Adjudication", "Agreement", "Annotation", "AnnotationPlan", "Annotations", "AnnotationTask", "AnnotationWarning", "AsyncTextStream", "BaseModelWarning", "Calibration", "Cascade", "CascadeChoice", "ClosedError", "Cluster",
     "ClusterError", "ClusterStats", "CoderAgreement", "Codings", "CodingDesign", "CodingPlan", "CodingSampleWarning", "Coefficient", "Completion", "Context", "ContextError",
     "DeterminismWarning", "Device", "EngineStats", "FailedTextsWarning", "GenerationError", "GenerationStats", "InvalidArgumentError", "LabelScores",
     "LibraryMismatchError", "MeanScore", "Model", "ModelLoadError", "NewrllamaDeprecationWarning", "NewrllamaError", "Prevalence", "RecommendedModel", "Recording", "Regression",
     "ReliabilityBin", "Robustness", "SamplingParams", "SchedulerConfig", "Share", "ShareDifference", "SystemInfo",
-    "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "cross_fit",
+    "TemplateError", "TextStream", "TokenizeError", "Validation", "agreement", "annotate", "calibrate", "choose_cascade_share", "cross_fit",
     "default_model_path", "expected_scores", "generate_parallel", "label_shares", "least_confident", "mean_score", "methods_text", "plan_annotation", "plan_coding",
     "prevalence",
     "read_coding_design", "recommended_models", "read_coding_sheet", "read_codings", "regression", "robustness", "system_info", "validate", "weighted_kappa", "write_coding_sheet",

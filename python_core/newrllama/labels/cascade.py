@@ -54,11 +54,17 @@ class Cascade:
 
     def chosen(self, first: Sequence[Annotation]) -> List[int]:
         """The positions the second model labels, from the first model's annotations alone (failed texts stay)."""
-        labelled = [i for i, a in enumerate(first) if a.label is not None]
-        if self.threshold is not None:
-            return [i for i in labelled if first[i].margin < self.threshold]
-        by_doubt = sorted(labelled, key=lambda i: (first[i].margin, i))
-        return sorted(by_doubt[:math.ceil(self.share * len(labelled) - 1e-9)])
+        return least_sure(first, self.share, self.threshold)
+
+
+def least_sure(first: Sequence[Annotation], share: Optional[float], threshold: Optional[float]) -> List[int]:
+    """The labelled texts under ``threshold`` by their margin, or the least sure ``share`` of them (ties to the
+    earlier text), in input order."""
+    labelled = [i for i, a in enumerate(first) if a.label is not None]
+    if threshold is not None:
+        return [i for i in labelled if first[i].margin < threshold]
+    by_doubt = sorted(labelled, key=lambda i: (first[i].margin, i))
+    return sorted(by_doubt[:math.ceil(share * len(labelled) - 1e-9)])
 
 
 def is_cluster(x: object) -> bool:

@@ -38,3 +38,20 @@ test_that("a cascade sends the least sure texts to the second model, and each ro
   expect_error(llm_annotate(stories, text, labels, context = small, progress = FALSE, cascade = rule,
                             calibration = "pending"), "leave calibration out", class = "newrllama_invalid_argument")
 })
+
+test_that("choose_cascade_share() gives Python's choice from the coded texts of both models", {
+  x <- data.frame(.label = c("a", "a", "b", "b", "a", "b"))
+  margins <- c(0.05, 0.1, 0.6, 0.7, 0.8, 0.9)
+  x$.probs <- lapply(seq_len(6), function(i) {
+    top <- (1 + margins[i]) / 2
+    if (x$.label[i] == "a") c(a = top, b = 1 - top) else c(a = 1 - top, b = top)
+  })
+  code <- c("b", "b", "b", "b", "a", NA)  # the first model is wrong on its two least sure texts
+  second <- data.frame(.label = c("b", "b", "b", "b", "a"))
+  second$.probs <- lapply(second$.label, function(l) if (l == "a") c(a = 0.9, b = 0.1) else c(a = 0.1, b = 0.9))
+  out <- choose_cascade_share(x, code, second, shares = c(1 / 6, 1 / 3, 1))
+  expect_equal(out$share[out$chosen], 1 / 3)
+  expect_equal(out$kappa[out$share == 1], 1)
+  expect_error(choose_cascade_share(x, code, second[1:2, ]), "second has 2 annotations for the 5 coded texts",
+               class = "newrllama_invalid_argument")
+})
