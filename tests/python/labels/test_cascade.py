@@ -71,7 +71,7 @@ def test_a_cascade_that_cannot_run_is_refused_before_any_work(contexts, tmp_path
                             ({"threshold": True}, "threshold must be a number")]:
         with pytest.raises(newrllama.InvalidArgumentError, match=message):
             newrllama.Cascade(large, **kwargs)
-    with pytest.raises(newrllama.InvalidArgumentError, match="a Context, a Model, or a GGUF path"):
+    with pytest.raises(newrllama.InvalidArgumentError, match="a Context, a Cluster, a Model, or a GGUF path"):
         newrllama.Cascade(42, share=0.5)
     cascade = newrllama.Cascade(large, share=0.5)
     for kwargs, message in [({"codebook": {"topic": LABELS}, "labels": None}, "one question"),
