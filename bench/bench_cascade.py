@@ -9,7 +9,10 @@ both drawn with --seed. On each set, in one process, both models loaded and warm
     the large model's run on the texts sent on), and the share of the large model's time it took;
   - coverage of prevalence() (PPI++) with the cascade's labels at the middle share: --draws random samples of
     --coded coded texts, each label's 95% interval against its share among the set's texts (the finite-population
-    default), counted over labels and draws.
+    default), counted over labels and draws;
+  - the share choose_cascade_share() picks from --draws random samples of --coded coded texts (the large model's
+    labels of the coded texts only), and the cascade at that share against the large model alone on the texts not
+    coded (its time estimated as the small model's plus the share of the large model's).
 The target: a share within 0.02 kappa of the large model alone at no more than 0.7 of its time on at least one
 set, and coverage of at least 0.9.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 import warnings
@@ -34,6 +38,7 @@ import newrllama  # noqa: E402
 from bench_results import write_results  # noqa: E402
 from bench_short_texts import INSTRUCTIONS, fortunes, packages  # noqa: E402
 from fetch_instruct_model import instruct_model_path  # noqa: E402
+from newrllama.labels.cascade import least_sure  # noqa: E402
 
 HELD_BACK_SECTIONS = ("electronics", "fonts", "hamradio", "kernel", "video", "web")
 QUOTATION_FILES = ("computers", "food", "law", "love", "politics", "sports")
@@ -71,6 +76,29 @@ def coverage(annotations: List, truth: List[str], labels: List[str], draws: int,
             "median_width": sorted(widths)[len(widths) // 2]}
 
 
+def share_choice(small: List, large: List, truth: List[str], draws: int, n_coded: int, seed: int,
+                 small_time: float) -> dict:
+    """choose_cascade_share() on random coded samples: the share it picks, and the cascade at that share against the
+    large model alone on the texts not coded (each text's labels are its model's alone, as the cascade's are)."""
+    rng = random.Random(seed + 1)
+    chosen, differences = [], []
+    for _ in range(draws):
+        coded = sorted(rng.sample(range(len(truth)), n_coded))
+        codes = [truth[i] if i in set(coded) else None for i in range(len(truth))]
+        share = newrllama.choose_cascade_share(small, codes, [large[i] for i in coded]).share
+        sent = set(least_sure(small, share, None))
+        rest = [i for i in range(len(truth)) if codes[i] is None]
+        cascade = [(large if i in sent else small)[i] for i in rest]
+        differences.append(kappa(cascade, [truth[i] for i in rest]) - kappa([large[i] for i in rest],
+                                                                                [truth[i] for i in rest]))
+        chosen.append(share)
+    median_share = statistics.median(chosen)
+    return {"draws": draws, "coded": n_coded, "shares": chosen, "median_share": median_share,
+            "median_kappa_difference": statistics.median(differences),
+            "within_002": sum(d >= -0.02 for d in differences) / draws,
+            "estimated_time_of_large": small_time + median_share}
+
+
 def run_set(small, large, name: str, items: List[Tuple[str, str]], instruction: str, shares: List[float],
             draws: int, n_coded: int, seed: int) -> dict:
     texts, truth = [t for t, _ in items], [label for _, label in items]
@@ -87,6 +115,9 @@ def run_set(small, large, name: str, items: List[Tuple[str, str]], instruction: 
         "large": {"kappa": kappa(alone_large, truth), "seconds": t_large}, "cascade": {}}
     print(f"{name}: small kappa {out['small']['kappa']:.3f} in {t_small:.0f} s, large {out['large']['kappa']:.3f} in "
           f"{t_large:.0f} s", flush=True)
+    out["choice"] = share_choice(alone_small, alone_large, truth, draws, n_coded, seed, t_small / t_large)
+    print(f"  share chosen from {n_coded} coded texts: median {out['choice']['median_share']}, kappa on the others "
+          f"{out['choice']['median_kappa_difference']:+.3f} from the large model's (median of {draws} draws)", flush=True)
     middle = shares[len(shares) // 2]
     for share in shares:
         done, seconds = label(small, cascade=newrllama.Cascade(large, share=share))

@@ -419,7 +419,7 @@ def cascade(r: dict) -> List[str]:
                          f"{c['seconds']:.0f}", f"{c['time_of_large']:.2f}",
                          f"{c['n_second']} of {st['texts']}" + ("" if c["each_text_as_its_model_alone"] else " (differ)"),
                          f"{ppi['coverage']:.3f} ({ppi['draws']} draws of {ppi['coded']})" if ppi else ""])
-    return table(f"A cascade from `{r['small_model']}` to `{r['large_model']}` (annotate()'s defaults), "
+    out = table(f"A cascade from `{r['small_model']}` to `{r['large_model']}` (annotate()'s defaults), "
                  f"{r['machine']['cpu']}: Cohen's kappa against the human sorting, its difference from the large "
                  "model alone, seconds and the share of the large model's time (the cascade's: the small model on "
                  "every text, the large one on the texts sent on), texts sent on (each text's labels those of its "
@@ -427,6 +427,18 @@ def cascade(r: dict) -> List[str]:
                  "with the cascade's labels and random coded samples, over labels and draws:",
                  ["set", "labels by", "kappa", "vs large", "seconds", "x large's time", "sent on", "PPI coverage"],
                  rows)
+    chosen = [(name, st["choice"]) for name, st in r["sets"].items() if "choice" in st]
+    if chosen:
+        out += [""] + table("The share `choose_cascade_share()` picks from a random coded sample (the large model "
+                            "labelling the coded texts only), over draws: the median share, and the cascade at the "
+                            "picked share against the large model alone on the texts not coded (Cohen's kappa), with "
+                            "its time estimated as the small model's plus the share of the large model's:",
+                            ["set", "draws of", "median share", "kappa vs large (median)", "within 0.02 of large",
+                             "estimated x large's time"],
+                            [[name, f"{c['draws']} of {c['coded']}", f"{c['median_share']:g}",
+                              f"{c['median_kappa_difference']:+.3f}", f"{c['within_002']:.2f}",
+                              f"{c['estimated_time_of_large']:.2f}"] for name, c in chosen])
+    return out
 
 
 def corpus_time(r: dict) -> List[str]:
