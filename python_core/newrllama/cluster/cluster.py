@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..labels.annotate import label_in_cascade, warn_if_split, warn_about_results
+from ..labels.annotate import label_in_cascade, warn_about_results, warn_if_base_model, warn_if_split
+from ..models.embedded import default_model_path
 from ..labels.cascade import Cascade, check_cascade
 from ..labels.annotation import check_texts
 from ..labels.annotations import ANNOTATION_COLUMN_PREFIX, Annotations
@@ -99,6 +100,9 @@ class Cluster:
         if address is not None and not isinstance(address, str):
             raise InvalidArgumentError(f"address must be a str such as 'auto', got {type(address).__name__}")
         path = _model_path(model, local=address is None)
+        # The file the driver can read, to warn of a base model before the workers label: the embedded one, or a
+        # local file (a model fetched by name or URL is fetched by the workers; a recommended one is instruct).
+        self._model_file = default_model_path() if path is None else path if os.path.isfile(path) else None
         try:
             import ray
         except ImportError:
@@ -204,6 +208,8 @@ class Cluster:
         """annotate() with its task and recording as objects (R's llm_annotate() calls this)."""
         checked = check_texts(texts)
         task.check_codes(len(checked))
+        if self._model_file is not None:
+            warn_if_base_model(self._model_file, stacklevel=4)
         warn_if_split(task.debias, len(checked), self.chunk_size, "each chunk a worker labels", stacklevel=4)
         results = calibrated_by_codes(self._run(AnnotationJob(checked, task), recording, progress), task, stacklevel=4)
         warn_about_results(results, list(task.books), stacklevel=4)

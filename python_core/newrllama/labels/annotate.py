@@ -28,6 +28,7 @@ from ..engine.calls.context import Context
 from ..engine.calls.sized_context import sized_context
 from ..errors import AnnotationWarning, BaseModelWarning, InvalidArgumentError
 from ..engine.llama.model import Model
+from ..models.gguf_size import has_chat_template
 from ..models.model_hash import ModelIdentity
 from .order_bias import (CONTENT_FREE, DEFAULT_DEBIAS, Order, base_order, content_free_log_probs, order_free_scores,
                          softmax)
@@ -175,7 +176,7 @@ def label_texts(texts: Sequence[Optional[str]], task: AnnotationTask, recording:
     check_progress(progress)
     task.check_codes(len(texts))
     with model_of(context, model) as use:
-        warn_if_base_model(use, stacklevel=4)
+        warn_if_base_model(use.path, stacklevel=4)
         if recording.writes:
             out = _label_recorded(texts, task, recording, progress, context, use, context_kwargs)
         else:
@@ -228,11 +229,11 @@ def _label(texts: List[Optional[str]], task: AnnotationTask, progress: Progress,
     return [{q: per_question[q][i] for q in books} for i in range(len(texts))]
 
 
-def warn_if_base_model(model: Model, stacklevel: int = 3) -> None:
-    """Warns (BaseModelWarning) before any work when the model has no chat template of its own: a base model, such
-    as the embedded one, that continues text rather than follows the instruction."""
-    if not model.has_chat_template:
-        warnings.warn(f"{os.path.basename(model.path)} has no chat template: it is a base model, which continues text "
+def warn_if_base_model(path: str, stacklevel: int = 3) -> None:
+    """Warns (BaseModelWarning) before any work when the model file at ``path`` has no chat template of its own: a
+    base model, such as the embedded one, that continues text rather than follows the instruction."""
+    if not has_chat_template(path):
+        warnings.warn(f"{os.path.basename(path)} has no chat template: it is a base model, which continues text "
                       "rather than follows an instruction, and its labels are rarely better than chance. Label with an "
                       "instruct model: Model(\"qwen2.5-coder-1.5b-instruct\") (recommended_models() lists them)",
                       BaseModelWarning, stacklevel=stacklevel)

@@ -130,6 +130,15 @@ def gguf_keys(path: Path) -> Set[str]:
         raise ValueError(f"{path}: cannot read the metadata of its GGUF header ({type(e).__name__} {e})") from e
 
 
+def has_chat_template(path: Path) -> bool:
+    """Whether the GGUF file has a chat template of its own: an instruct (chat) model's does, a base model's not.
+    A header this module cannot walk counts as having one (llama.cpp loaded it; nothing to warn of)."""
+    try:
+        return "tokenizer.chat_template" in gguf_keys(path)
+    except ValueError:
+        return True
+
+
 def _read_header(path: Path, parse: Callable[[_Header], T]) -> T:
     """What ``parse`` reads from the header."""
     with open(path, "rb") as f:

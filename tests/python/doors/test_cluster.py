@@ -186,7 +186,9 @@ def test_annotate_on_the_cluster_equals_annotate_locally(cluster, model, tmp_pat
              None, "Shares of the acquired firm rose after the takeover bid."]
     labels = ["acquisition", "crude oil"]
     out = tmp_path / "labels.jsonl"
-    remote = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13], output=out)
+    with pytest.warns(newrllama.BaseModelWarning, match="gemma-3-270m"):  # the workers' embedded model, said here
+        remote = cluster.annotate(texts, labels, "Give the topic of the news story.", ids=[10, 11, 12, 13],
+                                  output=out)
     with newrllama.Context(model, n_ctx=4096, n_seq_max=4) as ctx:
         local = newrllama.annotate(texts, labels, "Give the topic of the news story.", context=ctx)
         # A cascade whose first stage runs on the workers (here the second on the same model, in a local context).

@@ -12,7 +12,7 @@ from ...models.catalog import is_model_name, recommended_path
 from ...models.download import fetch, is_remote
 from ...models.embedded import default_model_path
 from ...errors import InvalidArgumentError
-from ...models.gguf_size import gguf_keys
+from ...models.gguf_size import has_chat_template
 from .handle import OwnedHandle
 from .system import system_info
 from ...models.model_hash import ModelIdentity, identify
@@ -181,10 +181,7 @@ class Model(OwnedHandle):
     def has_chat_template(self) -> bool:
         """Whether the model's file has its own chat template: an instruct (chat) model does, a base model not
         (apply_chat_template() then falls back to the template of the model's architecture)."""
-        try:
-            return "tokenizer.chat_template" in gguf_keys(self.path)
-        except ValueError:  # a header this reader cannot walk: llama.cpp loaded it, so trust the model
-            return True
+        return has_chat_template(self.path)
 
     def token_bos(self) -> int:
         return lib.newrllama_token_bos(self.handle)
