@@ -15,6 +15,7 @@ import numpy as np
 
 from ..columns import column_values
 from ..errors import InvalidArgumentError
+from ..labels.agreement import missing
 
 INTERCEPT = "(Intercept)"
 _NAME = re.compile(r"^(?:C\((?P<categorical>[^()]+)\)|(?P<plain>[^()]+))$")
@@ -85,7 +86,7 @@ def _numeric(values: List[Any]) -> Optional[np.ndarray]:
     """The column as numbers (True/False as 1/0, None as NaN), or None where it holds anything else."""
     out = []
     for v in values:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
+        if missing(v):
             out.append(math.nan)
         elif isinstance(v, (bool, np.bool_, int, float, np.integer, np.floating)):
             out.append(float(v))
@@ -100,11 +101,10 @@ def _levels(data: Any, name: str, values: List[Any]) -> List[Any]:
     categories = getattr(getattr(series, "cat", None), "categories", None)
     if categories is not None and not callable(categories):
         return list(categories)
-    return sorted({v for v in values}, key=lambda v: (str(type(v)), v))
+    return sorted(set(values), key=lambda v: (str(type(v)), v))
 
 
-def _encode(data: Any, variable: Tuple[str, bool], substitute: Dict[str, Any], n: int
-            ) -> List[Tuple[str, np.ndarray]]:
+def _encode(data: Any, variable: Tuple[str, bool], substitute: Dict[str, Any]) -> List[Tuple[str, np.ndarray]]:
     name, categorical = variable
     if name in substitute:
         values = column_values(substitute[name], f"the model's values of {name!r}", "numbers")
@@ -113,7 +113,7 @@ def _encode(data: Any, variable: Tuple[str, bool], substitute: Dict[str, Any], n
     numbers = None if categorical else _numeric(values)
     if numbers is not None:
         return [(name, numbers)]
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values):
+    if any(missing(v) for v in values):
         raise InvalidArgumentError(f"the categorical column {name!r} has missing values: every text needs one (a "
                                    "model-coded regressor must be a number, such as a label's 0 or 1)")
     levels = _levels(data, name, values)
@@ -133,7 +133,7 @@ def formula_matrix(formula: Formula, data: Any, substitute: Optional[Dict[str, A
         product: List[Tuple[str, np.ndarray]] = [("", np.ones(n))]
         for variable in term:
             product = [(f"{a}:{b}" if a else b, x * y) for a, x in product
-                       for b, y in _encode(data, variable, substitute, n)]
+                       for b, y in _encode(data, variable, substitute)]
         columns += product
     if not columns:
         raise InvalidArgumentError("the formula has no regressor and no intercept")

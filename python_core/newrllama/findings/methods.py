@@ -158,9 +158,11 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
         raise InvalidArgumentError(f"robustness must be a Robustness (robustness()), got {type(robustness).__name__}")
     if regression is not None and not isinstance(regression, Regression):
         raise InvalidArgumentError(f"regression must be regression()'s result, got {type(regression).__name__}")
-    closing = [] if robustness is None else [robustness.sentence()]
-    if regression is not None:
-        closing = [_regression_sentence(regression, False)] + closing
+
+    def closing(shares_of_these_texts: bool) -> List[str]:
+        return (([] if regression is None else [_regression_sentence(regression, shares_of_these_texts)])
+                + ([] if robustness is None else [robustness.sentence()]))
+
     annotations = check_annotations(annotations, "annotations")
     labelled = [a for a in annotations if a.label is not None]
     if not labelled:
@@ -208,12 +210,12 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
                 out.append(f"{check.n_coded} of the {check.n_texts} texts were coded by hand; how they were chosen "
                            f"was not recorded, and they are not a random sample: {check.reason()}. No share was "
                            "estimated from them.")
-                return " ".join(out + closing)
+                return " ".join(out + closing(False))
         design = stated if stated is not None else CodingDesign.random()
         if design.kind == "picked":
             n_coded = sum(not missing(t) for t in truth)
             out.append(design.sentence(n_coded, len(annotations)))
-            return " ".join(out + closing)
+            return " ".join(out + closing(False))
         with warnings.catch_warnings():  # the paragraph states the texts left out
             warnings.simplefilter("ignore", FailedTextsWarning)
             result = prevalence(annotations, truth, alpha=alpha, design=design)
@@ -228,8 +230,7 @@ def methods_text(annotations: Sequence[Any], truth: Optional[Sequence[Any]] = No
                    f"codes, with {level}% normal intervals: {shares}.")
         if grouped is not None:
             out += _group_sentences(grouped, level)
-        if regression is not None:
-            closing[0] = _regression_sentence(regression, design.finite)
-    elif by is not None:
+        return " ".join(out + closing(design.finite))
+    if by is not None:
         raise InvalidArgumentError("by= groups the shares, which need truth (the human codes)")
-    return " ".join(out + closing)
+    return " ".join(out + closing(False))

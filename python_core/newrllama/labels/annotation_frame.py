@@ -4,12 +4,12 @@ as it takes the list; and a result of annotations given back in the frame it cam
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Dict, List, Optional
 
 from ..columns import column_values
 from ..errors import InvalidArgumentError
 from ..frames import is_data_frame, with_columns
+from .agreement import missing
 from .annotation import Annotation
 from .annotations import ANNOTATION_COLUMN_PREFIX, Annotations
 from .provenance import Provenance
@@ -55,27 +55,23 @@ def annotations_of_frame(frame: Any, refit: bool = False) -> Annotations:
     errors, flips = column("error") or missing_as_none, column("order_flip") or missing_as_none
     cut, sources = column("tokens_cut") or [0] * n, column("provenance") or missing_as_none
     calibrated = column("calibrated") or [False] * n
-    if refit and any(_present(c) and bool(c) for c in calibrated):
+    if refit and any(not missing(c) and bool(c) for c in calibrated):
         raise InvalidArgumentError("the data frame holds calibrated probabilities, not the model's own, which a "
                                    "calibration is fitted on and applied to: calibrate the annotations annotate() "
                                    "returned (or a frame of uncalibrated labels)")
     read: Dict[str, Provenance] = {}
     out = []
     for i in range(n):
-        label = chosen[i] if _present(chosen[i]) else None
-        row = {lab: float(probs[lab][i]) for lab in labels if _present(probs[lab][i])} if label is not None else None
+        label = chosen[i] if not missing(chosen[i]) else None
+        row = {lab: float(probs[lab][i]) for lab in labels if not missing(probs[lab][i])} if label is not None else None
         source = sources[i]
-        if _present(source) and source not in read:
+        if not missing(source) and source not in read:
             read[source] = Provenance.from_dict(json.loads(source))
-        out.append(Annotation(label, row or None, error=errors[i] if _present(errors[i]) else None,
-                              order_flip=bool(flips[i]) if _present(flips[i]) else None,
-                              provenance=read.get(source) if _present(source) else None,
-                              tokens_cut=int(cut[i]) if _present(cut[i]) else 0))
+        out.append(Annotation(label, row or None, error=errors[i] if not missing(errors[i]) else None,
+                              order_flip=bool(flips[i]) if not missing(flips[i]) else None,
+                              provenance=read.get(source) if not missing(source) else None,
+                              tokens_cut=int(cut[i]) if not missing(cut[i]) else 0))
     return Annotations(out)
-
-
-def _present(value: Any) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def as_annotations(annotations: Any, refit: bool = False) -> Any:

@@ -7,7 +7,9 @@ offset), padding up to the alignment, then the tensors' data. The header alone s
 the file must be, so a shorter file is cut, whatever a server said about its length."""
 from __future__ import annotations
 
+import functools
 import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,9 +134,16 @@ def gguf_keys(path: Path) -> Set[str]:
 
 def has_chat_template(path: Path) -> bool:
     """Whether the GGUF file has a chat template of its own: an instruct (chat) model's does, a base model's not.
-    A header this module cannot walk counts as having one (llama.cpp loaded it; nothing to warn of)."""
+    A header this module cannot walk counts as having one (llama.cpp loaded it; nothing to warn of). Read once per
+    version of the file: walking a header of 150,000 token strings takes a noticeable part of a short call."""
+    version = os.stat(path)
+    return _has_chat_template(os.fspath(path), version.st_size, version.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _has_chat_template(path: str, size: int, mtime_ns: int) -> bool:
     try:
-        return "tokenizer.chat_template" in gguf_keys(path)
+        return "tokenizer.chat_template" in gguf_keys(Path(path))
     except ValueError:
         return True
 
