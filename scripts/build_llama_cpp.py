@@ -87,6 +87,11 @@ def cmake_args(gpu: str, machine: str = platform.machine(), system: str = platfo
     return args
 
 
+# Debian 12's libvulkan-dev; older headers lack what llama.cpp's Vulkan backend uses beyond the instance's layer
+# settings, which capi_shim/llama_cpp_patch leaves out where the headers lack them.
+OLDEST_VULKAN_HEADERS = 239
+
+
 def vulkan_problems(include_dirs: List[Path], which=shutil.which) -> List[str]:
     """What the Vulkan build lacks here, found before the build starts rather than when the compile reaches Vulkan."""
     problems = []
@@ -94,12 +99,13 @@ def vulkan_problems(include_dirs: List[Path], which=shutil.which) -> List[str]:
                   None)
     if header is None:
         problems.append("no Vulkan headers (vulkan/vulkan_core.h); on Debian: apt install libvulkan-dev")
-    elif "VK_EXT_layer_settings" not in header.read_text(errors="replace"):
+    else:
         version = re.search(r"#define VK_HEADER_VERSION (\d+)", header.read_text(errors="replace"))
-        problems.append(f"the Vulkan headers at {header.parent} (1.3.{version.group(1) if version else '?'}) are too "
-                        "old for llama.cpp's Vulkan backend, which needs VK_EXT_layer_settings (headers 1.3.272 or "
-                        "later; Debian 12 has 1.3.239): install newer headers (the LunarG SDK, or a newer distribution) "
-                        "and set VULKAN_SDK")
+        if version is None or int(version.group(1)) < OLDEST_VULKAN_HEADERS:
+            problems.append(f"the Vulkan headers at {header.parent} (1.3.{version.group(1) if version else '?'}) are "
+                            f"older than 1.3.{OLDEST_VULKAN_HEADERS} (Debian 12's), the oldest llama.cpp's Vulkan "
+                            "backend has been built with here: install newer headers (the LunarG SDK, or a newer "
+                            "distribution) and set VULKAN_SDK")
     if which("glslc") is None:
         problems.append("no glslc shader compiler; on Debian: apt install glslc")
     return problems

@@ -27,6 +27,10 @@ One to a setting of the CPU backend:
 And one to ggml's allocation:
 - huge-pages, in ggml/src/ggml.c: buffers of 2 MiB and more on transparent huge pages, on Linux (huge_pages.c). It
   changes no bits, and is built into ggml's base library, so the build fingerprint does not name it.
+And one to the Vulkan backend's build:
+- vulkan-layer-settings, in ggml/src/ggml-vulkan/ggml-vulkan.cpp: the instance's validation-layer settings only
+  where the Vulkan headers have them (1.3.272 and later), so that the backend builds with Debian 12's 1.3.239
+  (vulkan_layer_settings.cpp).
 Each edit names the text it expects, so that a llama.cpp whose source moved fails the build here, with the edit
 named, rather than building without the patch.
 
@@ -231,8 +235,34 @@ TILED_FORCED_BY_DEFAULT = Patch(
                 "        forced = env == NULL || atoi(env) == 1;\n"),),
 )
 
+# Vulkan headers older than 1.3.272 (Debian 12's): the instance's layer settings only where the headers have them.
+VULKAN_LAYER_SETTINGS = Patch(
+    name="vulkan-layer-settings",
+    source=Path("ggml") / "src" / "ggml-vulkan" / "ggml-vulkan.cpp",
+    kernel=HERE / "vulkan_layer_settings.cpp",
+    kernel_anchor="void ggml_vk_instance_init() {\n",
+    edits=(
+        Edit("layer settings", """    VkBool32 enable_best_practice = layer_settings;
+    std::vector<vk::LayerSettingEXT> settings = {
+        {
+            "VK_LAYER_KHRONOS_validation",
+            "validate_best_practices",
+            vk::LayerSettingTypeEXT::eBool32,
+            1,
+            &enable_best_practice
+        },
+    };
+    vk::LayerSettingsCreateInfoEXT layer_setting_info(settings);
+    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions, &layer_setting_info);
+""", """    vk::InstanceCreateInfo instance_create_info(vk::InstanceCreateFlags{}, &app_info, layers, extensions);
+"""),
+        Edit("instance creation", """    vk_instance.instance = vk::createInstance(instance_create_info);
+""", """    vk_instance.instance = ggml_vk_create_instance(instance_create_info, layer_settings);
+"""),
+    ),
+)
 PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
-           TILED_FORCED_BY_DEFAULT)
+           TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -35,8 +35,12 @@ TILED = ("#include \"tiled.h\"\n\nstatic void other(void) {}\n\n" + patch.TILED_
          + "static bool ggml_tiled_matmul_forced(void) {\n    static bool forced = false;\n"
          + "    std::call_once(flag, []() {\n        const char * env = getenv(\"GGML_CPU_TILED_MM_FORCE\");\n"
          + patch.TILED_FORCED_BY_DEFAULT.edits[0].old + "    });\n    return forced;\n}\n")
+VULKAN = ("#include <vulkan/vulkan.hpp>\n\nstatic void other(void) {}\n\n" + patch.VULKAN_LAYER_SETTINGS.kernel_anchor
+          + "    std::vector<const char*> extensions;\n" + patch.VULKAN_LAYER_SETTINGS.edits[0].old
+          + "#ifdef __APPLE__\n    flags();\n#endif\n\n" + patch.VULKAN_LAYER_SETTINGS.edits[1].old + "}\n")
 SOURCES = {patch.FLASH_ATTN_BF16_BLOCKED.source: OPS, patch.Q0_GEMM_VNNI.source: CPU,
-           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS, patch.HUGE_PAGES.source: BASE, patch.TILED_FORCED_BY_DEFAULT.source: TILED}
+           patch.QUANTIZE_Q8_K_AVX2.source: QUANTS, patch.HUGE_PAGES.source: BASE, patch.TILED_FORCED_BY_DEFAULT.source: TILED,
+           patch.VULKAN_LAYER_SETTINGS.source: VULKAN}
 assert patch.QUANT_GEMM_AVX2.source == patch.Q0_GEMM_VNNI.source
 
 
@@ -95,11 +99,17 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     tiled = (tmp_path / patch.TILED_FORCED_BY_DEFAULT.source).read_text()
     assert tiled.index("static void other") < tiled.index(patch.MARKER) < tiled.index("ggml_tiled_matmul_forced(")
     assert "forced = env == NULL || atoi(env) == 1;" in tiled and "env != NULL" not in tiled
+    # the Vulkan instance is made by the helper, which alone names the layer settings (headers 1.3.272 and later)
+    vulkan = (tmp_path / patch.VULKAN_LAYER_SETTINGS.source).read_text()
+    assert vulkan.index("static void other") < vulkan.index("static vk::Instance ggml_vk_create_instance(") < vulkan.index(
+        patch.VULKAN_LAYER_SETTINGS.kernel_anchor) < vulkan.index("ggml_vk_create_instance(instance_create_info, layer_settings)")
+    outside = vulkan.split(patch.VULKAN_LAYER_SETTINGS.kernel_anchor)[1]
+    assert "LayerSetting" not in outside and "vk::createInstance" not in outside
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
     assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, q0-gemm-avx2, quant-gemm-amx, "
-                          "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default")
+                          "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default, vulkan-layer-settings")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -133,7 +143,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
             and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages",
-                                  "tiled-forced-by-default")} == {2}
+                                  "tiled-forced-by-default", "vulkan-layer-settings")} == {2}
 
 
 # A compiler for x86-64 whose -march names these levels (GCC 11 and later, Clang 12 and later).
@@ -143,7 +153,8 @@ AVX2_ONLY = ["-march=x86-64-v3", "-DGGML_SIMD"]
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
-@pytest.mark.parametrize("p", [p for p in patch.PATCHES if p not in (patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT)],
+@pytest.mark.parametrize("p", [p for p in patch.PATCHES
+                               if p not in (patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT, patch.VULKAN_LAYER_SETTINGS)],
                          ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
     """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
@@ -182,3 +193,16 @@ def test_the_wheel_directory_changes_with_the_patch(monkeypatch, tmp_path):
     before = build.wheel_dir(tmp_path, "none", [], ["-mavx2"])
     monkeypatch.setattr(build.llama_cpp_patch, "digest", lambda: "another")
     assert build.wheel_dir(tmp_path, "none", [], ["-mavx2"]) != before
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="the headers' guard is tested by preprocessing with c++")
+def test_the_vulkan_layer_settings_are_built_only_with_headers_that_have_them():
+    """Debian 12's Vulkan headers (1.3.239) lack VK_EXT_layer_settings (1.3.272): the instance is made without."""
+    def preprocessed(version):
+        return subprocess.run(["c++", "-E", "-P", "-x", "c++", f"-DVK_HEADER_VERSION={version}", "-"],
+                              input=patch.VULKAN_LAYER_SETTINGS.kernel.read_text(), capture_output=True, text=True,
+                              check=True).stdout
+
+    old, new = preprocessed(239), preprocessed(272)
+    assert "LayerSetting" not in old and "info.pNext = &layer_setting_info;" in new
+    assert old.count("vk::createInstance(info)") == new.count("vk::createInstance(info)") == 1
