@@ -22,6 +22,21 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_kind() -> str:
+    """The instruction set the engine's integer kernels take on this CPU (docs/design/limits.md, by CPU kind): AMX
+    tiles, AVX512-VNNI, AVX-VNNI or AVX2 alone; the CPU's name does not say it (an AMD EPYC may be either of two)."""
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    for flag, kind in (("amx_int8", "AMX"), ("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"),
+                       ("avx2", "AVX2")):
+        if flag in flags:
+            return kind
+    return "no AVX2"
+
+
 def accelerator() -> Optional[str]:
     """The first GPU llama.cpp offloads to here (its description), or None on a build or machine without one."""
     import newrllama
@@ -43,11 +58,11 @@ STARTED_AT_COMMIT = commit()
 
 
 def machine(model: Optional[str] = None) -> dict:
-    """The CPU, the commit the benchmark started from, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
+    """The CPU and its kind, the commit the benchmark started from, the versions (llama-cpp-python: the llama.cpp that newrllama and bench/.tools are built
     from), the model (the embedded one unless the benchmark names another), the command that ran the benchmark
     and when (UTC)."""
     import newrllama
-    return {"cpu": cpu_name(), "accelerator": accelerator(), "commit": STARTED_AT_COMMIT, "python": platform.python_version(), "newrllama": newrllama.__version__,
+    return {"cpu": cpu_name(), "cpu_kind": cpu_kind(), "accelerator": accelerator(), "commit": STARTED_AT_COMMIT, "python": platform.python_version(), "newrllama": newrllama.__version__,
             "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
             "model": model or Path(newrllama.default_model_path()).name,
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),

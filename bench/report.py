@@ -51,7 +51,7 @@ def instruct_model_of(r: dict) -> str:
 
 def validity(r: dict) -> List[str]:
     out = [f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
-           f"{r['machine']['cpu']}.", "",
+           f"{cpu_of(r)}.", "",
            "Two labels, base order \"acquisition, crude oil\" (A, the sorted order annotate() uses) and \"crude oil, "
            "acquisition\" (B); examples variants are scored on the 66 stories that are not examples.", ""]
     if "kept" in r:
@@ -103,7 +103,7 @@ def table(intro: str, header: List[str], rows: List[List[str]]) -> List[str]:
 def questions(r: dict) -> List[str]:
     model = f"`{r['model']}`" if "model" in r else "embedded model"
     decoded = all("prompt_tokens_decoded" in run for run in r["runs"].values())
-    return table(f"{r['docs']} Reuters stories, {model}, {r['machine']['cpu']}, median of {r['repeats']} runs in "
+    return table(f"{r['docs']} Reuters stories, {model}, {cpu_of(r)}, median of {r['repeats']} runs in "
                  "turn:", ["run", "seconds", "ratio to one question"] + (["prompt tokens decoded"] if decoded else []),
                  [[name, f"{run['median_s']:.1f}", f"{run['over_one']:.2f}"]
                   + ([f"{run['prompt_tokens_decoded']:.0f}"] if decoded else []) for name, run in r["runs"].items()])
@@ -111,7 +111,7 @@ def questions(r: dict) -> List[str]:
 
 def question_layout(r: dict) -> List[str]:
     return table(f"Instruct model `{r['model']}`, {r['stories']} Reuters stories cut at {r['cut']} characters, "
-                 f"instruction \"{r['instruction']}\", debias \"reverse\", {r['machine']['cpu']}:",
+                 f"instruction \"{r['instruction']}\", debias \"reverse\", {cpu_of(r)}:",
                  ["annotate()", "accuracy [95% CI]", "kappa [95% CI]", "labels given", "seconds"],
                  [[name, f"{_f(run['accuracy'])} [{run['accuracy_ci'][0]:.2f}, {run['accuracy_ci'][1]:.2f}]",
                    f"{_f(run['kappa'])} [{run['kappa_ci'][0]:.2f}, {run['kappa_ci'][1]:.2f}]",
@@ -127,7 +127,7 @@ def vs_llama_server(r: dict) -> List[str]:
             rows.append([name, f"`{engine}`", f"{rate:.2f} {w['unit']}", f"{ratio:.2f}" if ratio else "1"])
     return table(
         f"{r['docs']} prompts per workload, {r['clients']} concurrent clients, {r['n_seq']} sequences (slots) of "
-        f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, {model_of(r)}, {r['machine']['cpu']}; medians over "
+        f"{r['n_ctx'] // r['n_seq']} cells, {r['threads']} threads, {model_of(r)}, {cpu_of(r)}; medians over "
         f"{r['repeats']} repeats (ratio to llama-server: median of the ratios within a repeat):",
         ["workload", "engine", "rate", "ratio"], rows) + [""] + table(
         "In process, beside the servers:", ["comparison", "ratio"],
@@ -139,7 +139,7 @@ def vs_llama_server(r: dict) -> List[str]:
 
 def two_contexts(r: dict) -> List[str]:
     return table(f"{r['n_seq']} prompts x {r['max_tokens']} greedy tokens on context A, {r['threads']} threads, embedded "
-                 f"model, {r['machine']['cpu']}; medians of {r['repeats']} runs, cases in rotating order:",
+                 f"model, {cpu_of(r)}; medians of {r['repeats']} runs, cases in rotating order:",
                  ["case", "tokens/s", "ratio to alone"],
                  [[name, f"{case['median_tokens_per_s']:.1f}", f"{case['over_alone']:.2f}"]
                   for name, case in r["cases"].items()])
@@ -156,7 +156,7 @@ def determinism(r: dict) -> List[str]:
     gap = "annotate: largest probability gap"
     rows.append([gap] + [f"{max(repeat['runs'][n]['cases'][gap] for repeat in r['raw']):.4f}" for n in names])
     lines = table(f"Identical answers (texts and token ids; annotate: labels and probabilities, bit for bit) over "
-                  f"{len(r['raw'])} repeats, {model_of(r)} (annotate: {instruct_model_of(r)}), {r['machine']['cpu']}, commit "
+                  f"{len(r['raw'])} repeats, {model_of(r)} (annotate: {instruct_model_of(r)}), {cpu_of(r)}, commit "
                   f"{r['machine']['commit'][:10]}:",
                   ["case"] + names, rows)
     if not r["time_against_default"]:  # the default variant alone: nothing to time it against
@@ -172,7 +172,7 @@ def cluster_shared_instruction(r: dict) -> List[str]:
     repeats = f"; seconds: medians of {r['repeats']} repeats in turn after a full-width warm-up each" \
         if "repeats" in r else ""
     return table(f"{r['docs']} prompts under one {r['instruction_tokens']}-token instruction, 4 greedy tokens each, "
-                 f"{r['machine']['cpu']}; the cluster has 1 worker and sends {r['chunks']} chunks of {r['n_seq_max']}"
+                 f"{cpu_of(r)}; the cluster has 1 worker and sends {r['chunks']} chunks of {r['n_seq_max']}"
                  f"{repeats}:",
                  ["run", "seconds", "prompt tokens decoded", "instruction decoded (times)"],
                  [[name.replace("_", " "), f"{r[name]['seconds']:.2f}", str(r[name]["prompt_tokens_decoded"]),
@@ -181,7 +181,7 @@ def cluster_shared_instruction(r: dict) -> List[str]:
 
 def long_prompts(r: dict) -> List[str]:
     return table(f"{r['n_seq']} distinct prompts, prefill and one token, {r['threads']} threads, embedded model, "
-                 f"{r['machine']['cpu']}; prompt tokens/s (median of {r['repeats']}) and the speed ratio to "
+                 f"{cpu_of(r)}; prompt tokens/s (median of {r['repeats']}) and the speed ratio to "
                  "llama-batched-bench with a KV stream per sequence (median of the ratios within a repeat):",
                  ["prompt tokens", "run", "tokens/s", "ratio"],
                  [[n, name, f"{run['prompt_tokens_per_s']:.1f}", f"{run['over_streams']:.2f}"]
@@ -197,7 +197,7 @@ def parallel(r: dict) -> List[str]:
     engines, pairs = list(sizes[0]["tokens_per_s"]), list(sizes[0]["ratios"])
     out = table(f"{r['prompt_tokens']}-token prompts, {r['max_tokens']} greedy tokens each (llama-batched-bench: "
                 f"`-ntg {r['batched_bench_ntg']}`, the same decode steps), {r['n_threads']} threads, {model_of(r)}, "
-                f"{r['machine']['cpu']}; generated tokens/s with prefill, medians of {r['repeats']} repeats, engines in "
+                f"{cpu_of(r)}; generated tokens/s with prefill, medians of {r['repeats']} repeats, engines in "
                 "turn after a full-width warm-up each:", ["prompts"] + [f"`{e}`" for e in engines] + ["Python us/step"],
                 [[str(s["prompts"])] + [f"{s['tokens_per_s'][e]:.1f}" for e in engines]
                  + [f"{s['python_us_per_step']:.0f}"] for s in sizes])
@@ -233,7 +233,7 @@ def annotate(r: dict) -> List[str]:
         out += table(
             f"A {r['instruction_tokens']}-token instruction, then a distinct {r['doc_tokens']}-token document, "
             f"{r['answer_tokens']} greedy answer tokens (llama-batched-bench: `-ntg {r['batched_bench_ntg']}`, the same "
-            f"decode steps), {r['n_seq']} sequences, {r['threads']} threads, embedded model, {r['machine']['cpu']}; "
+            f"decode steps), {r['n_seq']} sequences, {r['threads']} threads, embedded model, {cpu_of(r)}; "
             f"seconds: medians of {r['repeats']} repeats, engines in turn after a full-width warm-up each; speed "
             "ratios (above 1: ours faster): medians of the ratios within a repeat. Prompt tokens decoded count the "
             "shared start where it was decoded (in brackets: how many times, in shared starts).",
@@ -267,7 +267,7 @@ def cluster_vs_local(r: dict) -> List[str]:
     rows = [[name(e), f"{r['tokens_per_s'][e]:.1f}",
              f"{r['speed_over_local'].get(e, 1.0):.2f}"] for e in throughput]
     out = table(f"{r['prompts']} prompts of about 10 tokens, {r['max_tokens']} greedy tokens each, output file on, "
-                f"{r['n_seq']} sequences in flight in every engine, {r['cores']} cores, {r['machine']['cpu']}; medians "
+                f"{r['n_seq']} sequences in flight in every engine, {r['cores']} cores, {cpu_of(r)}; medians "
                 f"of {r['repeats']} repeats, engines in turn after a full-width warm-up each; speed ratio to the local "
                 "call: median of the ratios within a repeat:", ["run", "tokens/s", "speed ratio to local"], rows)
     small = r["one_token_prompts"]
@@ -287,7 +287,7 @@ def cluster_vs_local(r: dict) -> List[str]:
 def server(r: dict) -> List[str]:
     return table(f"{r['prompts']} prompts of about 10 tokens, {r['max_tokens']} greedy tokens each, streamed; server "
                  f"`--n-seq-max {r['n_seq']} --threads {r['threads']}`, the clients on the same cores, "
-                 f"{r['machine']['cpu']}; one in-process `generate_parallel` call of the same prompts on a context of "
+                 f"{cpu_of(r)}; one in-process `generate_parallel` call of the same prompts on a context of "
                  f"the same shape: {r['generate_parallel_tokens_per_s']:.1f} tokens/s. Medians of {r['repeats']} "
                  "repeats, engines in turn after a full-width warm-up each; ratio: median of the ratios within a "
                  "repeat:", ["clients", "tokens/s", "ratio to `generate_parallel`", "time to first token, median",
@@ -299,7 +299,7 @@ def server(r: dict) -> List[str]:
 def stream_latency(r: dict) -> List[str]:
     return table(f"{r['batch_clients']} clients sending 64 distinct prompts of ~450 tokens (4 greedy tokens each) and "
                  f"one client streaming answers of {r['stream_tokens']} greedy tokens one after another, {r['n_seq']} "
-                 f"sequences (slots), {r['threads']} threads, embedded model, {r['machine']['cpu']}; medians of "
+                 f"sequences (slots), {r['threads']} threads, embedded model, {cpu_of(r)}; medians of "
                  f"{r['repeats']} repeats, engines in turn; gaps between streamed tokens that arrived while the "
                  "batch ran:",
                  ["engine", "batch s", "batch speed vs llama-server", "first token s", "gap median s", "gap p90 s",
@@ -312,7 +312,7 @@ def stream_latency(r: dict) -> List[str]:
 def findings(r: dict) -> List[str]:
     out = table(f"Share of \"{r['label']}\" among the {r['stories']} Reuters stories (cut at {r['cut']} characters), "
                 f"instruct model `{r['model']}`, {r['draws']} random samples of {r['coded']} taken as coded, "
-                f"{r['machine']['cpu']}: coverage of the share of every human code by each 95% interval, and its "
+                f"{cpu_of(r)}: coverage of the share of every human code by each 95% interval, and its "
                 "median width:",
                 ["prompt", "kappa", "naive share", "true share", "PPI++ (probabilities)", "PPI++ (labels)",
                  "coded only", "naive"],
@@ -354,7 +354,7 @@ def short_texts(r: dict) -> List[str]:
                          f"{m['ratio_to_reference']:.2f}", f"{m['accuracy']:.3f}", f"{m['kappa']:.3f}",
                          f"{m['order_agreement']:.3f}"])
     runs = "; ".join(f"{name} {len(next(iter(st['layouts'].values()))['all_seconds'])}" for name, st in r["sets"].items())
-    return table(f"Prompt layouts on human-sorted texts, instruct model `{r['model']}`, {r['machine']['cpu']}: seconds "
+    return table(f"Prompt layouts on human-sorted texts, instruct model `{r['model']}`, {cpu_of(r)}: seconds "
                  f"(median of the runs: {runs}), ratio to the reference layout, accuracy and kappa against the human sorting, and order agreement (the same "
                  "label with the labels listed in another order):",
                  ["set", "texts", "layout", "seconds", "x reference", "accuracy", "kappa", "order agreement"], rows)
@@ -387,7 +387,7 @@ def calibration(r: dict) -> List[str]:
     auto = (" Cure `auto` uncalibrated is the default's labels (one order on the one-liners), calibrated the labels "
             "annotate() scores for calibration (two orders for every text); `auto, one order` is the default's "
             "one-order labels calibrated." if both else "")
-    out = table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {r['machine']['cpu']}: median "
+    out = table(f"Calibration on a few coded texts, instruct model `{r['model']}`, {cpu_of(r)}: median "
                 f"Cohen's kappa on the texts not coded over the draws: uncalibrated, {described}; for each, how "
                 f"often the coded texts chose no calibration, and in how many draws calibrating lowered kappa.{auto}",
                 ["set", "texts", "cure", "coded", "uncalibrated"] + [h for rule in rules
@@ -420,7 +420,7 @@ def cascade(r: dict) -> List[str]:
                          f"{c['n_second']} of {st['texts']}" + ("" if c["each_text_as_its_model_alone"] else " (differ)"),
                          f"{ppi['coverage']:.3f} ({ppi['draws']} draws of {ppi['coded']})" if ppi else ""])
     out = table(f"A cascade from `{r['small_model']}` to `{r['large_model']}` (annotate()'s defaults), "
-                 f"{r['machine']['cpu']}: Cohen's kappa against the human sorting, its difference from the large "
+                 f"{cpu_of(r)}: Cohen's kappa against the human sorting, its difference from the large "
                  "model alone, seconds and the share of the large model's time (the cascade's: the small model on "
                  "every text, the large one on the texts sent on), texts sent on (each text's labels those of its "
                  "model alone, as batch invariance makes them), and the coverage of prevalence()'s 95% intervals "
@@ -444,7 +444,7 @@ def cascade(r: dict) -> List[str]:
 def corpus_time(r: dict) -> List[str]:
     n = r["corpus_size"]
     return table(f"`{r['model']}` labelling with annotate()'s defaults (no context given: one sized for the texts; "
-                 f"{len(r['labels'])} labels), {r['machine']['cpu']}, 2 threads: text tokens, seconds, plan_annotation()'s "
+                 f"{len(r['labels'])} labels), {cpu_of(r)}, 2 threads: text tokens, seconds, plan_annotation()'s "
                  f"estimate from a sample of {r['plan_sample']} texts, and the hours {n:,} such texts take at the "
                  "measured rate:", ["texts", "n", "tokens: mean", "largest", "failed", "seconds", "per text",
                                     "per 1,000 tokens", "plan's estimate", f"hours for {n:,}"],
@@ -456,7 +456,7 @@ def corpus_time(r: dict) -> List[str]:
 
 def choice_rounding(r: dict) -> List[str]:
     shapes = [str(n) for n in r["shapes"]]
-    return table(f"Log-probability of a label's first token when the prompt's step held other rows, {r['machine']['cpu']} "
+    return table(f"Log-probability of a label's first token when the prompt's step held other rows, {cpu_of(r)} "
                  f"(step sizes {', '.join(shapes)}); spread: largest minus smallest over the step sizes; engine gap: "
                  "against llama-cpp-python alone:", ["case", "label", "chat"] + [f"n = {n}" for n in shapes]
                  + ["spread", "engine gap"],
@@ -469,7 +469,7 @@ def invariance_cost(r: dict) -> List[str]:
     sizes = list(r["sizes"].values())
     variants = list(sizes[0]["tokens_per_s"])
     return table(f"{r['prompt_tokens']}-token prompts, {r['max_tokens']} greedy tokens each, {r['n_threads']} threads, "
-                 f"embedded model, {r['machine']['cpu']}; generated tokens/s, medians of {r['repeats']} repeats in turn, "
+                 f"embedded model, {cpu_of(r)}; generated tokens/s, medians of {r['repeats']} repeats in turn, "
                  "each variant in a fresh process; in brackets: speed ratio to llama-batched-bench (median of the "
                  "ratios within a repeat):", ["prompts"] + variants,
                  [[n] + [f"{s['tokens_per_s'][v]:.1f} ({s['speed_vs_llama_batched_bench'][v]:.2f})" for v in variants]
@@ -483,7 +483,7 @@ def attention(r: dict) -> List[str]:
     def repeats(w: dict, v: str) -> str:
         return "the same in every run" if len(w["answers"][v]) == 1 else f"{len(w['answers'][v])} different"
     return table(f"Seconds (median of {r['repeats']} repeats in turn, each run a fresh process), {r['n_threads']} "
-                 f"threads, embedded model, {r['machine']['cpu']}; in brackets: speed ratio to llama.cpp unpatched "
+                 f"threads, embedded model, {cpu_of(r)}; in brackets: speed ratio to llama.cpp unpatched "
                  "(median of the ratios within a repeat); the patches each process loaded are in the second table:", ["workload"] + variants,
                  [[name] + [f"{w['seconds'][v]:.2f} ({w['speed_vs_unpatched'][v]:.2f})" for v in variants]
                   for name, w in workloads.items()]) + [""] + table(
@@ -495,7 +495,7 @@ def attention(r: dict) -> List[str]:
 
 def unified_kv(r: dict) -> List[str]:
     return table(f"{r['docs']} prompts of about 450 tokens, {r['n_seq']} sequences, {r['threads']} threads, "
-                 f"`{r['model']}`, {r['machine']['cpu']}; seconds (median of {r['repeats']}) with one KV stream shared "
+                 f"`{r['model']}`, {cpu_of(r)}; seconds (median of {r['repeats']}) with one KV stream shared "
                  "by every sequence (unified) and with a stream per sequence (split):", ["run", "seconds"],
                  [[name, f"{t:.1f}"] for name, t in r["median_s"].items()]) + [""] + table(
         "Unified over split (time):", ["answer", "ratio"],
@@ -506,7 +506,7 @@ def amx(r: dict) -> List[str]:
     names = list(r["seconds"])
     return table(f"{r['docs']} documents under one instruction, each scored against {len(r['labels'])} labels, "
                  f"{r['n_seq']} sequences, {r['threads']} threads, prefix cache on, {model_of(r)}, "
-                 f"{r['machine']['cpu']}; medians of {r['repeats']} repeats in turn, each run a fresh process:",
+                 f"{cpu_of(r)}; medians of {r['repeats']} repeats in turn, each run a fresh process:",
                  ["kernel", "seconds", "prompt tokens/s"],
                  [[n, f"{r['seconds'][n]:.2f}", f"{r['prompt_tokens_per_s'][n]:.0f}"] for n in names]) + [
         "", f"Speed with the tiles: {r['speed_with_tiles']:.2f}x (median of the ratios within a repeat); every "
@@ -524,7 +524,7 @@ def limits(r: dict) -> List[str]:
            "token.", ""]
     return out + table(
         f"One prompt of {r['prompt_tokens']} tokens, then up to {r['decode_steps']} greedy decode steps, "
-        f"{r['n_threads']} threads, {r['machine']['cpu']}; medians of {r['repeats']} repeats, engines in turn:",
+        f"{r['n_threads']} threads, {cpu_of(r)}; medians of {r['repeats']} repeats, engines in turn:",
         ["engine", "prefill tokens/s", "share of the vector peak"] + (["share of the AMX peak"] if has_amx else [])
         + ["decode tokens/s", "GB/s read", "share of the read bandwidth"],
         [[f"`{e}`", f"{s['prefill_tokens_per_s']:.1f}", f"{s['prefill_share_of_vector_peak']:.1%}"]
@@ -618,13 +618,20 @@ def kind_of(path: Path) -> str:
     return kind
 
 
+def cpu_of(r: dict) -> str:
+    """The CPU's name and, where the file records it, its kind: the kernels and so the speed differ between kinds
+    that share a name."""
+    m = r["machine"]
+    return m["cpu"] + (f" ({m['cpu_kind']})" if m.get("cpu_kind") else "")
+
+
 def provenance(path: Path, r: dict) -> str:
     """Which code, command and machine a file's figures come from."""
     m = r["machine"]
     code = (f"commit `{m['commit'][:12]}{'+changes' if m['commit'].endswith('+changes') else ''}`" if "commit" in m
             else f"commit not recorded (the file was added in `{m['committed_with'][:12]}`)")
     when = f", run {m['time']}" if "time" in m else ""
-    return f"File `bench/results/{path.name}`: {code}, command `{m['command']}`, {m['cpu']}{when}."
+    return f"File `bench/results/{path.name}`: {code}, command `{m['command']}`, {cpu_of(r)}{when}."
 
 
 def _date_and_rerun(path: Path) -> tuple:
@@ -662,7 +669,7 @@ def _latest(kind: str, results: Path, name_has: str = "", model: str = "", cpu: 
     files = [(p, json.loads(p.read_text())) for p in results.glob(f"{kind}-*.json")
              if kind_of(p) == kind and name_has in p.name]
     files = [(p, r) for p, r in files if (not model or r["machine"].get("model", EMBEDDED) == model)
-             and (not cpu or r["machine"]["cpu"] == cpu)]
+             and (not cpu or cpu_of(r) == cpu)]
     return max(((p, r) for p, r in files if "commit" in r["machine"]), key=lambda f: (_date_and_rerun(f[0]), f[0].name))
 
 
@@ -674,10 +681,13 @@ def _latest_of_model(kind: str, results: Path, model: str, name_has: str = "", c
         return None
 
 
-def _cpus(kind: str, results: Path) -> List[str]:
-    """The CPUs that files of a kind were measured on, by name."""
-    return sorted({json.loads(p.read_text())["machine"]["cpu"] for p in results.glob(f"{kind}-*.json")
-                   if kind_of(p) == kind})
+def _cpus(kind: str, results: Path, model: str) -> List[str]:
+    """The CPUs that files of a kind and model were measured on, by name and kind. Older files name the CPU alone:
+    those stand for their CPU only where no file of that name and this model records its kind, so that a newer
+    figure of one kind is not shown beside an older one of unknown kind."""
+    found = {cpu_of(r) for r in (json.loads(p.read_text()) for p in results.glob(f"{kind}-*.json")
+                                 if kind_of(p) == kind) if r["machine"].get("model", EMBEDDED) == model}
+    return sorted(c for c in found if not any(other.startswith(c + " (") for other in found))
 
 
 def _anchor(path: Path) -> str:
@@ -693,7 +703,7 @@ def headline(results: Path = RESULTS) -> List[str]:
                  "against off",
                  f"{s['speedup_on_over_off']:.1f}x faster", path])
     # Prefill speed, and so these ratios, moves with the CPU as generation's does: the newest file of each.
-    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("vs-llama-server", results)):
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("vs-llama-server", results, m)):
         found = _latest_of_model("vs-llama-server", results, model, "annotation", cpu)
         if found:
             path, r = found
@@ -705,7 +715,7 @@ def headline(results: Path = RESULTS) -> List[str]:
                                     + (f" ({swa[name]:.2f}x)" if name in swa else "")
                                     for name, w in r["workloads"].items()) + " faster", path])
     # Generation is the figure that moves most with the CPU (AMX, VNNI or AVX2 alone): the newest file of each.
-    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("parallel", results)):
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("parallel", results, m)):
         found = _latest_of_model("parallel", results, model, cpu=cpu)
         if found:
             path, r = found
@@ -713,7 +723,7 @@ def headline(results: Path = RESULTS) -> List[str]:
                          + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
-    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("limits", results)):
+    for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("limits", results, m)):
         found = _latest_of_model("limits", results, model, cpu=cpu)
         if found:
             path, r = found
@@ -731,7 +741,7 @@ def headline(results: Path = RESULTS) -> List[str]:
     found = _latest_of_model("amx", results, K_QUANT_MODEL)
     if found:
         path, r = found
-        rows.append([f"The annotation workload (nearly all prefill), {model_of(r)}, {r['machine']['cpu']}: AMX tiles "
+        rows.append([f"The annotation workload (nearly all prefill), {model_of(r)}, {cpu_of(r)}: AMX tiles "
                      "against the same build with NEWRLLAMA_AMX=off (the AVX2 kernel, with VNNI where the CPU has it); "
                      "the same bits", f"{r['speed_with_tiles']:.2f}x the speed; "
                      + ("identical" if r["same_bits"] else "different"), path])

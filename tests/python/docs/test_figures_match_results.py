@@ -70,6 +70,21 @@ def test_headline_figures_come_only_from_files_that_record_their_commit(tmp_path
     assert newest.stem in "\n".join(report.headline(tmp_path)) and later.stem not in "\n".join(report.headline(tmp_path))
 
 
+def test_the_headline_keeps_cpu_kinds_of_one_name_apart_and_drops_an_older_file_of_unknown_kind(tmp_path):
+    results = ROOT / "bench" / "results"
+    for path in results.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    record = json.loads((results / "parallel-2026-12-03-AMD-EPYC.json").read_text())
+    machine = {k: v for k, v in record["machine"].items() if k != "cpu_kind"}
+    for day, kind in (("01", None), ("02", "AVX2"), ("03", "AVX-512 VNNI")):
+        record["machine"] = {**machine, "cpu": "Zen"} | ({"cpu_kind": kind} if kind else {})
+        (tmp_path / f"parallel-2099-01-{day}-Zen.json").write_text(json.dumps(record))
+    rows = [row for row in report.headline(tmp_path) if "Zen" in row]
+    assert len(rows) == 2
+    assert any("Zen (AVX2)" in row and "parallel-2099-01-02-Zen" in row for row in rows)
+    assert any("Zen (AVX-512 VNNI)" in row and "parallel-2099-01-03-Zen" in row for row in rows)
+
+
 def test_a_rerun_writes_a_new_file_and_records_commit_command_machine_and_time(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_results, "RESULTS", tmp_path)
     first = bench_results.write_results("unit", {"figure": 1})
@@ -77,7 +92,7 @@ def test_a_rerun_writes_a_new_file_and_records_commit_command_machine_and_time(t
     assert first != second and second.name.endswith("-2.json")
     assert json.loads(first.read_text())["figure"] == 1  # the earlier run is kept as it was
     machine = json.loads(second.read_text())["machine"]
-    assert {"commit", "command", "cpu", "time"} <= set(machine)
+    assert {"commit", "command", "cpu", "cpu_kind", "time"} <= set(machine)
     assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", machine["commit"])
 
 
