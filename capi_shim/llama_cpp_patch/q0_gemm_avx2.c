@@ -138,35 +138,42 @@ static inline __attribute__((always_inline)) void q0a_panel_cols(enum ggml_type 
     }
 }
 
-// One activation row (x, its blocks' sums in bsum) by 8 weight rows straight from their blocks, without a panel: a
-// block's 8 partial sums per row fold to the rows' exact dots at once (qg_fold8), then its floats.
+// One activation row (x, its blocks' sums in bsum) by 8 weight rows straight from their blocks, without a panel.
+// Each row is read whole before the next, one stream (8 rows block by block were 8 streams, which the hardware
+// prefetcher left waiting on memory), asking for the bytes QG_PREFETCH ahead: past a row's end is the next row of
+// the thread. A block's 8 partial sums per row wait in part and its scale in h; then, block by block, they fold to
+// the rows' exact dots (qg_fold8) and take the floats in block order, so the bits do not depend on the read order.
 static inline __attribute__((always_inline)) __m256 q0a_decode_tile(enum ggml_type type, const char * const * w,
-                                                                    const block_q8_0 * x, const int32_t * bsum, int nb) {
+                                                                    const block_q8_0 * x, const int32_t * bsum, int nb,
+                                                                    __m256i * part, ggml_half * h) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int l = 0; l < nb; l++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *) x[l].qs);
-        __m256i part[QG_LANES];
-        ggml_half d[QG_LANES];
-        for (int r = 0; r < QG_LANES; r++) {
+    const size_t block_size = type == GGML_TYPE_Q5_0 ? sizeof(block_q5_0) : sizeof(block_q8_0);
+    for (int r = 0; r < QG_LANES; r++) {
+        for (int l = 0; l < nb; l++) {
+            const char * wb = w[r] + l * block_size;
+            _mm_prefetch(wb + QG_PREFETCH, _MM_HINT_T0);
+            const __m256i a = _mm256_loadu_si256((const __m256i *) x[l].qs);
             __m256i pairs;
             if (type == GGML_TYPE_Q5_0) {
-                const block_q5_0 * b = (const block_q5_0 *) w[r] + l;
+                const block_q5_0 * b = (const block_q5_0 *) wb;
                 pairs = _mm256_maddubs_epi16(q0a_q5_0_codes(b), a);
-                d[r] = b->d;
+                h[l * QG_LANES + r] = b->d;
             } else {
-                const block_q8_0 * b = (const block_q8_0 *) w[r] + l;
+                const block_q8_0 * b = (const block_q8_0 *) wb;
                 const __m256i q = _mm256_loadu_si256((const __m256i *) b->qs);
                 pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q));
-                d[r] = b->d;
+                h[l * QG_LANES + r] = b->d;
             }
-            part[r] = _mm256_madd_epi16(pairs, ones);
+            part[l * QG_LANES + r] = _mm256_madd_epi16(pairs, ones);
         }
-        __m256i dot = qg_fold8(part);
+    }
+    __m256 acc = _mm256_setzero_ps();
+    for (int l = 0; l < nb; l++) {
+        __m256i dot = qg_fold8(part + l * QG_LANES);
         if (type == GGML_TYPE_Q5_0) {
             dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(16 * bsum[l]));
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) d));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + l * QG_LANES)));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(GGML_CPU_FP16_TO_FP32(x[l].d))), acc);
     }
     return acc;
@@ -204,13 +211,25 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
         return;
     }
 
+    // One activation row needs decode's partial sums and scales; more need a panel.
+    const bool one_row = ne11 == 1;
     const size_t codes_size = (size_t) nb * Q0A_GROUPS * sizeof(__m256i);
-    q0a_panel p;
-    p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
-    p.signs = type == GGML_TYPE_Q8_0 ? (__m256i *) ggml_aligned_malloc(codes_size) : NULL;
-    p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+    const size_t part_size = (size_t) nb * QG_LANES * sizeof(__m256i);
+    q0a_panel p = {NULL, NULL, NULL};
+    __m256i * part = NULL;
+    ggml_half * h = NULL;
+    if (one_row) {
+        part = (__m256i *) ggml_aligned_malloc(part_size);
+        h = (ggml_half *) malloc((size_t) nb * QG_LANES * sizeof(ggml_half));
+        GGML_ASSERT(part && h);
+    } else {
+        p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
+        p.signs = type == GGML_TYPE_Q8_0 ? (__m256i *) ggml_aligned_malloc(codes_size) : NULL;
+        p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+        GGML_ASSERT(p.codes && (p.signs || type != GGML_TYPE_Q8_0) && p.d);
+    }
     int32_t * bsum = (int32_t *) malloc((size_t) ne11 * nb * sizeof(int32_t));
-    GGML_ASSERT(p.codes && (p.signs || type != GGML_TYPE_Q8_0) && p.d && bsum);
+    GGML_ASSERT(bsum);
 
     for (int64_t i13 = 0; i13 < ne13; i13++) {
         for (int64_t i12 = 0; i12 < ne12; i12++) {
@@ -228,13 +247,13 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
                     }
                 }
             }
-            if (ne11 == 1) {
+            if (one_row) {
                 for (int64_t tile = t0; tile < t1; tile++) {
                     const int64_t i0 = tile * QG_LANES;
                     const char * w[QG_LANES];
                     qg_weight_rows(a, nb01, ne01, i0, w);
                     float out[QG_LANES];
-#define Q0A_DECODE(T) q0a_decode_tile(T, w, b, bsum, nb)
+#define Q0A_DECODE(T) q0a_decode_tile(T, w, b, bsum, nb, part, h)
                     _mm256_storeu_ps(out, Q0A_BY_TYPE(type, Q0A_DECODE));
 #undef Q0A_DECODE
                     memcpy(c + i0, out, MIN(QG_LANES, ne01 - i0) * sizeof(float));
@@ -280,11 +299,16 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
         }
     }
 
-    ggml_aligned_free(p.codes, codes_size);
-    if (p.signs) {
-        ggml_aligned_free(p.signs, codes_size);
+    if (one_row) {
+        ggml_aligned_free(part, part_size);
+        free(h);
+    } else {
+        ggml_aligned_free(p.codes, codes_size);
+        if (p.signs) {
+            ggml_aligned_free(p.signs, codes_size);
+        }
+        free(p.d);
     }
-    free(p.d);
     free(bsum);
 }
 #endif
