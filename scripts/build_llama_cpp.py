@@ -343,7 +343,9 @@ def main(argv: List[str] = None) -> int:
     record_build(installed, target)
     if args.gpu != "none" and not installed["gpu_offload"]:
         print(f"build_llama_cpp: the {args.gpu} build is installed, but llama.cpp finds no {args.gpu} device here "
-              "(llama_supports_gpu_offload() is false): models will run on the CPU", file=sys.stderr)
+              "(llama_supports_gpu_offload() is false): models will run on the CPU"
+              + ("; llama.cpp passes by Vulkan devices of CPU type (lavapipe) unless GGML_VK_VISIBLE_DEVICES names "
+                 "one" if args.gpu == "vulkan" else ""), file=sys.stderr)
     return 0
 
 
