@@ -17,7 +17,8 @@ variants in turn (bench/in_turn.py); the previous code is a checkout whose shim 
 
     git worktree add /tmp/prev 5df0144 && (cd /tmp/prev && .venv/bin/python setup.py build_ext --inplace)
     .venv/bin/python bench/bench_determinism.py [--repeats 2] [--previous /tmp/prev] [--variants NAME ...]
-        [--model qwen2.5-coder-1.5b] [--instruct qwen2.5-coder-1.5b]
+        [--model qwen2.5-coder-1.5b] [--instruct qwen2.5-coder-1.5b] [--prompts 8] [--texts 16]
+(--prompts and --texts take the first of the prompts and sentences, for a slow device such as lavapipe.)
 Writes bench/results/determinism-<date>-<cpu>.json.
 """
 from __future__ import annotations
@@ -58,15 +59,22 @@ def first_sentences() -> list:
     return [text.replace("\n", " ").split(". ")[0][:300] for text, _ in reuters_stories()]
 
 
-def worker(options: dict, model_path: str, instruct_path: str) -> dict:
+def seconds_keys(prompts: int, texts: int) -> tuple:
+    return f"generation, {prompts} prompts seconds", f"annotate, {texts} texts seconds"
+
+
+def worker(options: dict, model_path: str, instruct_path: str, n_prompts: int, n_texts: int) -> dict:
     import newrllama
     from helpers.callers import call_from_threads
 
     options = dict(options)
     offload = {"n_gpu_layers": options.pop("n_gpu_layers")} if "n_gpu_layers" in options else {}
 
+    prompts, few = PROMPTS[:n_prompts], min(8, n_prompts)
+    generation_key, annotate_key = seconds_keys(n_prompts, n_texts)
+
     def ctx_of(model, **kw):
-        return newrllama.Context(model, **{"n_ctx": 16384, "n_seq_max": 32, "n_threads": 2, **options, **kw})
+        return newrllama.Context(model, **{"n_ctx": 16384, "n_seq_max": n_prompts, "n_threads": 2, **options, **kw})
 
     def seen(completions):
         return [(c.text, list(c.token_ids)) for c in completions]
@@ -82,24 +90,24 @@ def worker(options: dict, model_path: str, instruct_path: str) -> dict:
         with ctx_of(model) as ctx:
             ctx.generate_parallel(OTHER, newrllama.SamplingParams(max_tokens=2))  # warm-up (not the prompts)
             t0 = time.perf_counter()
-            ref = seen(ctx.generate_parallel(PROMPTS, greedy))
-            seconds["generation, 32 prompts"] = time.perf_counter() - t0
+            ref = seen(ctx.generate_parallel(prompts, greedy))
+            seconds[generation_key] = time.perf_counter() - t0
         with ctx_of(model) as ctx:
-            merged = call_from_threads(lambda p: seen(ctx.generate_parallel(p, greedy)), PROMPTS, 4)
+            merged = call_from_threads(lambda p: seen(ctx.generate_parallel(p, greedy)), prompts, 4)
             cases["threads vs one call"] = same(merged, ref)
-            cases["same call after threads"] = same(seen(ctx.generate_parallel(PROMPTS, greedy)), ref)
-            first = seen(ctx.generate_parallel(PROMPTS[:8], seeded))
+            cases["same call after threads"] = same(seen(ctx.generate_parallel(prompts, greedy)), ref)
+            first = seen(ctx.generate_parallel(prompts[:few], seeded))
             ctx.generate_parallel(OTHER, greedy)
-            cases["seeded after other work"] = same(seen(ctx.generate_parallel(PROMPTS[:8], seeded)), first)
+            cases["seeded after other work"] = same(seen(ctx.generate_parallel(prompts[:few], seeded)), first)
         with ctx_of(model) as ctx:
             ctx.generate_parallel(OTHER, greedy)
-            cases["fresh vs warmed"] = same(seen(ctx.generate_parallel(PROMPTS, greedy)), ref)
+            cases["fresh vs warmed"] = same(seen(ctx.generate_parallel(prompts, greedy)), ref)
         alone = []
-        for p in PROMPTS[:8]:
+        for p in prompts[:few]:
             with ctx_of(model, n_ctx=2048, n_seq_max=1) as ctx:
                 alone += seen([ctx.generate(p, greedy)])
-        cases["alone vs in the batch"] = same(alone, ref[:8])
-    texts = first_sentences()
+        cases["alone vs in the batch"] = same(alone, ref[:few])
+    texts = first_sentences()[:n_texts]
     with newrllama.Model(instruct_path, **offload) as instruct:
         def annotate(ctx):
             return [(a.label, a.probs) for a in newrllama.annotate(texts, LABELS, "Give the topic of the news story.",
@@ -109,27 +117,28 @@ def worker(options: dict, model_path: str, instruct_path: str) -> dict:
             ctx.generate_parallel(OTHER, greedy)
             t0 = time.perf_counter()
             again = annotate(ctx)
-            seconds["annotate, 70 texts"] = time.perf_counter() - t0
+            seconds[annotate_key] = time.perf_counter() - t0
         with ctx_of(instruct, n_seq_max=16, n_ctx=8192) as ctx:
             fresh = annotate(ctx)
         cases["annotate after other work vs fresh context"] = same(again, fresh)
         cases["annotate: labels equal, after other work vs fresh"] = same([a[0] for a in again], [a[0] for a in fresh])
         cases["annotate: largest probability gap"] = max(abs(a[1][k] - b[1][k]) for a, b in zip(again, fresh)
                                                          for k in a[1])
-    return {"cases": cases, "offload": offloaded, **{f"{k} seconds": v for k, v in seconds.items()}}
+    return {"cases": cases, "offload": offloaded, **seconds}
 
 
-def run_variant(name: str, previous: str, model_path: str, instruct_path: str) -> dict:
+def run_variant(name: str, previous: str, model_path: str, instruct_path: str, n_prompts: int, n_texts: int) -> dict:
     options = VARIANTS[name]
     env = dict(os.environ)
     if options == "previous":
         env["PYTHONPATH"] = str(Path(previous) / "python_core")
         options = {}
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps([options, model_path, instruct_path])],
+    done = subprocess.run([sys.executable, __file__, "--worker",
+                           json.dumps([options, model_path, instruct_path, n_prompts, n_texts])],
                           env=env, check=True,
                           capture_output=True, text=True)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["seconds"] = result["generation, 32 prompts seconds"]
+    result["seconds"] = result[seconds_keys(n_prompts, n_texts)[0]]
     return result
 
 
@@ -140,6 +149,9 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--worker", default=None)
     ap.add_argument("--instruct", default="qwen2.5-coder-0.5b", help="the model annotate() runs on (as --model)")
+    ap.add_argument("--prompts", type=int, default=len(PROMPTS), choices=range(1, len(PROMPTS) + 1), metavar="N",
+                    help="fewer prompts for a slow device (the cases keep their shape: 8 of them alone, 4 threads)")
+    ap.add_argument("--texts", type=int, default=70, metavar="N", help="fewer Reuters sentences for annotate()")
     add_model_argument(ap)
     args = ap.parse_args()
     if args.worker is not None:
@@ -153,12 +165,12 @@ def main() -> None:
     offloads = newrllama.system_info().gpu_offload
     names = [n for n in args.variants if (VARIANTS[n] != "previous" or args.previous)
              and (n not in OFFLOAD_VARIANTS or offloads)]
-    raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous, path, instruct_path)) for n in names},
-                      args.repeats)
+    raw = run_in_turn({n: (lambda _r, n=n: run_variant(n, args.previous, path, instruct_path, args.prompts,
+                                                       args.texts)) for n in names}, args.repeats)
     base = names[0]
     ratios = {n: {k: paired_median(raw, lambda runs, n=n, k=k: runs[n][k] / runs[base][k])
-                  for k in ("generation, 32 prompts seconds", "annotate, 70 texts seconds")} for n in names[1:]}
-    write_results("determinism", {**labels, "previous": args.previous and subprocess.run(
+                  for k in seconds_keys(args.prompts, args.texts)} for n in names[1:]}
+    write_results("determinism", {**labels, "prompts": args.prompts, "texts": args.texts, "previous": args.previous and subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=args.previous, capture_output=True, text=True).stdout.strip(),
         "time_against_default": ratios, "raw": raw})
     for n in names:

@@ -162,10 +162,10 @@ def determinism(r: dict) -> List[str]:
     if not r["time_against_default"]:  # the default variant alone: nothing to time it against
         return lines
     lines.append("")
+    work = (f"generation, {r.get('prompts', 32)} prompts", f"annotate, {r.get('texts', 70)} texts")
     return lines + table("Time against the default (median of the ratios within a repeat, "
-                         f"{len(r['raw'])} repeats in turn):", ["variant", "generation, 32 prompts", "annotate, 70 texts"],
-                         [[n, f"{t['generation, 32 prompts seconds']:.2f}", f"{t['annotate, 70 texts seconds']:.2f}"]
-                          for n, t in r["time_against_default"].items()])
+                         f"{len(r['raw'])} repeats in turn):", ["variant", *work],
+                         [[n] + [f"{t[f'{w} seconds']:.2f}" for w in work] for n, t in r["time_against_default"].items()])
 
 
 def cluster_shared_instruction(r: dict) -> List[str]:
