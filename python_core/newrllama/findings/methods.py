@@ -54,8 +54,9 @@ def _source_sentences(source: Any) -> List[str]:
         mode = ("batch-invariant (a text's scores do not depend on the other texts decoded with it, "
                 "so reruns give identical probabilities)" if d.get("batch_invariant") else "not batch-invariant")
         offloaded = d.get("n_gpu_layers")
+        device = f" (device {d['device']})" if d.get("device") else ""
         where = (f", {'every layer' if offloaded < 0 else f'{offloaded} layers'} offloaded to {d.get('backend')}"
-                 if offloaded else "")
+                 f"{device}" if offloaded else "")
         out.append(f"Decoding was {mode}, with {d.get('n_threads')} threads{where} on {d.get('build')}.")
     return out
 

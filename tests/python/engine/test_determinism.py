@@ -160,6 +160,8 @@ def test_the_build_carries_the_patches_and_says_so(model):
     backends = ", ".join(["cpu", *newrllama.system_info().gpu_backends])
     assert record.build.startswith(f"llama-cpp-python {newrllama.system_info().llama_cpp_python} ({backends}); ")
     assert (record.backend, record.n_gpu_layers) == ("cpu", 0) == (model.backend, model.n_gpu_layers)
+    cpu = next(d for d in newrllama.system_info().devices if d.kind == "cpu")
+    assert record.device == model.device == f"{cpu.name}: {cpu.description}"
 
 
 def test_batch_invariance_on_offloaded_layers_is_not_claimed(model, monkeypatch):

@@ -274,9 +274,11 @@ def test_a_methods_paragraph_names_the_model_the_prompt_the_debias_method_and_th
     assert f"for {flips} of 8 texts" in text
     assert "offloaded" not in text
     offloaded = dataclasses.replace(source, determinism={**source.determinism, "batch_invariant": False,
-                                                         "backend": "cuda", "n_gpu_layers": 20})
+                                                         "backend": "cuda", "n_gpu_layers": 20,
+                                                         "device": "CUDA0: NVIDIA H200"})
     on_gpu = newrllama.methods_text([dataclasses.replace(a, provenance=offloaded) for a in done])
-    assert "not batch-invariant, with 2 threads, 20 layers offloaded to cuda on llama-cpp-python" in on_gpu
+    assert ("not batch-invariant, with 2 threads, 20 layers offloaded to cuda (device CUDA0: NVIDIA H200) on "
+            "llama-cpp-python") in on_gpu
     plain = dataclasses.replace(source, instruction="")
     no_instruction = newrllama.methods_text([dataclasses.replace(a, provenance=plain) for a in done])
     assert "Each text was followed by the list of 2 labels" in no_instruction

@@ -132,7 +132,8 @@ class Context(OwnedHandle):
         cache = PrefixCache(kv, layout, scheduler_config) if self.prefix_cache else None
         self._scheduler = Scheduler(out[0], kv, layout, cache,
                                     Determinism(held, n_threads, layout.n_batch, layout.n_seq, build_fingerprint(),
-                                                model.backend, model.n_gpu_layers), scheduler_config)
+                                                model.backend, model.n_gpu_layers, model.device),
+                                    scheduler_config)
 
     def close(self) -> None:
         """Takes the context off the engine thread (calls still running end with ClosedError) and frees it."""

@@ -79,8 +79,8 @@ class Model(OwnedHandle):
     request. ``progress`` shows a download bar (default: when stderr is a terminal).
 
     ``n_gpu_layers=None`` offloads every layer when this llama.cpp build can offload to a
-    GPU, and none otherwise; ``model.n_gpu_layers`` and ``model.backend`` say what was done
-    (0 and ``"cpu"`` on a build without a GPU backend). Close it with ``close()`` or a ``with`` block; contexts made
+    GPU, and none otherwise; ``model.n_gpu_layers``, ``model.backend`` and ``model.device`` say what was done
+    (0, ``"cpu"`` and the CPU on a build without a GPU backend). Close it with ``close()`` or a ``with`` block; contexts made
     from it keep the weights alive until they are closed too.
 
     ``use_mmap=False`` (the default) reads the weights into memory on huge pages where Linux gives them, which makes
@@ -124,7 +124,11 @@ class Model(OwnedHandle):
         # Where the layers run, as the determinism record names it: a build that cannot offload keeps them all on
         # the CPU whatever was asked; -1 is every layer.
         self.n_gpu_layers = n_gpu_layers if offload else 0
-        self.backend = ", ".join(system_info().gpu_backends) if self.n_gpu_layers else "cpu"
+        info = system_info()
+        self.backend = ", ".join(info.gpu_backends) if self.n_gpu_layers else "cpu"
+        # The devices themselves: a backend's name does not say what ran (Vulkan on a GPU, or on lavapipe's CPU).
+        self.device = ", ".join(f"{d.name}: {d.description}" for d in info.devices
+                                if (d.kind != "cpu") == bool(self.n_gpu_layers))
         err = _lib.new_error_slot()
         out = ffi.new("newrllama_model_handle *")
         started = time.perf_counter()

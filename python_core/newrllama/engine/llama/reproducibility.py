@@ -78,8 +78,9 @@ def build_fingerprint() -> str:
 @dataclass(frozen=True)
 class Determinism:
     """A context's numbers are the same bits in every run with these settings on a machine of this build.
-    batch_invariant: whether they also do not depend on the other prompts of a step (see Context); backend and
-    n_gpu_layers: where the model's layers run ("cpu" and 0, or a GPU backend and the layers offloaded, -1 all)."""
+    batch_invariant: whether they also do not depend on the other prompts of a step (see Context); backend,
+    n_gpu_layers and device: where the model's layers run ("cpu", 0 and the CPU, or a GPU backend, the layers
+    offloaded (-1 all) and the devices, as system_info() names them)."""
 
     batch_invariant: bool
     n_threads: int
@@ -88,6 +89,7 @@ class Determinism:
     build: str
     backend: str
     n_gpu_layers: int
+    device: str
 
     def as_record(self) -> dict:
         return asdict(self)
