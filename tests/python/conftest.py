@@ -1,6 +1,7 @@
 """Shared fixtures: the embedded model is loaded once per session."""
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -10,7 +11,10 @@ import newrllama
 
 @pytest.fixture(scope="session")
 def model():
-    with newrllama.Model() as m:
+    # A run on a device (scripts/vulkan_on_lavapipe.sh) tests with some and no layers offloaded, besides the
+    # default of every layer on a build that can offload.
+    layers = os.environ.get("NEWRLLAMA_TEST_GPU_LAYERS")
+    with newrllama.Model(**({"n_gpu_layers": int(layers)} if layers else {})) as m:
         yield m
 
 
