@@ -15,21 +15,22 @@ from typing import Optional
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def cpu_name() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first CPU's value of a /proc/cpuinfo field, or "" where there is none."""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
+        if line.startswith(field):
             return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    return ""
+
+
+def cpu_name() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
 
 
 def cpu_kind() -> str:
     """The instruction set the engine's integer kernels take on this CPU (docs/design/limits.md, by CPU kind): AMX
     tiles, AVX512-VNNI, AVX-VNNI or AVX2 alone; the CPU's name does not say it (an AMD EPYC may be either of two)."""
-    flags = set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
+    flags = set(_cpuinfo("flags").split())
     for flag, kind in (("amx_int8", "AMX"), ("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI"),
                        ("avx2", "AVX2")):
         if flag in flags:
