@@ -141,7 +141,7 @@ static inline __attribute__((always_inline)) void q0a_panel_cols(enum ggml_type 
 // One activation row (x, its blocks' sums in bsum) by 8 weight rows straight from their blocks, without a panel.
 // Each row is read whole before the next, one stream (8 rows block by block were 8 streams, which the hardware
 // prefetcher left waiting on memory), asking for the bytes QG_PREFETCH ahead: past a row's end is the next row of
-// the thread. A block's 8 partial sums per row wait in part and its scale in h; then, block by block, they fold to
+// the thread's chunk. A block's 8 partial sums per row wait in part and its scale in h; then, block by block, they fold to
 // the rows' exact dots (qg_fold8) and take the floats in block order, so the bits do not depend on the read order.
 static inline __attribute__((always_inline)) __m256 q0a_decode_tile(enum ggml_type type, const char * const * w,
                                                                     const block_q8_0 * x, const int32_t * bsum, int nb,
@@ -189,9 +189,82 @@ static bool ggml_q0_gemm_avx2_supports(const struct ggml_tensor * dst) {
 // The two types as compile-time constants of the panels, so that each gets its own code.
 #define Q0A_BY_TYPE(type, call) ((type) == GGML_TYPE_Q5_0 ? call(GGML_TYPE_Q5_0) : call(GGML_TYPE_Q8_0))
 
-// dst = src0 x src1, src1 already in Q8_0 in wdata (as ggml leaves it for tinyBLAS). The threads split the weight
-// rows 8 at a time; one activation row is q0a_decode_tile's, more go in chunks that stay in cache while a thread's
-// panels pass over them.
+// Q5_0's codes are taken plus 16, which each output takes off with its activation block's sum of values:
+// bsum[j * nb + l] for activation row j and block l.
+static void q0a_block_sums(const block_q8_0 * b, int64_t rows, size_t ldb, int nb, int32_t * bsum) {
+    for (int64_t j = 0; j < rows; j++) {
+        for (int l = 0; l < nb; l++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *) b[j * ldb + l].qs);
+            const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            const __m128i f = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+            bsum[j * nb + l] = _mm_cvtsi128_si32(_mm_add_epi32(f, _mm_shuffle_epi32(f, 0xb1)));
+        }
+    }
+}
+
+// One activation row by the tiles [first, last) of a plane: q0a_decode_tile's, with its partial sums and scales.
+static void q0a_decode_tiles(enum ggml_type type, const char * a, size_t nb01, int64_t ne01, const block_q8_0 * b,
+                             const int32_t * bsum, int nb, int64_t first, int64_t last, float * c, __m256i * part,
+                             ggml_half * h) {
+    for (int64_t tile = first; tile < last; tile++) {
+        const int64_t i0 = tile * QG_LANES;
+        const char * w[QG_LANES];
+        qg_weight_rows(a, nb01, ne01, i0, w);
+        float out[QG_LANES];
+#define Q0A_DECODE(T) q0a_decode_tile(T, w, b, bsum, nb, part, h)
+        _mm256_storeu_ps(out, Q0A_BY_TYPE(type, Q0A_DECODE));
+#undef Q0A_DECODE
+        memcpy(c + i0, out, MIN(QG_LANES, ne01 - i0) * sizeof(float));
+    }
+}
+
+// Activation rows [j0, j1) of a plane by the tiles [first, last), each tile's panel unpacked once for them all.
+static void q0a_panel_tiles(enum ggml_type type, const char * a, size_t nb01, int64_t ne01, const block_q8_0 * b,
+                            size_t ldb, const int32_t * bsum, int nb, int64_t first, int64_t last, int64_t j0,
+                            int64_t j1, float * c, size_t ldc, q0a_panel * p) {
+    for (int64_t tile = first; tile < last; tile++) {
+        const int64_t i0 = tile * QG_LANES;
+        const int rows = (int) MIN(QG_LANES, ne01 - i0);
+        const char * w[QG_LANES];
+        qg_weight_rows(a, nb01, ne01, i0, w);
+#define Q0A_UNPACK(T) q0a_unpack_panel(T, w, nb, p)
+        Q0A_BY_TYPE(type, Q0A_UNPACK);
+#undef Q0A_UNPACK
+        for (int64_t j = j0; j < j1; j += QG_PANEL_COLS) {
+            const int cols = (int) MIN(QG_PANEL_COLS, j1 - j);
+            const block_q8_0 * x[QG_PANEL_COLS];
+            const int32_t * s[QG_PANEL_COLS];
+            for (int k = 0; k < cols; k++) {
+                x[k] = b + (j + k) * ldb;
+                s[k] = bsum + (j + k) * nb;
+            }
+            float out[QG_PANEL_COLS * QG_LANES];
+#define Q0A_COLS4(T) q0a_panel_cols(T, p, x, s, nb, out, QG_PANEL_COLS)
+#define Q0A_COLS1(T) q0a_panel_cols(T, p, x + k, s + k, nb, out + k * QG_LANES, 1)
+            if (cols == QG_PANEL_COLS) {
+                Q0A_BY_TYPE(type, Q0A_COLS4);
+            } else {  // the last 1-3 activation rows, one at a time
+                for (int k = 0; k < cols; k++) {
+                    Q0A_BY_TYPE(type, Q0A_COLS1);
+                }
+            }
+#undef Q0A_COLS4
+#undef Q0A_COLS1
+            for (int k = 0; k < cols; k++) {
+                memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
+            }
+        }
+    }
+}
+
+// dst = src0 x src1, src1 already in Q8_0 in wdata (as ggml leaves it for tinyBLAS). The work goes in chunks that
+// the threads claim from ggml's shared counter, as quant-gemm-avx2's do (the caller set it to nth before its
+// barrier, so chunk ith is this thread's first): a thread held up by anything else on the machine leaves its chunks
+// to the others instead of keeping them waiting at the next barrier, and which thread computes a row does not touch
+// its arithmetic. One activation row: QG_DECODE_TILES tiles a chunk, read by q0a_decode_tile. More: QG_PANEL_TILES
+// tiles by QG_CHUNK_COLS activation rows, the tiles varying fastest so that the threads pass over the same
+// activation rows while they are in cache.
 static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -202,17 +275,18 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     const size_t row_size = ggml_row_size(GGML_TYPE_Q8_0, ne10);
     const size_t ldb = row_size / sizeof(block_q8_0);
     const size_t ldc = nb1 / sizeof(float);
-    const int64_t r2 = ne12 / ne02;
-    const int64_t r3 = ne13 / ne03;
+    const bool one_row = ne11 == 1;
     const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
-    const int64_t t0 = tiles * params->ith / params->nth;
-    const int64_t t1 = tiles * (params->ith + 1) / params->nth;
-    if (t0 == t1) {
+    const int64_t chunk_tiles = one_row ? QG_DECODE_TILES : QG_PANEL_TILES;
+    const int64_t tile_chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+    const int64_t col_chunks = (ne11 + QG_CHUNK_COLS - 1) / QG_CHUNK_COLS;
+    const int64_t plane_chunks = tile_chunks * col_chunks;
+    const int64_t chunks = plane_chunks * ne12 * ne13;
+    if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
         return;
     }
 
     // One activation row needs decode's partial sums and scales; more need a panel.
-    const bool one_row = ne11 == 1;
     const size_t codes_size = (size_t) nb * Q0A_GROUPS * sizeof(__m256i);
     const size_t part_size = (size_t) nb * QG_LANES * sizeof(__m256i);
     q0a_panel p = {NULL, NULL, NULL};
@@ -231,71 +305,29 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     int32_t * bsum = (int32_t *) malloc((size_t) ne11 * nb * sizeof(int32_t));
     GGML_ASSERT(bsum);
 
-    for (int64_t i13 = 0; i13 < ne13; i13++) {
-        for (int64_t i12 = 0; i12 < ne12; i12++) {
-            const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
-            const block_q8_0 * b = (const block_q8_0 *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
-            float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+    int64_t plane = -1;
+    const char * a = NULL;
+    const block_q8_0 * b = NULL;
+    float * c = NULL;
+    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        if (chunk / plane_chunks != plane) {
+            plane = chunk / plane_chunks;
+            const int64_t i12 = plane % ne12, i13 = plane / ne12;
+            a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
+            b = (const block_q8_0 *) ((const char *) params->wdata + (i12 + i13 * ne12) * ne11 * row_size);
+            c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
             if (type == GGML_TYPE_Q5_0) {
-                for (int64_t j = 0; j < ne11; j++) {
-                    for (int l = 0; l < nb; l++) {
-                        const __m256i q = _mm256_loadu_si256((const __m256i *) b[j * ldb + l].qs);
-                        const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
-                        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-                        const __m128i f = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-                        bsum[j * nb + l] = _mm_cvtsi128_si32(_mm_add_epi32(f, _mm_shuffle_epi32(f, 0xb1)));
-                    }
-                }
+                q0a_block_sums(b, ne11, ldb, nb, bsum);
             }
-            if (one_row) {
-                for (int64_t tile = t0; tile < t1; tile++) {
-                    const int64_t i0 = tile * QG_LANES;
-                    const char * w[QG_LANES];
-                    qg_weight_rows(a, nb01, ne01, i0, w);
-                    float out[QG_LANES];
-#define Q0A_DECODE(T) q0a_decode_tile(T, w, b, bsum, nb, part, h)
-                    _mm256_storeu_ps(out, Q0A_BY_TYPE(type, Q0A_DECODE));
-#undef Q0A_DECODE
-                    memcpy(c + i0, out, MIN(QG_LANES, ne01 - i0) * sizeof(float));
-                }
-                continue;
-            }
-            for (int64_t j0 = 0; j0 < ne11; j0 += QG_CHUNK_COLS) {
-                const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
-                for (int64_t tile = t0; tile < t1; tile++) {
-                    const int64_t i0 = tile * QG_LANES;
-                    const int rows = (int) MIN(QG_LANES, ne01 - i0);
-                    const char * w[QG_LANES];
-                    qg_weight_rows(a, nb01, ne01, i0, w);
-#define Q0A_UNPACK(T) q0a_unpack_panel(T, w, nb, &p)
-                    Q0A_BY_TYPE(type, Q0A_UNPACK);
-#undef Q0A_UNPACK
-                    for (int64_t j = j0; j < j1; j += QG_PANEL_COLS) {
-                        const int cols = (int) MIN(QG_PANEL_COLS, j1 - j);
-                        const block_q8_0 * x[QG_PANEL_COLS];
-                        const int32_t * s[QG_PANEL_COLS];
-                        for (int k = 0; k < cols; k++) {
-                            x[k] = b + (j + k) * ldb;
-                            s[k] = bsum + (j + k) * nb;
-                        }
-                        float out[QG_PANEL_COLS * QG_LANES];
-#define Q0A_COLS4(T) q0a_panel_cols(T, &p, x, s, nb, out, QG_PANEL_COLS)
-#define Q0A_COLS1(T) q0a_panel_cols(T, &p, x + k, s + k, nb, out + k * QG_LANES, 1)
-                        if (cols == QG_PANEL_COLS) {
-                            Q0A_BY_TYPE(type, Q0A_COLS4);
-                        } else {  // the last 1-3 activation rows, one at a time
-                            for (int k = 0; k < cols; k++) {
-                                Q0A_BY_TYPE(type, Q0A_COLS1);
-                            }
-                        }
-#undef Q0A_COLS4
-#undef Q0A_COLS1
-                        for (int k = 0; k < cols; k++) {
-                            memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
-                        }
-                    }
-                }
-            }
+        }
+        const int64_t first = chunk % tile_chunks * chunk_tiles;
+        const int64_t last = MIN(tiles, first + chunk_tiles);
+        if (one_row) {
+            q0a_decode_tiles(type, a, nb01, ne01, b, bsum, nb, first, last, c, part, h);
+        } else {
+            const int64_t j0 = chunk / tile_chunks % col_chunks * QG_CHUNK_COLS;
+            q0a_panel_tiles(type, a, nb01, ne01, b, ldb, bsum, nb, first, last, j0, MIN(ne11, j0 + QG_CHUNK_COLS), c,
+                            ldc, &p);
         }
     }
 
