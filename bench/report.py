@@ -720,7 +720,7 @@ def headline(results: Path = RESULTS) -> List[str]:
         if found:
             path, r = found
             rows.append([f"Parallel generation against llama-batched-bench, {model_of(r)}, {cpu} ("
-                         + ", ".join(f"{n} prompts" for n in r["sizes"]) + ")",
+                         + ", ".join(f"{n} prompt{'' if int(n) == 1 else 's'}" for n in r["sizes"]) + ")",
                          " / ".join(f"{s['summary']['ratios']['generate_parallel / llama-batched-bench']:.2f}x"
                                     for s in r["sizes"].values()) + " the speed", path])
     for model, cpu in ((m, c) for m in (EMBEDDED, K_QUANT_MODEL) for c in _cpus("limits", results, m)):
