@@ -312,10 +312,10 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
         if (chunk / plane_chunks != plane) {
             plane = chunk / plane_chunks;
-            const int64_t i12 = plane % ne12, i13 = plane / ne12;
-            a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
-            b = (const block_q8_0 *) ((const char *) params->wdata + (i12 + i13 * ne12) * ne11 * row_size);
-            c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+            const qg_plane at = qg_plane_of(params, dst, plane, row_size);
+            a = at.a;
+            b = (const block_q8_0 *) at.b;
+            c = at.c;
             if (type == GGML_TYPE_Q5_0) {
                 q0a_block_sums(b, ne11, ldb, nb, bsum);
             }

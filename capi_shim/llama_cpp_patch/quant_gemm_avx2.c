@@ -477,6 +477,27 @@ static inline void qg_weight_rows(const char * a, size_t nb01, int64_t ne01, int
     }
 }
 
+// Plane `plane` of a matmul (dst's dimensions 2 and 3 as one index): src0's matrix (broadcast over src1's planes),
+// the first of src1's ne11 rows as the caller converted them into wdata (row_size bytes each), and dst's matrix.
+typedef struct {
+    const char * a;
+    const char * b;
+    float * c;
+} qg_plane;
+
+static inline qg_plane qg_plane_of(const struct ggml_compute_params * params, const struct ggml_tensor * dst,
+                                   int64_t plane, size_t row_size) {
+    const struct ggml_tensor * src0 = dst->src[0];
+    const struct ggml_tensor * src1 = dst->src[1];
+    const int64_t i12 = plane % src1->ne[2], i13 = plane / src1->ne[2];
+    qg_plane p;
+    p.a = (const char *) src0->data + i12 / (src1->ne[2] / src0->ne[2]) * src0->nb[2] +
+          i13 / (src1->ne[3] / src0->ne[3]) * src0->nb[3];
+    p.b = (const char *) params->wdata + (i12 + i13 * src1->ne[2]) * src1->ne[1] * row_size;
+    p.c = (float *) ((char *) dst->data + i12 * dst->nb[2] + i13 * dst->nb[3]);
+    return p;
+}
+
 // The three types as compile-time constants of the tiles, so that each gets its own code.
 #define QG_BY_TYPE(type, call) \
     ((type) == GGML_TYPE_Q4_K ? call(GGML_TYPE_Q4_K) : (type) == GGML_TYPE_Q5_K ? call(GGML_TYPE_Q5_K) : call(GGML_TYPE_Q6_K))
@@ -518,10 +539,10 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
         if (chunk / plane_chunks != plane) {
             plane = chunk / plane_chunks;
-            const int64_t i12 = plane % ne12, i13 = plane / ne12;
-            a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
-            b = (const block_q8_K *) ((const char *) params->wdata + (i12 + i13 * ne12) * row_size);
-            c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+            const qg_plane at = qg_plane_of(params, dst, plane, row_size);
+            a = at.a;
+            b = (const block_q8_K *) at.b;
+            c = at.c;
             for (int l = 0; l < nb; l++) {
 #define QG_SUMS(T) qg_activation_sums(T, b + l)
                 sums[l] = QG_BY_TYPE(type, QG_SUMS);
@@ -604,11 +625,10 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         const int64_t first = chunk % tile_chunks * QG_PANEL_TILES;
         const int64_t j0 = chunk / tile_chunks % col_chunks * QG_CHUNK_COLS;
         const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
-        const int64_t plane = chunk / (tile_chunks * col_chunks);
-        const int64_t i12 = plane % ne12, i13 = plane / ne12;
-        const char * a = (const char *) src0->data + i12 / (ne12 / ne02) * nb02 + i13 / (ne13 / ne03) * nb03;
-        const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 + i13 * ne12) * ne11 * row_size);
-        float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
+        const qg_plane at = qg_plane_of(params, dst, chunk / (tile_chunks * col_chunks), row_size);
+        const char * a = at.a;
+        const block_q8_K * b = (const block_q8_K *) at.b;
+        float * c = at.c;
         for (int64_t tile = first; tile < MIN(tiles, first + QG_PANEL_TILES); tile++) {
             const int64_t i0 = tile * QG_LANES;
             const int rows = (int) MIN(QG_LANES, ne01 - i0);
