@@ -306,16 +306,13 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     GGML_ASSERT(bsum);
 
     int64_t plane = -1;
-    const char * a = NULL;
-    const block_q8_0 * b = NULL;
-    float * c = NULL;
+    qg_plane at = {NULL, NULL, NULL};
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        const block_q8_0 * b = (const block_q8_0 *) at.b;
         if (chunk / plane_chunks != plane) {
             plane = chunk / plane_chunks;
-            const qg_plane at = qg_plane_of(params, dst, plane, row_size);
-            a = at.a;
+            at = qg_plane_of(params, dst, plane, row_size);
             b = (const block_q8_0 *) at.b;
-            c = at.c;
             if (type == GGML_TYPE_Q5_0) {
                 q0a_block_sums(b, ne11, ldb, nb, bsum);
             }
@@ -323,11 +320,11 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
         const int64_t first = chunk % tile_chunks * chunk_tiles;
         const int64_t last = MIN(tiles, first + chunk_tiles);
         if (one_row) {
-            q0a_decode_tiles(type, a, nb01, ne01, b, bsum, nb, first, last, c, part, h);
+            q0a_decode_tiles(type, at.a, nb01, ne01, b, bsum, nb, first, last, at.c, part, h);
         } else {
             const int64_t j0 = chunk / tile_chunks % col_chunks * QG_CHUNK_COLS;
-            q0a_panel_tiles(type, a, nb01, ne01, b, ldb, bsum, nb, first, last, j0, MIN(ne11, j0 + QG_CHUNK_COLS), c,
-                            ldc, &p);
+            q0a_panel_tiles(type, at.a, nb01, ne01, b, ldb, bsum, nb, first, last, j0, MIN(ne11, j0 + QG_CHUNK_COLS),
+                            at.c, ldc, &p);
         }
     }
 

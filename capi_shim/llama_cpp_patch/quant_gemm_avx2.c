@@ -533,16 +533,13 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     uint16_t * h = (uint16_t *) (part + (QG_LANES + 1) * nb);
 
     int64_t plane = -1;
-    const char * a = NULL;
-    const block_q8_K * b = NULL;
-    float * c = NULL;
+    qg_plane at = {NULL, NULL, NULL};
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        const block_q8_K * b = (const block_q8_K *) at.b;
         if (chunk / plane_chunks != plane) {
             plane = chunk / plane_chunks;
-            const qg_plane at = qg_plane_of(params, dst, plane, row_size);
-            a = at.a;
+            at = qg_plane_of(params, dst, plane, row_size);
             b = (const block_q8_K *) at.b;
-            c = at.c;
             for (int l = 0; l < nb; l++) {
 #define QG_SUMS(T) qg_activation_sums(T, b + l)
                 sums[l] = QG_BY_TYPE(type, QG_SUMS);
@@ -554,12 +551,12 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
             const int64_t i0 = tile * QG_LANES;
             const int rows = (int) MIN(QG_LANES, ne01 - i0);
             const char * w[QG_LANES];
-            qg_weight_rows(a, nb01, ne01, i0, w);
+            qg_weight_rows(at.a, nb01, ne01, i0, w);
             float out[QG_LANES];
 #define QG_ROWS(T) qg_tile_rows(T, w, b, sums, nb, part, h)
             _mm256_storeu_ps(out, QG_BY_TYPE(type, QG_ROWS));
 #undef QG_ROWS
-            memcpy(c + i0, out, rows * sizeof(float));
+            memcpy(at.c + i0, out, rows * sizeof(float));
         }
     }
     ggml_aligned_free(part, part_size);
