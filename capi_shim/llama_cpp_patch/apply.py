@@ -5,11 +5,11 @@ Six changes to ggml's CPU backend, each a kernel (its file here says why) insert
 dispatches its op, and calls where the dispatch would take llama.cpp's own path:
 - flash-attn-bf16-blocked, in ggml/src/ggml-cpu/ops.cpp: attention over bf16 K and V in blocks of cells
   (flash_attn_bf16_blocked.cpp) takes the rows that llama.cpp would attend cell by cell;
-- q0-gemm-vnni, in ggml/src/ggml-cpu/ggml-cpu.c: the matmul of Q5_0 and Q8_0 weights with AVX512-VNNI
-  (q0_gemm_vnni.c) where llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it;
-- quant-gemm-avx2, in the same file: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2 (quant_gemm_avx2.c)
-  for every number of rows, where llama.cpp would take its tiled kernel or vec_dot. It goes after q0-gemm-vnni,
-  whose call it leaves first;
+- quant-gemm-avx2, in ggml/src/ggml-cpu/ggml-cpu.c: the matmul of Q4_K, Q5_K and Q6_K weights with AVX2
+  (quant_gemm_avx2.c) for every number of rows, where llama.cpp would take its tiled kernel or vec_dot;
+- q0-gemm-vnni, in the same file: the matmul of Q5_0 and Q8_0 weights with AVX512-VNNI (q0_gemm_vnni.c) where
+  llama.cpp would call llamafile's tinyBLAS; compiled in only where the CPU has it. It goes after
+  quant-gemm-avx2, whose helpers it uses, and its call first;
 - q0-gemm-avx2, in the same file: the matmul of Q5_0 and Q8_0 weights with AVX2 (q0_gemm_avx2.c), with
   q0-gemm-vnni's bits, where the CPU has AVX2 but not AVX512-VNNI (so tinyBLAS takes them nowhere). It goes after
   quant-gemm-avx2, whose helpers it uses, and its call after q0-gemm-vnni's;
@@ -99,36 +99,13 @@ FLASH_ATTN_BF16_BLOCKED = Patch(
     ),
 )
 
-# The call goes after the barrier that ends the activations' conversion to Q8_0, where tinyBLAS would take them.
-Q0_GEMM_VNNI = Patch(
-    name="q0-gemm-vnni",
-    source=Path("ggml") / "src" / "ggml-cpu" / "ggml-cpu.c",
-    kernel=HERE / "q0_gemm_vnni.c",
-    kernel_anchor="void ggml_compute_forward_mul_mat(\n",
-    edits=(Edit("call to replace", """    ggml_barrier(params->threadpool);
-
-#if GGML_USE_LLAMAFILE
-    if (src1->type != vec_dot_type) {
-""", """    ggml_barrier(params->threadpool);
-
-#ifdef GGML_Q0_GEMM_VNNI
-    if (!params->use_ref && ggml_q0_gemm_vnni_supports(dst)) {
-        ggml_q0_gemm_vnni(params, dst);
-        return;
-    }
-#endif
-#if GGML_USE_LLAMAFILE
-    if (src1->type != vec_dot_type) {
-"""),),
-)
-
 # The K-quants: ggml's tiled kernel is passed by, then the call goes after the barrier that ends the activations'
-# conversion to Q8_K, after q0-gemm-vnni's (so this patch goes after that one).
+# conversion to Q8_K, where tinyBLAS would take them.
 QUANT_GEMM_AVX2 = Patch(
     name="quant-gemm-avx2",
-    source=Q0_GEMM_VNNI.source,
+    source=Path("ggml") / "src" / "ggml-cpu" / "ggml-cpu.c",
     kernel=HERE / "quant_gemm_avx2.c",
-    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    kernel_anchor="void ggml_compute_forward_mul_mat(\n",
     edits=(
         Edit("tiled kernel's call", """    if (ggml_compute_forward_mul_mat_tiled(params, dst)) {
 """, """#ifdef GGML_QUANT_GEMM_AVX2
@@ -152,12 +129,36 @@ QUANT_GEMM_AVX2 = Patch(
     ),
 )
 
+# Q5_0 and Q8_0: the call goes after the barrier that ends the activations' conversion to Q8_0, before
+# quant-gemm-avx2's (so this patch goes after that one, whose helpers its kernel uses).
+Q0_GEMM_VNNI = Patch(
+    name="q0-gemm-vnni",
+    source=QUANT_GEMM_AVX2.source,
+    kernel=HERE / "q0_gemm_vnni.c",
+    kernel_anchor=QUANT_GEMM_AVX2.kernel_anchor,
+    edits=(Edit("quant-gemm-avx2's call", """    ggml_barrier(params->threadpool);
+
+#ifdef GGML_QUANT_GEMM_AVX2
+    if (quant_gemm_avx2) {
+""", """    ggml_barrier(params->threadpool);
+
+#ifdef GGML_Q0_GEMM_VNNI
+    if (!params->use_ref && ggml_q0_gemm_vnni_supports(dst)) {
+        ggml_q0_gemm_vnni(params, dst);
+        return;
+    }
+#endif
+#ifdef GGML_QUANT_GEMM_AVX2
+    if (quant_gemm_avx2) {
+"""),),
+)
+
 # Many activation rows: the AMX kernel, if it takes them, before quant-gemm-avx2 would.
 QUANT_GEMM_AMX = Patch(
     name="quant-gemm-amx",
-    source=Q0_GEMM_VNNI.source,
+    source=QUANT_GEMM_AVX2.source,
     kernel=HERE / "quant_gemm_amx.c",
-    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    kernel_anchor=QUANT_GEMM_AVX2.kernel_anchor,
     edits=(Edit("quant-gemm-avx2's call", """    if (quant_gemm_avx2) {
         ggml_quant_gemm_avx2(params, dst);
 """, """    if (quant_gemm_avx2) {
@@ -204,9 +205,9 @@ HUGE_PAGES = Patch(
 # Q5_0 and Q8_0 without AVX512-VNNI: the call goes beside q0-gemm-vnni's, the kernel after quant-gemm-avx2's helpers.
 Q0_GEMM_AVX2 = Patch(
     name="q0-gemm-avx2",
-    source=Q0_GEMM_VNNI.source,
+    source=QUANT_GEMM_AVX2.source,
     kernel=HERE / "q0_gemm_avx2.c",
-    kernel_anchor=Q0_GEMM_VNNI.kernel_anchor,
+    kernel_anchor=QUANT_GEMM_AVX2.kernel_anchor,
     edits=(Edit("q0-gemm-vnni's call", """        ggml_q0_gemm_vnni(params, dst);
         return;
     }
@@ -261,7 +262,7 @@ VULKAN_LAYER_SETTINGS = Patch(
 """),
     ),
 )
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, Q0_GEMM_VNNI, QUANT_GEMM_AVX2, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, QUANT_GEMM_AVX2, Q0_GEMM_VNNI, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
            TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
 NAME = ", ".join(p.name for p in PATCHES)
 

@@ -308,14 +308,10 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     int64_t plane = -1;
     qg_plane at = {NULL, NULL, NULL};
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        const bool moved = qg_chunk_plane(params, dst, chunk, plane_chunks, row_size, &plane, &at);
         const block_q8_0 * b = (const block_q8_0 *) at.b;
-        if (chunk / plane_chunks != plane) {
-            plane = chunk / plane_chunks;
-            at = qg_plane_of(params, dst, plane, row_size);
-            b = (const block_q8_0 *) at.b;
-            if (type == GGML_TYPE_Q5_0) {
-                q0a_block_sums(b, ne11, ldb, nb, bsum);
-            }
+        if (moved && type == GGML_TYPE_Q5_0) {
+            q0a_block_sums(b, ne11, ldb, nb, bsum);
         }
         const int64_t first = chunk % tile_chunks * chunk_tiles;
         const int64_t last = MIN(tiles, first + chunk_tiles);

@@ -11,7 +11,9 @@
 // tiles or the threads: batch-invariant like the kernels it replaces, with other bits. Up to four activation rows
 // take the weight rows as they lie (q0g_rows_one_col), with the same arithmetic.
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+// It takes quant-gemm-avx2's chunks of work and plane helper (every CPU with AVX512-VNNI has AVX2, FMA and F16C).
+#if defined(GGML_QUANT_GEMM_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
 #define GGML_Q0_GEMM_VNNI 1
 
 // The build fingerprint (python_core/newrllama/engine/llama/reproducibility.py) finds this text in the library, and
@@ -182,8 +184,54 @@ static bool ggml_q0_gemm_vnni_supports(const struct ggml_tensor * dst) {
            src1->type == GGML_TYPE_F32 && dst->type == GGML_TYPE_F32 && src0->ne[0] % QK8_0 == 0;
 }
 
-// dst = src0 x src1 for the weight rows of this thread, src1 already in Q8_0 in wdata (as ggml leaves it for
-// tinyBLAS). The threads split the tiles of weight rows; each reads every activation row.
+// The sums of values and the scales of the ne11 activation rows' blocks (nb each, ldb blocks apart), as q0g_cols
+// and q0g_rows_one_col take them.
+static void q0g_activation_sums(const block_q8_0 * b, int64_t ne11, size_t ldb, int nb, int32_t * bsum, float * bd) {
+    for (int64_t j = 0; j < ne11; j++) {
+        for (int l = 0; l < nb; l++) {
+            const block_q8_0 * x = b + j * ldb + l;
+            const __m256i q = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs));
+            const __m256i p = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs + 1));
+            bsum[j * nb + l] = _mm512_reduce_add_epi32(_mm512_cvtepi16_epi32(_mm256_add_epi16(q, p)));
+            bd[j * nb + l] = GGML_CPU_FP16_TO_FP32(x->d);
+        }
+    }
+}
+
+// The tile of weight rows from row i0 of a (ne01 rows, nb01 bytes apart) by the ne11 activation rows of b, into c:
+// up to Q0G_ONE_COL_MAX of them read the rows as they lie, more unpack the tile once for all. wq and wd are the
+// unpacked tile's room, which the row path takes for its partial sums and scales.
+static void q0g_tile(const char * a, size_t nb01, int64_t ne01, int64_t i0, enum ggml_type type, int nb,
+                     int32_t offset, const block_q8_0 * b, size_t ldb, int64_t ne11, const int32_t * bsum,
+                     const float * bd, float * c, size_t ldc, uint8_t * wq, float * wd) {
+    const int rows = (int) MIN(Q0G_ROWS, ne01 - i0);
+    if (ne11 <= Q0G_ONE_COL_MAX) {
+        for (int64_t j = 0; j < ne11; j++) {
+            for (int r = 0; r < rows; r += 8) {
+                q0g_rows_one_col(a + (i0 + r) * nb01, nb01, MIN(8, rows - r), nb, type, offset, b + j * ldb,
+                                 bsum + j * nb, bd + j * nb, c + j * ldc + i0 + r,
+                                 (__m256i *) wq, (uint16_t *) (wq + (size_t) nb * 8 * sizeof(__m256i)));
+            }
+        }
+        return;
+    }
+    q0g_unpack(a + i0 * nb01, nb01, rows, nb, type, wq, wd);
+    const __mmask16 keep = (__mmask16) ((1u << rows) - 1);
+    int64_t j = 0;
+    for (; j + Q0G_COLS <= ne11; j += Q0G_COLS) {
+        q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, Q0G_COLS);
+    }
+    for (; j < ne11; j++) {
+        q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, 1);
+    }
+}
+
+// dst = src0 x src1, src1 already in Q8_0 in wdata (as ggml leaves it for tinyBLAS). The tiles of weight rows go in
+// chunks that the threads claim from ggml's shared counter, as quant-gemm-avx2's do (the caller set it to nth
+// before its barrier, so chunk ith is this thread's first): a thread held up by anything else on the machine
+// leaves its chunks to the others instead of keeping them waiting at the next barrier, and which thread computes a
+// row does not touch its arithmetic. A chunk holds as many weight rows as quant-gemm-avx2's: its decode's chunk
+// for up to Q0G_ONE_COL_MAX activation rows, its panel's for more; each tile passes over every activation row.
 static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -194,11 +242,13 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
     const size_t ldb = row_size / sizeof(block_q8_0);
     const size_t ldc = nb1 / sizeof(float);
     const int32_t offset = src0->type == GGML_TYPE_Q5_0 ? 16 : 128;
-    const int64_t r2 = ne12 / ne02;
-    const int64_t r3 = ne13 / ne03;
     const int64_t tiles = (ne01 + Q0G_ROWS - 1) / Q0G_ROWS;
-    const int64_t t0 = tiles * params->ith / params->nth;
-    const int64_t t1 = tiles * (params->ith + 1) / params->nth;
+    const int64_t chunk_tiles = (ne11 <= Q0G_ONE_COL_MAX ? QG_DECODE_TILES : QG_PANEL_TILES) * QG_LANES / Q0G_ROWS;
+    const int64_t plane_chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
+    const int64_t chunks = plane_chunks * ne12 * ne13;
+    if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
+        return;
+    }
 
     const size_t wq_size = (size_t) nb * Q0G_BLOCK_BYTES;
     uint8_t * wq = (uint8_t *) ggml_aligned_malloc(wq_size);
@@ -207,45 +257,16 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
     float * bd = (float *) malloc((size_t) ne11 * nb * sizeof(float));
     GGML_ASSERT(wq && wd && bsum && bd);
 
-    for (int64_t i13 = 0; i13 < ne13; i13++) {
-        for (int64_t i12 = 0; i12 < ne12; i12++) {
-            const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
-            const block_q8_0 * b = (const block_q8_0 *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
-            float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-
-            for (int64_t j = 0; j < ne11; j++) {
-                for (int l = 0; l < nb; l++) {
-                    const block_q8_0 * x = b + j * ldb + l;
-                    const __m256i q = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs));
-                    const __m256i p = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x->qs + 1));
-                    bsum[j * nb + l] = _mm512_reduce_add_epi32(_mm512_cvtepi16_epi32(_mm256_add_epi16(q, p)));
-                    bd[j * nb + l] = GGML_CPU_FP16_TO_FP32(x->d);
-                }
-            }
-
-            for (int64_t t = t0; t < t1; t++) {
-                const int64_t i0 = t * Q0G_ROWS;
-                const int rows = (int) MIN(Q0G_ROWS, ne01 - i0);
-                if (ne11 <= Q0G_ONE_COL_MAX) {
-                    for (int64_t j = 0; j < ne11; j++) {
-                        for (int r = 0; r < rows; r += 8) {
-                            q0g_rows_one_col(a + (i0 + r) * nb01, nb01, MIN(8, rows - r), nb, src0->type, offset,
-                                             b + j * ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0 + r,
-                                             (__m256i *) wq, (uint16_t *) (wq + (size_t) nb * 8 * sizeof(__m256i)));
-                        }
-                    }
-                    continue;
-                }
-                q0g_unpack(a + i0 * nb01, nb01, rows, nb, src0->type, wq, wd);
-                const __mmask16 keep = (__mmask16) ((1u << rows) - 1);
-                int64_t j = 0;
-                for (; j + Q0G_COLS <= ne11; j += Q0G_COLS) {
-                    q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, Q0G_COLS);
-                }
-                for (; j < ne11; j++) {
-                    q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, 1);
-                }
-            }
+    int64_t plane = -1;
+    qg_plane at = {NULL, NULL, NULL};
+    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        if (qg_chunk_plane(params, dst, chunk, plane_chunks, row_size, &plane, &at)) {
+            q0g_activation_sums((const block_q8_0 *) at.b, ne11, ldb, nb, bsum, bd);
+        }
+        const int64_t first = chunk % plane_chunks * chunk_tiles;
+        for (int64_t t = first; t < MIN(tiles, first + chunk_tiles); t++) {
+            q0g_tile(at.a, nb01, ne01, t * Q0G_ROWS, src0->type, nb, offset, (const block_q8_0 *) at.b, ldb, ne11,
+                     bsum, bd, at.c, ldc, wq, wd);
         }
     }
 

@@ -498,6 +498,18 @@ static inline qg_plane qg_plane_of(const struct ggml_compute_params * params, co
     return p;
 }
 
+// The plane of chunk `chunk` (plane_chunks chunks a plane) in *at, where *plane says which one *at holds (-1: none
+// yet): true when it moved there, for the caller to prepare what it needs of that plane's activation rows.
+static inline bool qg_chunk_plane(const struct ggml_compute_params * params, const struct ggml_tensor * dst,
+                                  int64_t chunk, int64_t plane_chunks, size_t row_size, int64_t * plane, qg_plane * at) {
+    if (chunk / plane_chunks == *plane) {
+        return false;
+    }
+    *plane = chunk / plane_chunks;
+    *at = qg_plane_of(params, dst, *plane, row_size);
+    return true;
+}
+
 // The three types as compile-time constants of the tiles, so that each gets its own code.
 #define QG_BY_TYPE(type, call) \
     ((type) == GGML_TYPE_Q4_K ? call(GGML_TYPE_Q4_K) : (type) == GGML_TYPE_Q5_K ? call(GGML_TYPE_Q5_K) : call(GGML_TYPE_Q6_K))
@@ -535,11 +547,9 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     int64_t plane = -1;
     qg_plane at = {NULL, NULL, NULL};
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        const bool moved = qg_chunk_plane(params, dst, chunk, plane_chunks, row_size, &plane, &at);
         const block_q8_K * b = (const block_q8_K *) at.b;
-        if (chunk / plane_chunks != plane) {
-            plane = chunk / plane_chunks;
-            at = qg_plane_of(params, dst, plane, row_size);
-            b = (const block_q8_K *) at.b;
+        if (moved) {
             for (int l = 0; l < nb; l++) {
 #define QG_SUMS(T) qg_activation_sums(T, b + l)
                 sums[l] = QG_BY_TYPE(type, QG_SUMS);

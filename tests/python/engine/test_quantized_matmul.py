@@ -35,7 +35,8 @@ def kernel_of(type_name: str, kernels: frozenset) -> str:
     """The kernel of newrllama compiled in for the type, or "" where llama.cpp's own takes it."""
     return next((k for k in KERNELS_OF[type_name] if k in kernels), "")
 SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512),  # M weight rows, N, K
-          (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512)]  # and tiles of 16 activation rows: in pairs, whole, ragged, half
+          (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512),  # and tiles of 16 activation rows: in pairs, whole, ragged, half
+          (300, 1, 512), (200, 3, 256)]  # and a few activation rows by several chunks of weight rows, the last ragged
 K_QUANTS = ("q4_K", "q5_K", "q6_K")
 
 

@@ -24,7 +24,8 @@ OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic vo
 CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.Q0_GEMM_VNNI.kernel_anchor
        + "        const struct ggml_compute_params * params,\n              struct ggml_tensor * dst) {\n"
        + patch.QUANT_GEMM_AVX2.edits[0].old + "        return;\n    }\n    convert(params);\n"
-       + patch.Q0_GEMM_VNNI.edits[0].old + "        const void* wdata = params->wdata;\n"
+       + "    ggml_barrier(params->threadpool);\n\n#if GGML_USE_LLAMAFILE\n    if (src1->type != vec_dot_type) {\n"
+       + "        const void* wdata = params->wdata;\n"
        + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
 QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch.QUANTIZE_Q8_K_AVX2.kernel_anchor
           + patch.QUANTIZE_Q8_K_AVX2.edits[0].old + "\n")
@@ -68,7 +69,9 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         patch.FLASH_ATTN_BF16_BLOCKED.kernel_anchor)
     cpu = (tmp_path / patch.Q0_GEMM_VNNI.source).read_text()
     assert "static void other" in cpu.split("static void ggml_q0_gemm_vnni(")[0]
-    assert cpu.index("ggml_q0_gemm_vnni(const struct") < cpu.index(patch.Q0_GEMM_VNNI.kernel_anchor)
+    # the VNNI kernel after the AVX2 helpers it uses (the chunks of work, the plane of a matmul)
+    assert cpu.index("static inline qg_plane qg_plane_of(") < cpu.index("ggml_q0_gemm_vnni(const struct") < cpu.index(
+        patch.Q0_GEMM_VNNI.kernel_anchor)
     # the matmul kernels are called after the barrier that ends the activations' conversion, before tinyBLAS: VNNI's
     # first; the K-quant kernel is decided before ggml's tiled kernel, which it passes by
     assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index(
@@ -108,7 +111,7 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
     for p in patch.PATCHES:
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
-    assert patch.NAME == ("flash-attn-bf16-blocked, q0-gemm-vnni, quant-gemm-avx2, q0-gemm-avx2, quant-gemm-amx, "
+    assert patch.NAME == ("flash-attn-bf16-blocked, quant-gemm-avx2, q0-gemm-vnni, q0-gemm-avx2, quant-gemm-amx, "
                           "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default, vulkan-layer-settings")
 
 
@@ -135,9 +138,10 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     moved = patch.QUANT_GEMM_AVX2.edits[0].old
     cpu = tree / patch.Q0_GEMM_VNNI.source
     cpu.write_text(SOURCES[cpu.relative_to(tree)].replace(moved, "    if (tiled_mm(params, dst)) {\n"))
-    # the AMX patch edits the AVX2 patch's call, so it cannot go in either
+    # the other matmul patches edit the calls that the AVX2 patch puts in, so they cannot go in either
     assert [(c.patch, c.what, c.copies) for c in upgrade.check_anchors(tree) if c.copies != 1] == [
-        ("quant-gemm-avx2", "tiled kernel's call", 0), ("quant-gemm-amx", "quant-gemm-avx2's call", 0)]
+        ("quant-gemm-avx2", "tiled kernel's call", 0), ("q0-gemm-vnni", "quant-gemm-avx2's call", 0),
+        ("q0-gemm-avx2", "q0-gemm-vnni's call", 0), ("quant-gemm-amx", "quant-gemm-avx2's call", 0)]
     (tmp_path / patch.FLASH_ATTN_BF16_BLOCKED.source).unlink()
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
