@@ -141,31 +141,89 @@ static inline __m256i qg_activation_sums(enum ggml_type type, const block_q8_K *
     return _mm256_castsi128_si256(s);
 }
 
+// The sum over a block's 8 runs of 32 codes of (codes . activations) times the run's scale, one weight row's block
+// b by the activation block x, in the 8 int32 lanes of vpmaddwd (exact: the lanes are only ever added). The run's
+// scale comes from sc by a byte shuffle (qg_block_sums' layout).
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// With AVX-512, two runs at a time, run j in the low 256 bits and run j + 1 in the high: half the instructions of
+// AVX2's loop, which bounds decode on CPUs whose memory is fast enough (Intel Xeon). The lanes of the two halves are
+// added at the end, so each lane holds the same integer as AVX2's.
+
+// The same bits in both halves of a 512-bit register, shifted left (count > 0) or right by a count for each half.
+static inline __m512i qg_shift_halves(__m512i v, int low, int high) {
+    if (low >= 0 && high >= 0) {
+        return _mm512_sllv_epi16(v, _mm512_inserti64x4(_mm512_set1_epi16((short) low), _mm256_set1_epi16((short) high), 1));
+    }
+    return _mm512_srlv_epi16(v, _mm512_inserti64x4(_mm512_set1_epi16((short) -low), _mm256_set1_epi16((short) -high), 1));
+}
+
+// Codes of runs j and j + 1 (j even) of block b: qg_codes(j) in the low 256 bits, qg_codes(j + 1) in the high.
+static inline __m512i qg_codes_pair(enum ggml_type type, const void * b, int j) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    if (type == GGML_TYPE_Q6_K) {
+        // runs 4h + i and 4h + i + 1 (i = 0 or 2): the low nibbles (i = 0) or high nibbles of 64 bytes of ql, and
+        // bits 2i, 2i + 1 and 2i + 2, 2i + 3 of the same 32 bytes of qh, moved to bits 4 and 5
+        const block_q6_K * q6 = (const block_q6_K *) b;
+        const int h = j / 4, i = j % 4;
+        __m512i lo = _mm512_loadu_si512((const void *) (q6->ql + 64 * h));
+        if (i == 2) {
+            lo = _mm512_srli_epi16(lo, 4);
+        }
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (q6->qh + 32 * h)));
+        const __m512i bits = _mm512_and_si512(qh, _mm512_inserti64x4(_mm512_set1_epi8((char) (3 << (2 * i))),
+                                                                      _mm256_set1_epi8((char) (3 << (2 * i + 2))), 1));
+        return _mm512_or_si512(_mm512_and_si512(lo, low4), qg_shift_halves(bits, 4 - 2 * i, 2 - 2 * i));
+    }
+    const uint8_t * qs = type == GGML_TYPE_Q5_K ? ((const block_q5_K *) b)->qs : ((const block_q4_K *) b)->qs;
+    // the same 32 bytes in both halves (a load, where inserting a half would take the shuffle port), the high
+    // half shifted to its high nibbles
+    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (qs + 32 * (j / 2))));
+    __m512i v = _mm512_and_si512(_mm512_mask_srli_epi16(q, (__mmask32) 0xffff0000u, q, 4), low4);
+    if (type == GGML_TYPE_Q5_K) {  // bit j, then bit j + 1, of each of 32 bytes of qh is the fifth bit
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) ((const block_q5_K *) b)->qh));
+        v = _mm512_or_si512(v, _mm512_and_si512(qg_shift_halves(qh, 4 - j, 3 - j), _mm512_set1_epi8(16)));
+    }
+    return v;
+}
+
+static inline __m256i qg_runs_sum(enum ggml_type type, const void * b, const block_q8_K * x, __m256i sc) {
+    const __m512i sc2 = _mm512_broadcast_i64x4(sc);
+    __m512i s = _mm512_setzero_si512();
+    for (int j = 0; j < QG_RUNS; j += 2) {
+        const __m512i p = _mm512_maddubs_epi16(qg_codes_pair(type, b, j), _mm512_loadu_si512((const void *) (x->qs + 32 * j)));
+        const __m512i word = _mm512_inserti64x4(_mm512_set1_epi16((short) (0x0100 + 0x0202 * j)),
+                                                _mm256_set1_epi16((short) (0x0100 + 0x0202 * (j + 1))), 1);
+        s = _mm512_add_epi32(s, _mm512_madd_epi16(p, _mm512_shuffle_epi8(sc2, word)));
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+#else
+static inline __m256i qg_runs_sum(enum ggml_type type, const void * b, const block_q8_K * x, __m256i sc) {
+    const __m256i * a = (const __m256i *) x->qs;
+    __m256i s = _mm256_setzero_si256();
+    for (int j = 0; j < QG_RUNS; j++) {
+        const __m256i p = _mm256_maddubs_epi16(qg_codes(type, b, j), _mm256_loadu_si256(a + j));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, qg_word(sc, j)));
+    }
+    return s;
+}
+#endif
+
 // One weight row's block b by the activation block x, to what the block's floats need of its exact sums:
 // Q4_K and Q5_K 4 partial sums of S then 4 of M, Q6_K 8 partial sums of S (with its -32 (sum of a) terms).
 // xs is qg_activation_sums(x). The run's scales come from one register by a byte shuffle: Q4_K and Q5_K the 8
 // scales as int16 in both 128-bit lanes (run j: scale j for all 32 codes), Q6_K the even sub-blocks' scales in the
 // low lane and the odd ones' in the high (run j: sub-blocks 2j and 2j + 1, its first and last 16 codes).
 static inline __m256i qg_block_sums(enum ggml_type type, const void * b, const block_q8_K * x, __m256i xs) {
-    const __m256i * a = (const __m256i *) x->qs;
-    __m256i s = _mm256_setzero_si256();
     if (type == GGML_TYPE_Q6_K) {
         const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         const __m256i sc = _mm256_cvtepi8_epi16(
             _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) ((const block_q6_K *) b)->scales), even_odd));
-        for (int j = 0; j < QG_RUNS; j++) {
-            const __m256i p = _mm256_maddubs_epi16(qg_codes(type, b, j), _mm256_loadu_si256(a + j));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, qg_word(sc, j)));
-        }
-        return _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(sc, xs), 5));
+        return _mm256_sub_epi32(qg_runs_sum(type, b, x, sc), _mm256_slli_epi32(_mm256_madd_epi16(sc, xs), 5));
     }
     const __m128i sm = qg_scales_mins(type == GGML_TYPE_Q5_K ? ((const block_q5_K *) b)->scales
                                                              : ((const block_q4_K *) b)->scales);
-    const __m256i sc = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sm, sm));
-    for (int j = 0; j < QG_RUNS; j++) {
-        const __m256i p = _mm256_maddubs_epi16(qg_codes(type, b, j), _mm256_loadu_si256(a + j));
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, qg_word(sc, j)));
-    }
+    const __m256i s = qg_runs_sum(type, b, x, _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sm, sm)));
     const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), _mm256_castsi256_si128(xs));
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(s4), m, 1);
