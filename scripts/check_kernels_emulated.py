@@ -1,9 +1,10 @@
 """Checks newrllama's matmul kernels for CPUs with AVX-512 and AVX512-VNNI on a machine without them: builds the
 pinned llama.cpp with newrllama's patches for Ice Lake servers (-march=icelake-server, statically), builds the
 kernel check of tests/python/engine/c/quantized_matmul_check.c against it, and runs it on an emulated CPU
-(scripts/run_on_emulated_avx512.sh, Bochs's Tiger Lake model), for each weight type and shape below: every output
-must be the same bits alone, in the batch and with 1-3 threads, the same bits as the arithmetic the kernels define,
-and the activations rounded as ggml's reference rounds them. Exit status 0 when every case holds.
+(scripts/run_on_emulated_avx512.sh, Bochs's Tiger Lake model), for each weight type and shape that
+tests/python/engine/test_quantized_matmul.py takes: every output must be the same bits alone, in the batch and
+with 1-3 threads, the same bits as the arithmetic the kernels define, and the activations rounded as ggml's
+reference rounds them. Exit status 0 when every case holds.
 
 What it reaches there: q0-gemm-vnni (Q5_0, Q8_0) and quant-gemm-avx2 as the AVX-512 build compiles it (vpdpbusd
 panels, the 512-bit one-row path); not quant-gemm-amx, which the emulated CPU lacks (the kernel then leaves every
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -27,13 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_llama_cpp  # noqa: E402
 
-CHECK = ROOT / "tests" / "python" / "engine" / "c" / "quantized_matmul_check.c"
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from engine import test_quantized_matmul as kernel_test  # noqa: E402  (the types and shapes the kernel test takes)
+
+CHECK = kernel_test.CHECK
 RUNNER = ROOT / "scripts" / "run_on_emulated_avx512.sh"
-TYPES = ("q8_0", "q5_0", "q4_K", "q5_K", "q6_K")
-# weight rows, activation rows, row length: ragged tiles, one row and a few (decode, by several chunks of weight
-# rows), and panels of many rows
-SHAPES = ((16, 1, 256), (37, 7, 768), (300, 33, 1536), (5, 4, 2048), (9, 2, 512), (70, 67, 512), (1000, 1, 512),
-          (1000, 3, 256), (1000, 5, 256), (130, 64, 256), (300, 1, 512), (200, 3, 256))
 MARCH = "-march=icelake-server"  # what the emulated Tiger Lake runs: AVX-512 with VNNI and VBMI, no AMX or BF16
 
 
@@ -60,7 +58,7 @@ def build_check(work: Path) -> Path:
 
 
 def cases() -> List[Tuple[str, int, int, int]]:
-    return [(t, m, n, k) for t in TYPES for m, n, k in SHAPES]
+    return [(t, m, n, k) for t in sorted(kernel_test.KERNELS_OF) for m, n, k in kernel_test.SHAPES]
 
 
 def guest_script() -> str:
@@ -106,7 +104,7 @@ def main(argv: List[str] = None) -> int:
         script.write_text(guest_script())
         print(f"[emulated] running {len(cases())} cases on the emulated CPU", file=sys.stderr, flush=True)
         done = subprocess.run(["bash", str(RUNNER), "-f", str(binary), "-f", str(script), "guest:/bin/sh",
-                               "/work/cases.sh"], capture_output=True, text=True, env=dict(os.environ))
+                               "/work/cases.sh"], capture_output=True, text=True)
         print(done.stdout, end="")
         if done.returncode != 0:
             print(f"[emulated] the guest ended with status {done.returncode}: {done.stderr[-2000:]}", file=sys.stderr)
