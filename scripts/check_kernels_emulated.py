@@ -1,14 +1,17 @@
-"""Checks newrllama's matmul kernels for CPUs with AVX-512 and AVX512-VNNI on a machine without them: builds the
-pinned llama.cpp with newrllama's patches for Ice Lake servers (-march=icelake-server, statically), builds the
-kernel check of tests/python/engine/c/quantized_matmul_check.c against it, and runs it on an emulated CPU
-(scripts/run_on_emulated_avx512.sh, Bochs's Tiger Lake model), for each weight type and shape that
-tests/python/engine/test_quantized_matmul.py takes: every output must be the same bits alone, in the batch and
-with 1-3 threads, the same bits as the arithmetic the kernels define, and the activations rounded as ggml's
-reference rounds them. Exit status 0 when every case holds.
+"""Checks newrllama's matmul kernels for CPUs with AVX-512, AVX512-VNNI and AMX on a machine without them: builds
+the pinned llama.cpp with newrllama's patches for Ice Lake servers (-march=icelake-server, statically), builds the
+kernel check of tests/python/engine/c/quantized_matmul_check.c against it with AMX tiles in software
+(scripts/emulated_amx), and runs it on an emulated CPU (scripts/run_on_emulated_avx512.sh, Bochs's Tiger Lake
+model), for each weight type and shape that tests/python/engine/test_quantized_matmul.py takes: every output must be
+the same bits alone, in the batch and with 1-3 threads, the same bits as the arithmetic the kernels define, and the
+activations rounded as ggml's reference rounds them. The K-quants run twice, with the tiles (quant-gemm-amx takes 8
+activation rows and more) and with NEWRLLAMA_AMX=off (quant-gemm-avx2's vpdpbusd panels take them), and the two
+must give the same bits. Exit status 0 when every case holds.
 
-What it reaches there: q0-gemm-vnni (Q5_0, Q8_0) and quant-gemm-avx2 as the AVX-512 build compiles it (vpdpbusd
-panels, the 512-bit one-row path); not quant-gemm-amx, which the emulated CPU lacks (the kernel then leaves every
-row count to quant-gemm-avx2). It takes about 10 minutes on 2 cores: a bench tool, not a test.
+What it reaches there: q0-gemm-vnni (Q5_0, Q8_0), quant-gemm-avx2 as the AVX-512 build compiles it (vpdpbusd
+panels, the 512-bit one-row path) and quant-gemm-amx, whose tile instructions the emulated CPU refuses and
+scripts/emulated_amx/amx_on_sigill.c carries out by their definitions. It takes about 10 minutes on 2 cores: a
+bench tool, not a test.
 
 Usage: python scripts/check_kernels_emulated.py [--work DIR]
 """
@@ -21,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -32,62 +35,93 @@ from engine import test_quantized_matmul as kernel_test  # noqa: E402  (the type
 
 CHECK = kernel_test.CHECK
 RUNNER = ROOT / "scripts" / "run_on_emulated_avx512.sh"
+EMULATED_AMX = ROOT / "scripts" / "emulated_amx"
 MARCH = "-march=icelake-server"  # what the emulated Tiger Lake runs: AVX-512 with VNNI and VBMI, no AMX or BF16
+# Bochs 2.7 refuses (#UD) an EVEX gather whose index register is above 15, which the hardware runs; GCC's
+# vectorizer gathers the activation rows' scales in quant-gemm-amx, so it loads them one by one here.
+NO_GATHERS = "-mtune-ctrl=^use_gather_2parts,^use_gather_4parts,^use_gather"
+CHECKS = ("same_alone", "same_threads", "same_as_defined", "rounding_as_reference")
 
 
 def build_check(work: Path) -> Path:
-    """The kernel check, linked statically with the patched ggml built for AVX-512 CPUs."""
+    """The kernel check, linked statically with the patched ggml built for AVX-512 CPUs, which ask the emulated AMX
+    whether the CPU has tiles (cpuid_with_amx.h) and for them (arch_prctl, wrapped)."""
     source = build_llama_cpp.patched_source(sys.executable, work / "source", build_llama_cpp._clean_env())
     llama_cpp = source / "vendor" / "llama.cpp"
     build = work / "build"
     subprocess.run(["cmake", "-S", str(llama_cpp), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                     "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=OFF", "-DLLAMA_CURL=OFF",
                     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", f"-DCMAKE_C_FLAGS={MARCH}", f"-DCMAKE_CXX_FLAGS={MARCH}",
+                    "-DLLAMA_BUILD_SERVER=OFF", f"-DCMAKE_C_FLAGS={MARCH} {NO_GATHERS} -include {EMULATED_AMX / 'cpuid_with_amx.h'}",
+                    f"-DCMAKE_CXX_FLAGS={MARCH}",
                     "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_AVX512=ON",
                     "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_VBMI=ON"], check=True, capture_output=True, text=True)
     subprocess.run(["ninja", "-C", str(build), "ggml", "ggml-base", "ggml-cpu"], check=True, capture_output=True,
                    text=True)
     binary = work / "quantized_matmul_check"
     libraries = build / "ggml" / "src"
-    subprocess.run(["cc", "-std=c11", "-O2", "-static", str(CHECK), f"-I{llama_cpp / 'ggml' / 'include'}",
-                    f"-L{libraries}", "-Wl,--start-group", "-lggml", "-lggml-cpu", "-lggml-base", "-Wl,--end-group",
+    subprocess.run(["cc", "-std=c11", "-O2", "-static", str(CHECK), str(EMULATED_AMX / "amx_on_sigill.c"),
+                    "-Wl,--wrap=syscall", f"-I{llama_cpp / 'ggml' / 'include'}", f"-L{libraries}", "-Wl,--start-group", "-lggml", "-lggml-cpu", "-lggml-base", "-Wl,--end-group",
                     "-lstdc++", "-fopenmp", "-lpthread", "-lm", "-o", str(binary)], check=True, capture_output=True,
                    text=True)
     return binary
 
 
-def cases() -> List[Tuple[str, int, int, int]]:
-    return [(t, m, n, k) for t in sorted(kernel_test.KERNELS_OF) for m, n, k in kernel_test.SHAPES]
+Case = Tuple[str, int, int, int, str]  # type, M, N, K, NEWRLLAMA_AMX
+
+
+def cases() -> List[Case]:
+    """Every type by every shape with the tiles on; the K-quants also with them off, and by the AMX test's shapes."""
+    on = [(t, m, n, k, "on") for t in sorted(kernel_test.KERNELS_OF) for m, n, k in kernel_test.SHAPES]
+    amx = [(t, m, n, k, amx) for t in kernel_test.K_QUANTS for m, n, k in kernel_test.AMX_SHAPES
+           for amx in ("on", "off")]
+    off = [(t, m, n, k, "off") for t in kernel_test.K_QUANTS for m, n, k in kernel_test.SHAPES]
+    return list(dict.fromkeys(on + amx + off))
 
 
 def guest_script() -> str:
     """One boot runs every case: a line per case, its arguments then the check's JSON."""
     lines = ["#!/bin/sh", "export OMP_WAIT_POLICY=passive", "cd /work"]
-    for t, m, n, k in cases():
-        lines.append(f'echo "{t} {m} {n} {k} $(./quantized_matmul_check {t} {m} {n} {k} 2>&1 | tr -d \'\\n\')"')
+    for t, m, n, k, amx in cases():
+        lines.append(f'echo "{t} {m} {n} {k} {amx} $(NEWRLLAMA_AMX={amx} ./quantized_matmul_check {t} {m} {n} {k} '
+                     f'2>&1 | tr -d \'\\n\')"')
     return "\n".join(lines) + "\n"
 
 
-def failures(output: str) -> List[str]:
-    """What the guest's lines say went wrong: a case missing, unreadable or with a check false."""
-    seen, wrong = set(), []
+def results(output: str) -> Dict[Case, dict]:
+    """The guest's lines by case; an unreadable result as {"unreadable": its text}."""
+    found: Dict[Case, dict] = {}
     for line in output.splitlines():
-        parts = line.split(" ", 4)
-        if len(parts) < 5:
+        parts = line.split(" ", 5)
+        if len(parts) < 6:
             continue
-        case = (parts[0], int(parts[1]), int(parts[2]), int(parts[3]))
-        seen.add(case)
+        case = (parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
         try:
-            result = json.loads(parts[4])
+            found[case] = json.loads(parts[5])
         except json.JSONDecodeError:
-            wrong.append(f"{' '.join(parts[:4])}: {parts[4][:200]}")
-            continue
-        false = [key for key in ("same_alone", "same_threads", "same_as_defined", "rounding_as_reference")
-                 if not result.get(key)]
-        if false:
-            wrong.append(f"{' '.join(parts[:4])}: not {', '.join(false)}")
-    wrong += [f"{' '.join(map(str, c))}: no result" for c in cases() if c not in seen]
+            found[case] = {"unreadable": parts[5][:200]}
+    return found
+
+
+def failures(output: str) -> List[str]:
+    """What the guest's lines say went wrong: a case missing, unreadable or with a check false, a K-quant case of
+    the AMX shapes whose tiles were not granted or whose bits differ without them."""
+    found, wrong = results(output), []
+    for case in cases():
+        name = " ".join(map(str, case))
+        result = found.get(case)
+        if result is None:
+            wrong.append(f"{name}: no result")
+        elif "unreadable" in result:
+            wrong.append(f"{name}: {result['unreadable']}")
+        elif [key for key in CHECKS if not result.get(key)]:
+            wrong.append(f"{name}: not {', '.join(key for key in CHECKS if not result.get(key))}")
+        elif case[4] == "on" and case[0] in kernel_test.K_QUANTS and case[1:4] in kernel_test.AMX_SHAPES:
+            off = found.get(case[:4] + ("off",), {})
+            if not result.get("tiles_permitted"):
+                wrong.append(f"{name}: the tiles were not granted")
+            elif result.get("digest") != off.get("digest"):
+                wrong.append(f"{name}: not the bits of NEWRLLAMA_AMX=off")
     return wrong
 
 

@@ -38,6 +38,7 @@ SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512)
           (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512),  # and tiles of 16 activation rows: in pairs, whole, ragged, half
           (300, 1, 512), (200, 3, 256)]  # and a few activation rows by several chunks of weight rows, the last ragged
 K_QUANTS = ("q4_K", "q5_K", "q6_K")
+AMX_SHAPES = [s for s in SHAPES if s[1] >= 8] + [(48, 130, 768)]  # the rows quant-gemm-amx takes, and many tiles
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +111,7 @@ def cpu_has_amx_int8() -> bool:
 # A row computed by the tiles and by quant-gemm-avx2 is the same bits: the whole batch once with the tiles and once
 # with NEWRLLAMA_AMX=off (also compared row by row, alone, by the tests above).
 @pytest.mark.parametrize("type_name", K_QUANTS)
-@pytest.mark.parametrize("m, n, k", [s for s in SHAPES if s[1] >= 8] + [(48, 130, 768)])
+@pytest.mark.parametrize("m, n, k", AMX_SHAPES)
 def test_amx_tiles_give_the_bits_of_the_avx2_kernel(check, type_name, m, n, k):
     if "quant-gemm-amx" not in check[1]:
         pytest.skip("quant-gemm-amx is not compiled into this llama.cpp (its CPU lacks AVX-512 VNNI or VBMI, or the build is not "
