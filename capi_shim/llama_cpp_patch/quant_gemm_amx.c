@@ -39,6 +39,7 @@ enum {
     QA_TILE_BYTES = 16 * 64,
     QA_BLOCK_BYTES = QA_CHUNKS * 2 * QA_TILE_BYTES, // a panel's block: lo and hi of each chunk
     QA_MIN_ROWS = 8,                 // fewer activation rows go to quant-gemm-avx2 (below 8, it is faster)
+    QA_CHUNK_PANELS = 4,             // panels a thread claims at a time (64 weight rows, as decode's chunks)
     QA_ARCH_REQ_XCOMP_PERM = 0x1023, // arch_prctl code and the tile data's state component (Linux uapi)
     QA_XFEATURE_XTILEDATA = 18,
 };
@@ -368,6 +369,11 @@ static inline __attribute__((always_inline)) void qa_panel_by_tiles(enum ggml_ty
     }
 }
 
+// dst = src0 x src1 (src1 already in Q8_K in wdata), 8 activation rows and more. The panels go in chunks of
+// QA_CHUNK_PANELS that the threads claim from ggml's shared counter, as quant-gemm-avx2's do (chunk ith is this
+// thread's first): a thread held up by anything else on the machine leaves its panels to the others instead of
+// keeping them waiting at the next barrier. A thread prepares a plane's activation rows once, when its first chunk
+// of that plane comes; which thread computes a panel does not touch its arithmetic.
 static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
     const struct ggml_tensor * src0 = dst->src[0];
     const struct ggml_tensor * src1 = dst->src[1];
@@ -378,12 +384,10 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
     const size_t row_size = ggml_row_size(GGML_TYPE_Q8_K, ne10);
     const size_t ldb = row_size / sizeof(block_q8_K);
     const size_t ldc = nb1 / sizeof(float);
-    const int64_t r2 = ne12 / ne02;
-    const int64_t r3 = ne13 / ne03;
     const int64_t panels = (ne01 + QA_ROWS - 1) / QA_ROWS;
-    const int64_t p0 = panels * params->ith / params->nth;
-    const int64_t p1 = panels * (params->ith + 1) / params->nth;
-    if (p0 == p1) {
+    const int64_t plane_chunks = (panels + QA_CHUNK_PANELS - 1) / QA_CHUNK_PANELS;
+    const int64_t chunks = plane_chunks * ne12 * ne13;
+    if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
         return;
     }
 
@@ -404,38 +408,39 @@ static void ggml_quant_gemm_amx(const struct ggml_compute_params * params, struc
     GGML_ASSERT(p.bytes && p.d && p.dmin && p.mins && x.bytes && x.d && x.sums && acc);
     qa_configure();
 
-    for (int64_t i13 = 0; i13 < ne13; i13++) {
-        for (int64_t i12 = 0; i12 < ne12; i12++) {
-            const char * a = (const char *) src0->data + i12 / r2 * nb02 + i13 / r3 * nb03;
-            const block_q8_K * b = (const block_q8_K *) ((const char *) params->wdata + (i12 * ne11 + i13 * ne12 * ne11) * row_size);
-            float * c = (float *) ((char *) dst->data + i12 * nb2 + i13 * nb3);
-            qa_prepare_activations(type, b, ldb, ne11, nb, &x);
-            for (int64_t panel = p0; panel < p1; panel++) {
-                const int64_t i0 = panel * QA_ROWS;
-                const int rows = (int) MIN(QA_ROWS, ne01 - i0);
-                const char * w[QA_ROWS];
-                for (int r = 0; r < QA_ROWS; r++) {  // rows past the end repeat the last one
-                    w[r] = a + MIN(i0 + r, ne01 - 1) * nb01;
-                }
-                // the next panel of this thread, if any: its rows, to the end of the matrix
-                const char * next = a + MIN(i0 + QA_ROWS, ne01 - 1) * nb01;
-                const size_t next_size = panel + 1 < p1 ? (size_t) MIN(QA_ROWS, ne01 - i0 - QA_ROWS) * nb01 : 0;
+    int64_t plane = -1;
+    qg_plane at = {NULL, NULL, NULL};
+    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+        if (qg_chunk_plane(params, dst, chunk, plane_chunks, row_size, &plane, &at)) {
+            qa_prepare_activations(type, (const block_q8_K *) at.b, ldb, ne11, nb, &x);
+        }
+        const int64_t first = chunk % plane_chunks * QA_CHUNK_PANELS;
+        const int64_t last = MIN(panels, first + QA_CHUNK_PANELS);
+        for (int64_t panel = first; panel < last; panel++) {
+            const int64_t i0 = panel * QA_ROWS;
+            const int rows = (int) MIN(QA_ROWS, ne01 - i0);
+            const char * w[QA_ROWS];
+            for (int r = 0; r < QA_ROWS; r++) {  // rows past the end repeat the last one
+                w[r] = at.a + MIN(i0 + r, ne01 - 1) * nb01;
+            }
+            // the chunk's next panel, if any: its rows, to the end of the matrix
+            const char * next = at.a + MIN(i0 + QA_ROWS, ne01 - 1) * nb01;
+            const size_t next_size = panel + 1 < last ? (size_t) MIN(QA_ROWS, ne01 - i0 - QA_ROWS) * nb01 : 0;
 #define QA_PREPARE(T) qa_prepare_panel(T, w, nb, next, next_size, &p)
-                QG_BY_TYPE(type, QA_PREPARE);
+            QG_BY_TYPE(type, QA_PREPARE);
 #undef QA_PREPARE
-                for (int64_t r = 0; r < tiles * QA_ROWS; r++) {
-                    acc[r] = _mm512_setzero_ps();
-                }
+            for (int64_t r = 0; r < tiles * QA_ROWS; r++) {
+                acc[r] = _mm512_setzero_ps();
+            }
 #define QA_TILES(T) qa_panel_by_tiles(T, &p, nb, &x, tiles, acc)
-                QG_BY_TYPE(type, QA_TILES);
+            QG_BY_TYPE(type, QA_TILES);
 #undef QA_TILES
-                // acc[16 t + r] lane n is activation row 16t + n by weight row r: dst's rows are activation rows
-                for (int64_t t = 0; t < tiles; t++) {
-                    __m512 out[QA_ROWS];
-                    qa_transpose16((const __m512i *) (acc + t * QA_ROWS), (__m512i *) out);
-                    for (int n = 0; n < QA_ROWS && t * QA_ROWS + n < ne11; n++) {
-                        _mm512_mask_storeu_ps(c + (t * QA_ROWS + n) * ldc + i0, (__mmask16) ((1u << rows) - 1), out[n]);
-                    }
+            // acc[16 t + r] lane n is activation row 16t + n by weight row r: dst's rows are activation rows
+            for (int64_t t = 0; t < tiles; t++) {
+                __m512 out[QA_ROWS];
+                qa_transpose16((const __m512i *) (acc + t * QA_ROWS), (__m512i *) out);
+                for (int n = 0; n < QA_ROWS && t * QA_ROWS + n < ne11; n++) {
+                    _mm512_mask_storeu_ps(at.c + (t * QA_ROWS + n) * ldc + i0, (__mmask16) ((1u << rows) - 1), out[n]);
                 }
             }
         }
