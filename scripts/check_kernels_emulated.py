@@ -35,7 +35,8 @@ from engine import test_quantized_matmul as kernel_test  # noqa: E402  (the type
 
 CHECK = kernel_test.CHECK
 RUNNER = ROOT / "scripts" / "run_on_emulated_avx512.sh"
-EMULATED_AMX = ROOT / "scripts" / "emulated_amx"
+CPUID_WITH_AMX = ROOT / "scripts" / "emulated_amx" / "cpuid_with_amx.h"
+AMX_ON_SIGILL = ROOT / "scripts" / "emulated_amx" / "amx_on_sigill.c"
 MARCH = "-march=icelake-server"  # what the emulated Tiger Lake runs: AVX-512 with VNNI and VBMI, no AMX or BF16
 # Bochs 2.7 refuses (#UD) an EVEX gather whose index register is above 15, which the hardware runs; GCC's
 # vectorizer gathers the activation rows' scales in quant-gemm-amx, so it loads them one by one here.
@@ -52,7 +53,7 @@ def build_check(work: Path) -> Path:
     subprocess.run(["cmake", "-S", str(llama_cpp), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                     "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF", "-DGGML_BACKEND_DL=OFF", "-DLLAMA_CURL=OFF",
                     "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", f"-DCMAKE_C_FLAGS={MARCH} {NO_GATHERS} -include {EMULATED_AMX / 'cpuid_with_amx.h'}",
+                    "-DLLAMA_BUILD_SERVER=OFF", f"-DCMAKE_C_FLAGS={MARCH} {NO_GATHERS} -include {CPUID_WITH_AMX}",
                     f"-DCMAKE_CXX_FLAGS={MARCH}",
                     "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_AVX512=ON",
                     "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_VBMI=ON"], check=True, capture_output=True, text=True)
@@ -60,10 +61,10 @@ def build_check(work: Path) -> Path:
                    text=True)
     binary = work / "quantized_matmul_check"
     libraries = build / "ggml" / "src"
-    subprocess.run(["cc", "-std=c11", "-O2", "-static", str(CHECK), str(EMULATED_AMX / "amx_on_sigill.c"),
-                    "-Wl,--wrap=syscall", f"-I{llama_cpp / 'ggml' / 'include'}", f"-L{libraries}", "-Wl,--start-group", "-lggml", "-lggml-cpu", "-lggml-base", "-Wl,--end-group",
-                    "-lstdc++", "-fopenmp", "-lpthread", "-lm", "-o", str(binary)], check=True, capture_output=True,
-                   text=True)
+    subprocess.run(["cc", "-std=c11", "-O2", "-static", str(CHECK), str(AMX_ON_SIGILL), "-Wl,--wrap=syscall",
+                    f"-I{llama_cpp / 'ggml' / 'include'}", f"-L{libraries}", "-Wl,--start-group", "-lggml",
+                    "-lggml-cpu", "-lggml-base", "-Wl,--end-group", "-lstdc++", "-fopenmp", "-lpthread", "-lm", "-o",
+                    str(binary)], check=True, capture_output=True, text=True)
     return binary
 
 
@@ -114,7 +115,7 @@ def failures(output: str) -> List[str]:
             wrong.append(f"{name}: no result")
         elif "unreadable" in result:
             wrong.append(f"{name}: {result['unreadable']}")
-        elif [key for key in CHECKS if not result.get(key)]:
+        elif not all(result.get(key) for key in CHECKS):
             wrong.append(f"{name}: not {', '.join(key for key in CHECKS if not result.get(key))}")
         elif case[4] == "on" and case[0] in kernel_test.K_QUANTS and case[1:4] in kernel_test.AMX_SHAPES:
             off = found.get(case[:4] + ("off",), {})

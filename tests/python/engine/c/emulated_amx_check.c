@@ -21,7 +21,8 @@ typedef struct {
 } tile_config;
 
 /* tmm0: C, tmm4: B, tmm6: A; the rest 16 rows of 64 bytes */
-static const tile_config config = {1, 0, {0}, {BC_BYTES, 64, 64, 64, BC_BYTES, 64, A_BYTES, 64}, {ROWS, 16, 16, 16, ROWS, 16, ROWS, 16}};
+static const tile_config config = {1, 0, {0}, {BC_BYTES, 64, 64, 64, BC_BYTES, 64, A_BYTES, 64},
+                                   {ROWS, 16, 16, 16, ROWS, 16, ROWS, 16}};
 
 static uint8_t a[ROWS][STRIDE], b[ROWS][STRIDE];
 static int32_t c0[ROWS][STRIDE / 4], c[ROWS][STRIDE / 4], expected[ROWS][STRIDE / 4];
