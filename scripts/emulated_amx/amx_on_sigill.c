@@ -7,6 +7,7 @@
  * the hardware, provided it keeps to these instructions. scripts/check_kernels_emulated.py builds it in.
  * Anything else that raises SIGILL stops the program with a message naming the bytes. */
 #define _GNU_SOURCE
+#include <cpuid.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -240,12 +241,9 @@ static void on_sigill(int sig, siginfo_t *info, void *context) {
 /* The CPUID that cpuid_with_amx.h puts in place of <cpuid.h>'s: the CPU's own, with AMX-BF16, AMX-TILE and
  * AMX-INT8 (leaf 7, EDX bits 22, 24, 25). */
 int newrllama_cpuid_with_amx(unsigned leaf, unsigned subleaf, unsigned *a, unsigned *b, unsigned *c, unsigned *d) {
-    unsigned max_leaf;
-    __asm__ volatile("cpuid" : "=a"(max_leaf), "=b"(*b), "=c"(*c), "=d"(*d) : "a"(leaf & 0x80000000u), "c"(0));
-    if (max_leaf < leaf) {
+    if (!__get_cpuid_count(leaf, subleaf, a, b, c, d)) {
         return 0;
     }
-    __asm__ volatile("cpuid" : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d) : "a"(leaf), "c"(subleaf));
     if (leaf == 7 && subleaf == 0) {
         *d |= 1u << 22 | 1u << 24 | 1u << 25;
     }
