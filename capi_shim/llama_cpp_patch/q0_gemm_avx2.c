@@ -262,7 +262,7 @@ static void q0a_panel_tiles(enum ggml_type type, const char * a, size_t nb01, in
 // the threads claim from ggml's shared counter, as quant-gemm-avx2's do (the caller set it to nth before its
 // barrier, so chunk ith is this thread's first): a thread held up by anything else on the machine leaves its chunks
 // to the others instead of keeping them waiting at the next barrier, and which thread computes a row does not touch
-// its arithmetic. One activation row: QG_DECODE_TILES tiles a chunk, read by q0a_decode_tile. More: QG_PANEL_TILES
+// its arithmetic. One activation row: qg_decode_chunk_rows a chunk, read by q0a_decode_tile. More: QG_PANEL_TILES
 // tiles by QG_CHUNK_COLS activation rows, the tiles varying fastest so that the threads pass over the same
 // activation rows while they are in cache.
 static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct ggml_tensor * dst) {
@@ -277,7 +277,7 @@ static void ggml_q0_gemm_avx2(const struct ggml_compute_params * params, struct 
     const size_t ldc = nb1 / sizeof(float);
     const bool one_row = ne11 == 1;
     const int64_t tiles = (ne01 + QG_LANES - 1) / QG_LANES;
-    const int64_t chunk_tiles = one_row ? QG_DECODE_TILES : QG_PANEL_TILES;
+    const int64_t chunk_tiles = one_row ? qg_decode_chunk_rows(ne01, params->nth) / QG_LANES : QG_PANEL_TILES;
     const int64_t tile_chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     const int64_t col_chunks = (ne11 + QG_CHUNK_COLS - 1) / QG_CHUNK_COLS;
     const int64_t plane_chunks = tile_chunks * col_chunks;

@@ -243,7 +243,8 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
     const size_t ldc = nb1 / sizeof(float);
     const int32_t offset = src0->type == GGML_TYPE_Q5_0 ? 16 : 128;
     const int64_t tiles = (ne01 + Q0G_ROWS - 1) / Q0G_ROWS;
-    const int64_t chunk_tiles = (ne11 <= Q0G_ONE_COL_MAX ? QG_DECODE_TILES : QG_PANEL_TILES) * QG_LANES / Q0G_ROWS;
+    const int64_t chunk_tiles = (ne11 <= Q0G_ONE_COL_MAX ? qg_decode_chunk_rows(ne01, params->nth)
+                                                         : QG_PANEL_TILES * QG_LANES) / Q0G_ROWS;
     const int64_t plane_chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     const int64_t chunks = plane_chunks * ne12 * ne13;
     if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith

@@ -34,8 +34,20 @@ enum {
     QG_LANES = 8,       // outputs per tile
     QG_RUNS = QK_K / 32, // runs of 32 codes per block
     QG_PREFETCH = 2048,  // how far ahead of its block decode asks for a row's bytes
-    QG_DECODE_TILES = 8, // tiles of weight rows a thread claims at a time in decode
+    QG_DECODE_TILES = 8, // the fewest tiles of weight rows a thread claims at a time in decode
+    QG_DECODE_CHUNKS = 4, // chunks of a decode plane per thread, where the matrix is large enough
 };
+
+// Weight rows a chunk of decode holds, for a matrix of `rows` rows and nth threads: QG_DECODE_TILES tiles at
+// least, and more in a large matrix, so that each thread claims about QG_DECODE_CHUNKS chunks of it (a multiple of
+// 16 rows, so whole tiles of 8 or 16 rows). Every chunk restarts a thread's stream of weights, whose prefetches ran
+// ahead into rows another thread took: on an AMD EPYC with AVX-512, chunks of a few dozen rows kept one-prompt
+// decode of a 1.5B model measurably short of the same kernel in larger chunks. Few chunks a thread still leave a
+// thread held up by the machine only its last chunk to finish while the other waits.
+static inline int64_t qg_decode_chunk_rows(int64_t rows, int nth) {
+    const int64_t share = rows / ((int64_t) QG_DECODE_CHUNKS * nth);
+    return MAX((int64_t) QG_DECODE_TILES * QG_LANES, (share + 15) / 16 * 16);
+}
 
 // A block of weights as the kernel reads it: the codes and what multiplies them. For Q4_K and Q5_K, sm holds the
 // sub-blocks' 6-bit scales (bytes 0-7) and mins (bytes 8-15).
@@ -580,7 +592,7 @@ static bool ggml_quant_gemm_avx2_supports(const struct ggml_tensor * dst) {
 }
 
 // Decode: dst = src0 x one activation row (src1, already in Q8_K in wdata). The weight rows go in chunks of
-// QG_DECODE_TILES tiles that the threads claim from ggml's shared counter, which the caller set to nth before its
+// qg_decode_chunk_rows that the threads claim from ggml's shared counter, which the caller set to nth before its
 // barrier (so chunk ith is this thread's first): a thread held up by anything else on the machine leaves its chunks
 // to the others instead of keeping them waiting at the next barrier. Which thread computes a row does not touch
 // its arithmetic. type, nb, row_size and tiles are ggml_quant_gemm_avx2's.
@@ -590,7 +602,8 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     const struct ggml_tensor * src1 = dst->src[1];
     GGML_TENSOR_BINARY_OP_LOCALS
 
-    const int64_t plane_chunks = (tiles + QG_DECODE_TILES - 1) / QG_DECODE_TILES;
+    const int64_t chunk_tiles = qg_decode_chunk_rows(ne01, params->nth) / QG_LANES;
+    const int64_t plane_chunks = (tiles + chunk_tiles - 1) / chunk_tiles;
     const int64_t chunks = plane_chunks * ne12 * ne13;
     if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
         return;
@@ -614,8 +627,8 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
 #undef QG_SUMS
             }
         }
-        const int64_t first = chunk % plane_chunks * QG_DECODE_TILES;
-        for (int64_t tile = first; tile < MIN(tiles, first + QG_DECODE_TILES); tile++) {
+        const int64_t first = chunk % plane_chunks * chunk_tiles;
+        for (int64_t tile = first; tile < MIN(tiles, first + chunk_tiles); tile++) {
             const int64_t i0 = tile * QG_LANES;
             const int rows = (int) MIN(QG_LANES, ne01 - i0);
             const char * w[QG_LANES];
