@@ -42,8 +42,8 @@ enum {
 // least, and more in a large matrix, so that each thread claims about QG_DECODE_CHUNKS chunks of it (a multiple of
 // 16 rows, so whole tiles of 8 or 16 rows). Every chunk restarts a thread's stream of weights, whose prefetches ran
 // ahead into rows another thread took: on an AMD EPYC with AVX-512, chunks of a few dozen rows kept one-prompt
-// decode of a 1.5B model measurably short of the same kernel in larger chunks. Few chunks a thread still leave a
-// thread held up by the machine only its last chunk to finish while the other waits.
+// decode of a 1.5B model measurably short of the same kernel in larger chunks. With several chunks a thread, one
+// held up by the machine still leaves most of its rows to the other.
 static inline int64_t qg_decode_chunk_rows(int64_t rows, int nth) {
     const int64_t share = rows / ((int64_t) QG_DECODE_CHUNKS * nth);
     return MAX((int64_t) QG_DECODE_TILES * QG_LANES, (share + 15) / 16 * 16);
