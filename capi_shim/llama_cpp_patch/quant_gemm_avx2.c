@@ -502,8 +502,11 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
             for (int c = 0; c < C; c++) {
                 unit[c] = _mm256_setzero_si256();
             }
+            // counted from 0, so that GCC unrolls all G groups: counted from u * G, it kept a loop that copied the
+            // sums from register to register at every group
 #pragma GCC unroll 8
-            for (int g = u * G; g < (u + 1) * G; g++) {
+            for (int i = 0; i < G; i++) {
+                const int g = u * G + i;
                 const __m256i w = _mm256_load_si256(codes + g);
                 for (int c = 0; c < C; c++) {
                     int32_t a;
