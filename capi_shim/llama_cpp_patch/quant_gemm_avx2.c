@@ -18,9 +18,9 @@
 //
 // Decode (one activation row) takes 8 weight rows at a time straight from their blocks, one row after the other,
 // and the threads claim the weight rows in chunks as they go (see qg_decode). More activation rows take a panel of
-// 8 weight rows, unpacked once, code group by code group, and passed over the activation rows four at a time (see
-// qg_panel_cols); the threads split the weight rows 8 at a time. A tile that runs past the last weight row repeats
-// a valid one and does not store it.
+// 8 weight rows, unpacked once, code group by code group, and passed over the activation rows four at a time, two
+// panels together where the CPU has AVX-512 (see qg_panel_cols); the threads claim the weight rows in chunks too. A
+// tile that runs past the last weight row repeats a valid one and does not store it.
 
 // F16C converts 8 rows' fp16 scales at once; every CPU with AVX2 and FMA has it.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -306,6 +306,15 @@ enum {
     QG_PANEL_TILES = 4,              // tiles per chunk of work
 };
 
+// Panels that pass over the same activation rows together, sharing each broadcast of 4 activations: two where
+// AVX-512 gives 32 vector registers (two panels by 4 rows hold 24 sums), one with AVX2's 16. One broadcast a
+// multiply-add kept prefill on an AMD EPYC with AVX-512 waiting on the loads; two panels halve those loads.
+#if defined(__AVX512VL__)
+#define QG_PANELS 2
+#else
+#define QG_PANELS 1
+#endif
+
 // Codes per sub-block: 32 for Q4_K and Q5_K, 16 for Q6_K.
 static inline int qg_sub_codes(enum ggml_type type) {
     return type == GGML_TYPE_Q6_K ? 16 : 32;
@@ -480,65 +489,85 @@ static inline __attribute__((always_inline)) __m256i qg_panel_pairs(enum ggml_ty
     return m;
 }
 
-// The panel by C activation rows (x): out[c * 8 + r] = output of weight row r and activation row c.
-static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type type, const qg_panel * p,
+// P panels (p[0 .. P-1]) by C activation rows (x): out[(k * QG_PANEL_COLS + c) * 8 + r] = output of panel k's
+// weight row r and activation row c. Each output's arithmetic is the same whatever P and C are.
+static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type type, const qg_panel * p, const int P,
                                                                  const block_q8_K * const * x, int nb, float * out,
                                                                  const int C) {
     const int G = qg_unit_groups(type);
     const int units = QG_GROUPS / G;
     const int subs = QK_K / qg_sub_codes(type);
-    __m256 acc[QG_PANEL_COLS];
-    for (int c = 0; c < C; c++) {
-        acc[c] = _mm256_setzero_ps();
+    __m256 acc[QG_PANELS][QG_PANEL_COLS];
+    for (int k = 0; k < P; k++) {
+        for (int c = 0; c < C; c++) {
+            acc[k][c] = _mm256_setzero_ps();
+        }
     }
     for (int l = 0; l < nb; l++) {
-        __m256i s32[QG_PANEL_COLS];
-        for (int c = 0; c < C; c++) {
-            s32[c] = _mm256_setzero_si256();
-        }
-        const __m256i * codes = p->codes + l * QG_GROUPS;
-        for (int u = 0; u < units; u++) {
-            __m256i unit[QG_PANEL_COLS];
+        __m256i s32[QG_PANELS][QG_PANEL_COLS];
+        for (int k = 0; k < P; k++) {
             for (int c = 0; c < C; c++) {
-                unit[c] = _mm256_setzero_si256();
+                s32[k][c] = _mm256_setzero_si256();
+            }
+        }
+        for (int u = 0; u < units; u++) {
+            __m256i unit[QG_PANELS][QG_PANEL_COLS];
+            for (int k = 0; k < P; k++) {
+                for (int c = 0; c < C; c++) {
+                    unit[k][c] = _mm256_setzero_si256();
+                }
             }
             // counted from 0, so that GCC unrolls all G groups: counted from u * G, it kept a loop that copied the
             // sums from register to register at every group
 #pragma GCC unroll 8
             for (int i = 0; i < G; i++) {
                 const int g = u * G + i;
-                const __m256i w = _mm256_load_si256(codes + g);
+                __m256i w[QG_PANELS];
+                for (int k = 0; k < P; k++) {
+                    w[k] = _mm256_load_si256(p[k].codes + l * QG_GROUPS + g);
+                }
                 for (int c = 0; c < C; c++) {
                     int32_t a;
                     memcpy(&a, x[c][l].qs + 4 * g, sizeof(a));
-                    unit[c] = qg_unit_add(unit[c], w, _mm256_set1_epi32(a));
+                    const __m256i av = _mm256_set1_epi32(a);
+                    for (int k = 0; k < P; k++) {
+                        unit[k][c] = qg_unit_add(unit[k][c], w[k], av);
+                    }
                 }
             }
-            const __m256i sc = _mm256_load_si256(p->scales + l * subs + u * G * 4 / qg_sub_codes(type));
-            for (int c = 0; c < C; c++) {
-                s32[c] = _mm256_add_epi32(s32[c], qg_unit_scaled(unit[c], sc));
+            for (int k = 0; k < P; k++) {
+                const __m256i sc = _mm256_load_si256(p[k].scales + l * subs + u * G * 4 / qg_sub_codes(type));
+                for (int c = 0; c < C; c++) {
+                    s32[k][c] = _mm256_add_epi32(s32[k][c], qg_unit_scaled(unit[k][c], sc));
+                }
             }
         }
         // S's floats, then (Q4_K, Q5_K) M's: M is summed only once S's sums are done with, to spare registers
-        const __m256 d = _mm256_loadu_ps(p->d + l * QG_LANES);
-        for (int c = 0; c < C; c++) {
-            const __m256 da = _mm256_set1_ps(x[c][l].d);
-            if (type == GGML_TYPE_Q6_K) {
-                s32[c] = _mm256_sub_epi32(s32[c], _mm256_slli_epi32(qg_panel_pairs(type, p, x[c] + l, l), 5));
-            }
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[c]), _mm256_mul_ps(d, da), acc[c]);
-        }
-        if (type != GGML_TYPE_Q6_K) {
-            const __m256 dmin = _mm256_loadu_ps(p->dmin + l * QG_LANES);
+        for (int k = 0; k < P; k++) {
+            const __m256 d = _mm256_loadu_ps(p[k].d + l * QG_LANES);
             for (int c = 0; c < C; c++) {
                 const __m256 da = _mm256_set1_ps(x[c][l].d);
-                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(qg_panel_pairs(type, p, x[c] + l, l)),
-                                          _mm256_mul_ps(dmin, da), acc[c]);
+                if (type == GGML_TYPE_Q6_K) {
+                    s32[k][c] = _mm256_sub_epi32(s32[k][c], _mm256_slli_epi32(qg_panel_pairs(type, p + k, x[c] + l, l), 5));
+                }
+                acc[k][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[k][c]), _mm256_mul_ps(d, da), acc[k][c]);
+            }
+        }
+        if (type != GGML_TYPE_Q6_K) {
+            for (int k = 0; k < P; k++) {
+                const __m256 dmin = _mm256_loadu_ps(p[k].dmin + l * QG_LANES);
+                for (int c = 0; c < C; c++) {
+                    const __m256 da = _mm256_set1_ps(x[c][l].d);
+                    acc[k][c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(qg_panel_pairs(type, p + k, x[c] + l, l)),
+                                                 _mm256_mul_ps(dmin, da), acc[k][c]);
+                }
             }
         }
     }
-    for (int c = 0; c < C; c++) {
-        _mm256_storeu_ps(out + c * QG_LANES, acc[c]);
+    for (int k = 0; k < P; k++) {
+        for (int c = 0; c < C; c++) {
+            _mm256_storeu_ps(out + (k * QG_PANEL_COLS + c) * QG_LANES, acc[k][c]);
+        }
     }
 }
 
@@ -646,22 +675,25 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     ggml_aligned_free(part, part_size);
 }
 
-// The last 1-3 activation rows of a chunk (x[0 .. left-1]) by the panel.
-static inline void qg_panel_left(enum ggml_type type, const qg_panel * p, const block_q8_K * const * x, int nb,
-                                 float * out, int left) {
-#define QG_COLS1(T) qg_panel_cols(T, p, x, nb, out, 1)
-#define QG_COLS2(T) qg_panel_cols(T, p, x, nb, out, 2)
-#define QG_COLS3(T) qg_panel_cols(T, p, x, nb, out, 3)
-    if (left == 1) {
-        QG_BY_TYPE(type, QG_COLS1);
-    } else if (left == 2) {
-        QG_BY_TYPE(type, QG_COLS2);
-    } else {
-        QG_BY_TYPE(type, QG_COLS3);
+// P panels (1 or QG_PANELS) by C activation rows (1 to QG_PANEL_COLS), each count as a constant of its own code.
+static inline void qg_panels_by_cols(enum ggml_type type, const qg_panel * p, int P, const block_q8_K * const * x,
+                                     int nb, float * out, int C) {
+#define QG_COLS(T, NP, NC) qg_panel_cols(T, p, NP, x, nb, out, NC)
+#define QG_BY_COLS(T, NP) \
+    (C == 4 ? QG_COLS(T, NP, 4) : C == 3 ? QG_COLS(T, NP, 3) : C == 2 ? QG_COLS(T, NP, 2) : QG_COLS(T, NP, 1))
+#define QG_ONE(T) QG_BY_COLS(T, 1)
+#if QG_PANELS > 1
+#define QG_TWO(T) QG_BY_COLS(T, 2)
+    if (P == 2) {
+        QG_BY_TYPE(type, QG_TWO);
+        return;
     }
-#undef QG_COLS1
-#undef QG_COLS2
-#undef QG_COLS3
+#undef QG_TWO
+#endif
+    QG_BY_TYPE(type, QG_ONE);
+#undef QG_ONE
+#undef QG_BY_COLS
+#undef QG_COLS
 }
 
 // dst = src0 x src1, src1 already in Q8_K in wdata (ggml converts it before the barrier). One activation row is
@@ -694,13 +726,15 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
     const size_t codes_size = (size_t) nb * QG_GROUPS * sizeof(__m256i);
     const size_t scales_size = (size_t) nb * (QK_K / qg_sub_codes(type)) * sizeof(__m256i);
     const size_t pairs_size = (size_t) nb * qg_sum_pairs(type) * sizeof(__m256i);
-    qg_panel p;
-    p.codes = (__m256i *) ggml_aligned_malloc(codes_size);
-    p.scales = (__m256i *) ggml_aligned_malloc(scales_size);
-    p.pairs = (__m256i *) ggml_aligned_malloc(pairs_size);
-    p.d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
-    p.dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
-    GGML_ASSERT(p.codes && p.scales && p.pairs && p.d && p.dmin);
+    qg_panel p[QG_PANELS];
+    for (int k = 0; k < QG_PANELS; k++) {
+        p[k].codes = (__m256i *) ggml_aligned_malloc(codes_size);
+        p[k].scales = (__m256i *) ggml_aligned_malloc(scales_size);
+        p[k].pairs = (__m256i *) ggml_aligned_malloc(pairs_size);
+        p[k].d = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+        p[k].dmin = (float *) malloc((size_t) nb * QG_LANES * sizeof(float));
+        GGML_ASSERT(p[k].codes && p[k].scales && p[k].pairs && p[k].d && p[k].dmin);
+    }
 
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
         const int64_t first = chunk % tile_chunks * QG_PANEL_TILES;
@@ -710,39 +744,41 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         const char * a = at.a;
         const block_q8_K * b = (const block_q8_K *) at.b;
         float * c = at.c;
-        for (int64_t tile = first; tile < MIN(tiles, first + QG_PANEL_TILES); tile++) {
-            const int64_t i0 = tile * QG_LANES;
-            const int rows = (int) MIN(QG_LANES, ne01 - i0);
-            const char * w[QG_LANES];
-            qg_weight_rows(a, nb01, ne01, i0, w);
-            float out[QG_PANEL_COLS * QG_LANES];
-#define QG_UNPACK(T) qg_unpack_panel(T, w, nb, &p)
-            QG_BY_TYPE(type, QG_UNPACK);
+        const int64_t last = MIN(tiles, first + QG_PANEL_TILES);
+        for (int64_t tile = first; tile < last; tile += QG_PANELS) {
+            const int np = (int) MIN(QG_PANELS, last - tile);
+            for (int k = 0; k < np; k++) {
+                const char * w[QG_LANES];
+                qg_weight_rows(a, nb01, ne01, (tile + k) * QG_LANES, w);
+#define QG_UNPACK(T) qg_unpack_panel(T, w, nb, p + k)
+                QG_BY_TYPE(type, QG_UNPACK);
 #undef QG_UNPACK
+            }
+            float out[QG_PANELS * QG_PANEL_COLS * QG_LANES];
             for (int64_t j = j0; j < j1; j += QG_PANEL_COLS) {
                 const int n = (int) MIN(QG_PANEL_COLS, j1 - j);
                 const block_q8_K * x[QG_PANEL_COLS];
-                for (int k = 0; k < n; k++) {
-                    x[k] = b + (j + k) * ldb;
+                for (int i = 0; i < n; i++) {
+                    x[i] = b + (j + i) * ldb;
                 }
-                if (n == QG_PANEL_COLS) {
-#define QG_COLS4(T) qg_panel_cols(T, &p, x, nb, out, QG_PANEL_COLS)
-                    QG_BY_TYPE(type, QG_COLS4);
-#undef QG_COLS4
-                } else {
-                    qg_panel_left(type, &p, x, nb, out, n);
-                }
-                for (int k = 0; k < n; k++) {
-                    memcpy(c + (j + k) * ldc + i0, out + k * QG_LANES, rows * sizeof(float));
+                qg_panels_by_cols(type, p, np, x, nb, out, n);
+                for (int k = 0; k < np; k++) {
+                    const int64_t i0 = (tile + k) * QG_LANES;
+                    const int rows = (int) MIN(QG_LANES, ne01 - i0);
+                    for (int i = 0; i < n; i++) {
+                        memcpy(c + (j + i) * ldc + i0, out + (k * QG_PANEL_COLS + i) * QG_LANES, rows * sizeof(float));
+                    }
                 }
             }
         }
     }
 
-    ggml_aligned_free(p.codes, codes_size);
-    ggml_aligned_free(p.scales, scales_size);
-    ggml_aligned_free(p.pairs, pairs_size);
-    free(p.d);
-    free(p.dmin);
+    for (int k = 0; k < QG_PANELS; k++) {
+        ggml_aligned_free(p[k].codes, codes_size);
+        ggml_aligned_free(p[k].scales, scales_size);
+        ggml_aligned_free(p[k].pairs, pairs_size);
+        free(p[k].d);
+        free(p[k].dmin);
+    }
 }
 #endif
