@@ -302,7 +302,9 @@ static inline __attribute__((always_inline)) __m256 qg_tile_rows(enum ggml_type 
 enum {
     QG_GROUPS = QK_K / 4,            // groups of 4 codes per block
     QG_PANEL_COLS = 4,               // activation rows a panel takes together
-    QG_CHUNK_COLS = 64,              // activation rows per chunk of work, kept in cache
+    QG_CHUNK_COLS = 64,              // activation rows per chunk of work, kept in cache (the fewest, for K-quants)
+    QG_CHUNK_COLS_MAX = 256,         // the most activation rows of a K-quant chunk
+    QG_CHUNK_BYTES = 512 * 1024,     // the activation bytes a K-quant chunk may hold
     QG_PANEL_TILES = 4,              // tiles per chunk of work
 };
 
@@ -675,6 +677,15 @@ static void qg_decode(const struct ggml_compute_params * params, struct ggml_ten
     ggml_aligned_free(part, part_size);
 }
 
+// Activation rows per chunk of work for rows of nb blocks: as many as QG_CHUNK_BYTES of them hold, from
+// QG_CHUNK_COLS to QG_CHUNK_COLS_MAX, in whole 16s. A tile's panels are unpacked again for every chunk of
+// activation rows, and that unpacking took a measurable share of prefill in chunks of 64 rows; the bound keeps a
+// chunk's activations within a core's L2 cache while the panels pass over them.
+static inline int64_t qg_chunk_cols(int nb) {
+    const int64_t fit = QG_CHUNK_BYTES / ((int64_t) nb * sizeof(block_q8_K)) / 16 * 16;
+    return MAX((int64_t) QG_CHUNK_COLS, MIN((int64_t) QG_CHUNK_COLS_MAX, fit));
+}
+
 // P panels (1 or QG_PANELS) by C activation rows (1 to QG_PANEL_COLS), each count as a constant of its own code.
 static inline void qg_panels_by_cols(enum ggml_type type, const qg_panel * p, int P, const block_q8_K * const * x,
                                      int nb, float * out, int C) {
@@ -697,7 +708,7 @@ static inline void qg_panels_by_cols(enum ggml_type type, const qg_panel * p, in
 }
 
 // dst = src0 x src1, src1 already in Q8_K in wdata (ggml converts it before the barrier). One activation row is
-// qg_decode's. More: the work goes in chunks of QG_PANEL_TILES tiles by QG_CHUNK_COLS activation rows, which the
+// qg_decode's. More: the work goes in chunks of QG_PANEL_TILES tiles by qg_chunk_cols activation rows, which the
 // threads claim from ggml's shared counter as qg_decode's do, so that a thread held up by the machine leaves its
 // chunks to the others. The tiles vary fastest, so the threads pass over the same activation rows, which stay in
 // cache while their panels pass over them.
@@ -717,7 +728,8 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         return;
     }
     const int64_t tile_chunks = (tiles + QG_PANEL_TILES - 1) / QG_PANEL_TILES;
-    const int64_t col_chunks = (ne11 + QG_CHUNK_COLS - 1) / QG_CHUNK_COLS;
+    const int64_t chunk_cols = qg_chunk_cols(nb);
+    const int64_t col_chunks = (ne11 + chunk_cols - 1) / chunk_cols;
     const int64_t chunks = tile_chunks * col_chunks * ne12 * ne13;
     if (params->ith >= chunks) {  // no chunk for this thread: its first would be ith
         return;
@@ -738,8 +750,8 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
 
     for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
         const int64_t first = chunk % tile_chunks * QG_PANEL_TILES;
-        const int64_t j0 = chunk / tile_chunks % col_chunks * QG_CHUNK_COLS;
-        const int64_t j1 = MIN(ne11, j0 + QG_CHUNK_COLS);
+        const int64_t j0 = chunk / tile_chunks % col_chunks * chunk_cols;
+        const int64_t j1 = MIN(ne11, j0 + chunk_cols);
         const qg_plane at = qg_plane_of(params, dst, chunk / (tile_chunks * col_chunks), row_size);
         const char * a = at.a;
         const block_q8_K * b = (const block_q8_K *) at.b;

@@ -38,7 +38,8 @@ SHAPES = [(37, 7, 768), (16, 1, 256), (300, 33, 1536), (5, 4, 2048), (9, 2, 512)
           (70, 67, 512), (16, 16, 256), (40, 13, 512), (24, 8, 512),  # and tiles of 16 activation rows: in pairs, whole, ragged, half
           (300, 1, 512), (200, 3, 256),  # and a few activation rows by several chunks of weight rows, the last ragged
           (1100, 1, 256), (1100, 2, 256),  # and by chunks of a large matrix's share of a thread (not 64 rows), ragged
-          (24, 5, 256)]  # and a chunk of 3 tiles: 2 panels together, then 1 alone
+          (24, 5, 256),  # and a chunk of 3 tiles: 2 panels together, then 1 alone
+          (20, 70, 10240)]  # and rows long enough that a chunk holds 64 activation rows (short ones hold up to 256)
 K_QUANTS = ("q4_K", "q5_K", "q6_K")
 AMX_SHAPES = [s for s in SHAPES if s[1] >= 8] + [(48, 130, 768)]  # the rows quant-gemm-amx takes, and many tiles
 
