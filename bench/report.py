@@ -145,6 +145,14 @@ def two_contexts(r: dict) -> List[str]:
                   for name, case in r["cases"].items()])
 
 
+def openmp_neighbours(r: dict) -> List[str]:
+    return table(f"One prompt x {r['max_tokens']} greedy tokens, {r['n_threads']} threads, {model_of(r)}, {cpu_of(r)}, "
+                 f"llama.cpp's CPU library `{r['cpu_library_sha256']}`; each case in a fresh process whose main thread "
+                 f"ran the neighbour once, medians of {r['repeats']} rounds of {r['runs']} calls, cases in rotating "
+                 "order:", ["case", "tokens/s", "ratio to alone"],
+                 [[name, f"{case['tokens_per_s']:.1f}", f"{case['over_alone']:.2f}"] for name, case in r["summary"].items()])
+
+
 def determinism(r: dict) -> List[str]:
     names = list(r["raw"][0]["runs"])
 
@@ -545,7 +553,7 @@ def picked_codes(r: dict) -> List[str]:
 
 REPORTS: Dict[str, Callable[[dict], List[str]]] = {
     "validity": validity, "questions": questions, "question-layout": question_layout, "vs-llama-server": vs_llama_server,
-    "two-contexts": two_contexts, "determinism": determinism, "stream-latency": stream_latency,
+    "two-contexts": two_contexts, "openmp-neighbours": openmp_neighbours, "determinism": determinism, "stream-latency": stream_latency,
     "cluster-shared-instruction": cluster_shared_instruction, "long-prompts": long_prompts, "parallel": parallel,
     "annotate": annotate, "cluster-vs-local": cluster_vs_local, "server": server, "findings": findings,
     "short-texts": short_texts, "calibration": calibration, "choice-rounding": choice_rounding, "invariance-cost": invariance_cost,
@@ -598,6 +606,9 @@ SECTIONS = {
                        "(`bench/bench_stream_latency.py`)."),
     "two-contexts": ("Two contexts in one process", "One context's speed while another works "
                      "(`bench/bench_two_contexts.py`)."),
+    "openmp-neighbours": ("Beside other OpenMP threads", "One prompt's speed once another thread of the process has "
+                          "run an OpenMP region: newrllama's C driver or llama-cpp-python on the main thread "
+                          "(`bench/bench_openmp_neighbours.py`)."),
     "cluster-vs-local": ("The cluster", "A Ray cluster of workers against one local call (`bench/bench_cluster.py`)."),
     "cluster-shared-instruction": ("The cluster and a shared instruction", "How often a cluster decodes a shared "
                                    "instruction (`bench/bench_cluster.py`)."),
