@@ -8,8 +8,10 @@ and a decode meets hundreds of them a token.
 
 Each case runs in a fresh process (a team, once made, lasts as long as its thread): the model is loaded, a context
 of one sequence and 2 threads is warmed up, the case's neighbour runs once on the main thread, then one 16-token
-prompt is generated with 48 greedy tokens `--runs` times (the median is the process's figure). The cases run in
-turn, their order rotating, `--repeats` times; ratios are medians of the ratios within a repeat.
+prompt is generated with 48 greedy tokens `--runs` times (the median is the process's figure). The R cases do the
+same in an R session, where the neighbour is data.table (Debian's r-cran-data.table; they are left out without
+it) and the baseline is R alone. The cases run in turn, their order rotating, `--repeats` times; ratios are
+medians of the ratios within a repeat.
 
     .venv/bin/python bench/bench_openmp_neighbours.py [--model qwen2.5-coder-1.5b] [--repeats 3] [--runs 5]
 Writes bench/results/openmp-neighbours-<date>-<cpu>.json.
@@ -19,9 +21,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -39,7 +44,30 @@ CASES = {
     "alone": "no other OpenMP team",
     "C driver on the main thread": "newrllama_generate_parallel_ex called once from the main thread",
     "llama-cpp-python on the main thread": "llama_cpp.Llama's create_completion called once from the main thread",
+    "R alone": "R's generate_parallel, no other OpenMP team",
+    "R after data.table": "R's generate_parallel after data.table's setorder() on 2 million numbers with 2 threads",
 }
+BASELINE = {case: "R alone" if case.startswith("R ") else "alone" for case in CASES}
+# The R session: the same prompt as text, the context warmed up, the neighbour (if any), then the timed calls.
+R_SCRIPT = """
+library(newrllama)
+args <- commandArgs(trailingOnly = TRUE)
+model <- model_load(args[[1]])
+ctx <- context_create(model, n_ctx = 128L, n_threads = as.integer(args[[4]]), n_seq_max = 1L)
+prompt <- readLines(args[[2]])
+invisible(generate_parallel(ctx, prompt, max_tokens = 2L, progress = FALSE))
+if (args[[3]] == "R after data.table") {
+  data.table::setDTthreads(2L)
+  invisible(data.table::setorder(data.table::data.table(a = runif(2e6)), a))
+}
+seconds <- vapply(seq_len(as.integer(args[[5]])), function(i) {
+  t0 <- Sys.time()
+  out <- generate_parallel(ctx, prompt, max_tokens = as.integer(args[[6]]), progress = FALSE)
+  stopifnot(attr(out, "stats")$n_gen_tokens == as.integer(args[[6]]))
+  as.numeric(difftime(Sys.time(), t0, units = "secs"))
+}, numeric(1))
+cat(jsonlite::toJSON(seconds, digits = NA), "\n")
+"""
 
 
 def cpu_library_digest() -> str:
@@ -75,9 +103,32 @@ def child(case: str, path: str, runs: int) -> List[float]:
     return seconds
 
 
+def r_has_data_table() -> bool:
+    found = shutil.which("Rscript") and subprocess.run(
+        ["Rscript", "-e", "quit(status = !requireNamespace('data.table', quietly = TRUE))"]).returncode == 0
+    if not found:
+        print("R cases left out: no Rscript with data.table here")
+    return bool(found)
+
+
+def r_child(case: str, path: str, runs: int) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as tmp:
+        script, prompt_file = Path(tmp) / "bench.R", Path(tmp) / "prompt.txt"
+        script.write_text(R_SCRIPT)
+        model = newrllama.Model(path)
+        prompt_file.write_text(model.detokenize(sixteen_token_prompts(model)[0]).replace("\n", " ") + "\n")
+        model.close()
+        env = dict(os.environ, NEWRLLAMA_PYTHON=sys.executable, R_LIBS=os.environ.get("R_LIBS", str(ROOT / ".Rlib")))
+        return subprocess.run(["Rscript", str(script), path, str(prompt_file), case, str(N_THREADS), str(runs),
+                               str(MAX_TOKENS)], capture_output=True, text=True, env=env, check=True)
+
+
 def run_child(case: str, model: str, runs: int) -> Dict:
-    out = subprocess.run([sys.executable, __file__, "--child", case, "--model", model, "--runs", str(runs)],
-                         capture_output=True, text=True, check=True)
+    if case.startswith("R "):
+        out = r_child(case, model_path(model), runs)
+    else:
+        out = subprocess.run([sys.executable, __file__, "--child", case, "--model", model, "--runs", str(runs)],
+                             capture_output=True, text=True, check=True)
     seconds = json.loads(out.stdout.strip().splitlines()[-1])
     return {"seconds": seconds, "tokens_per_s": MAX_TOKENS / statistics.median(seconds)}
 
@@ -93,7 +144,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child, path, args.runs)))
         return 0
-    names = list(CASES)
+    names = [c for c in CASES if not c.startswith("R ") or r_has_data_table()]
     raw = []
     for repeat in range(args.repeats):
         order = names[repeat % len(names):] + names[:repeat % len(names)]
@@ -107,9 +158,10 @@ def main() -> int:
           f"llama.cpp patch: {llama_cpp_patches()}; CPU library {cpu_library_digest()}")
     for case in names:
         rate = statistics.median(r["runs"][case]["tokens_per_s"] for r in raw)
-        ratio = statistics.median(r["runs"][case]["tokens_per_s"] / r["runs"]["alone"]["tokens_per_s"] for r in raw)
+        ratio = statistics.median(r["runs"][case]["tokens_per_s"] / r["runs"][BASELINE[case]]["tokens_per_s"]
+                                  for r in raw)
         summary[case] = {"what": CASES[case], "tokens_per_s": rate, "over_alone": ratio}
-        print(f"{case:>40}: {rate:7.1f} tokens/s, {ratio:.3f}x alone")
+        print(f"{case:>40}: {rate:7.1f} tokens/s, {ratio:.3f}x {BASELINE[case]}")
     write_results("openmp-neighbours", {"model": model_label(path), "llama_cpp_patches": llama_cpp_patches(),
                                         "cpu_library_sha256": cpu_library_digest(),
                                         "max_tokens": MAX_TOKENS, "n_threads": N_THREADS, "repeats": args.repeats,

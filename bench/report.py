@@ -607,7 +607,8 @@ SECTIONS = {
     "two-contexts": ("Two contexts in one process", "One context's speed while another works "
                      "(`bench/bench_two_contexts.py`)."),
     "openmp-neighbours": ("Beside other OpenMP threads", "One prompt's speed once another thread of the process has "
-                          "run an OpenMP region: newrllama's C driver or llama-cpp-python on the main thread "
+                          "run an OpenMP region: newrllama's C driver or llama-cpp-python on the main thread, or "
+                          "data.table in an R session "
                           "(`bench/bench_openmp_neighbours.py`)."),
     "cluster-vs-local": ("The cluster", "A Ray cluster of workers against one local call (`bench/bench_cluster.py`)."),
     "cluster-shared-instruction": ("The cluster and a shared instruction", "How often a cluster decodes a shared "
