@@ -54,17 +54,19 @@ static inline __attribute__((always_inline)) void q0a_unpack_panel(enum ggml_typ
                                                                     q0a_panel * p) {
     for (int l = 0; l < nb; l++) {
         __m256i v[QG_LANES];
+        uint16_t d[QG_LANES];  // widened together, as q0-gemm-vnni's unpacking does
         for (int r = 0; r < QG_LANES; r++) {
             if (type == GGML_TYPE_Q5_0) {
                 const block_q5_0 * b = (const block_q5_0 *) w[r] + l;
                 v[r] = q0a_q5_0_codes(b);
-                p->d[l * QG_LANES + r] = GGML_CPU_FP16_TO_FP32(b->d);
+                memcpy(&d[r], &b->d, sizeof(d[r]));
             } else {
                 const block_q8_0 * b = (const block_q8_0 *) w[r] + l;
                 v[r] = _mm256_loadu_si256((const __m256i *) b->qs);
-                p->d[l * QG_LANES + r] = GGML_CPU_FP16_TO_FP32(b->d);
+                memcpy(&d[r], &b->d, sizeof(d[r]));
             }
         }
+        _mm256_storeu_ps(p->d + l * QG_LANES, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) d)));
         __m256i * codes = p->codes + l * Q0A_GROUPS;
         qg_transpose8(v, codes);
         if (type == GGML_TYPE_Q8_0) {

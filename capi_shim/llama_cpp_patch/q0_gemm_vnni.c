@@ -72,26 +72,30 @@ static inline void q0g_store_block(const __m256i v[Q0G_ROWS], uint8_t * out) {
 }
 
 // The weight rows of a tile (rows of them, from a, nb01 bytes apart; the other lanes zero) unpacked: for each
-// block, the bytes in q0g_store_block's layout and the rows' scales.
+// block, the bytes in q0g_store_block's layout and the rows' scales. The 16 fp16 scales are gathered by integer
+// moves and widened by one instruction (exactly, as one at a time): widened one at a time, they took about a third
+// of the vector instructions of unpacking a Q8_0 tile, which 16 prompts' decode step unpacks for every step.
 static void q0g_unpack(const char * a, size_t nb01, int rows, int nb, enum ggml_type type, uint8_t * wq, float * wd) {
     for (int l = 0; l < nb; l++) {
         __m256i v[Q0G_ROWS];
+        uint16_t d[Q0G_ROWS];
         for (int r = 0; r < Q0G_ROWS; r++) {
             v[r] = _mm256_setzero_si256();
-            wd[l * Q0G_ROWS + r] = 0.0f;
+            d[r] = 0;
             if (r >= rows) {
                 continue;
             }
             if (type == GGML_TYPE_Q5_0) {
                 const block_q5_0 * b = (const block_q5_0 *) (a + r * nb01) + l;
                 v[r] = q0g_q5_0_bytes(b);
-                wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+                memcpy(&d[r], &b->d, sizeof(d[r]));
             } else {
                 const block_q8_0 * b = (const block_q8_0 *) (a + r * nb01) + l;
                 v[r] = q0g_q8_0_bytes(b);
-                wd[l * Q0G_ROWS + r] = GGML_CPU_FP16_TO_FP32(b->d);
+                memcpy(&d[r], &b->d, sizeof(d[r]));
             }
         }
+        _mm512_storeu_ps(wd + l * Q0G_ROWS, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *) d)));
         q0g_store_block(v, wq + (size_t) l * Q0G_BLOCK_BYTES);
     }
 }
