@@ -24,11 +24,6 @@ One to a setting of the CPU backend:
   (batch invariance for the weight types the kernels above do not take) unless GGML_CPU_TILED_MM_FORCE says
   otherwise, so that nothing need be set in the process's environment, which child processes inherit
   (tiled_forced_by_default.cpp).
-One to ggml's threads:
-- spinning-barrier, in ggml/src/ggml-cpu/ggml-cpu.c: the threads of a decode meet at ggml's own spinning barrier
-  (spinning_barrier.c) where an OpenMP build would meet at libgomp's, which sleeps in the kernel once the process
-  has more OpenMP threads than cores. It changes no bits, and its marker is in the source only, so the build
-  fingerprint does not name it.
 And one to ggml's allocation:
 - huge-pages, in ggml/src/ggml.c: buffers of 2 MiB and more on transparent huge pages, on Linux (huge_pages.c). It
   changes no bits, and is built into ggml's base library, so the build fingerprint does not name it.
@@ -230,35 +225,6 @@ Q0_GEMM_AVX2 = Patch(
 """),),
 )
 
-# ggml's barrier without libgomp: the wait that ggml builds without OpenMP, for OpenMP builds too.
-SPINNING_BARRIER = Patch(
-    name="spinning-barrier",
-    source=QUANT_GEMM_AVX2.source,
-    kernel=HERE / "spinning_barrier.c",
-    kernel_anchor="void ggml_barrier(struct ggml_threadpool * tp) {\n",
-    edits=(
-        Edit("OpenMP's barrier", """#ifdef GGML_USE_OPENMP
-    #pragma omp barrier
-#else
-    int n_passed = atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed);
-""", """    int n_passed = atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed);
-"""),
-        Edit("barrier's wait", """    while (atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed) == n_passed) {
-        ggml_thread_cpu_relax();
-    }
-""", """    ggml_barrier_wait(tp, n_passed);
-"""),
-        Edit("barrier's end", """    atomic_thread_fence(memory_order_seq_cst);
-    #endif
-#endif
-}
-""", """    atomic_thread_fence(memory_order_seq_cst);
-    #endif
-}
-"""),
-    ),
-)
-
 # ggml's tiled kernel for every row count unless GGML_CPU_TILED_MM_FORCE says otherwise, with nothing set in the
 # process's environment.
 TILED_FORCED_BY_DEFAULT = Patch(
@@ -296,8 +262,8 @@ VULKAN_LAYER_SETTINGS = Patch(
 """),
     ),
 )
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, QUANT_GEMM_AVX2, Q0_GEMM_VNNI, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2,
-           SPINNING_BARRIER, HUGE_PAGES, TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, QUANT_GEMM_AVX2, Q0_GEMM_VNNI, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
+           TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

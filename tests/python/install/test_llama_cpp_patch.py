@@ -26,10 +26,7 @@ CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.
        + patch.QUANT_GEMM_AVX2.edits[0].old + "        return;\n    }\n    convert(params);\n"
        + "    ggml_barrier(params->threadpool);\n\n#if GGML_USE_LLAMAFILE\n    if (src1->type != vec_dot_type) {\n"
        + "        const void* wdata = params->wdata;\n"
-       + "        llamafile_sgemm(params);\n    }\n#endif\n}\n\n" + patch.SPINNING_BARRIER.kernel_anchor
-       + "    int n_threads = tp->n_threads;\n" + patch.SPINNING_BARRIER.edits[0].old
-       + "    int n_barrier = enter(tp);\n" + patch.SPINNING_BARRIER.edits[1].old + "    exit_fence();\n"
-       + patch.SPINNING_BARRIER.edits[2].old)
+       + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
 QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch.QUANTIZE_Q8_K_AVX2.kernel_anchor
           + patch.QUANTIZE_Q8_K_AVX2.edits[0].old + "\n")
 BASE = ("#include \"ggml-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.HUGE_PAGES.kernel_anchor
@@ -92,10 +89,6 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         patch.Q0_GEMM_AVX2.kernel_anchor)
     assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index(
         "ggml_q0_gemm_avx2(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)") < cpu.index("llamafile_sgemm")
-    # the threads of a decode wait at ggml's spinning barrier, in OpenMP builds too
-    barrier = cpu.split(patch.SPINNING_BARRIER.kernel_anchor)
-    assert "static void ggml_barrier_wait(" in barrier[0] and "ggml_barrier_wait(tp, n_passed);" in barrier[1]
-    assert "#pragma omp barrier" not in barrier[1] and "GGML_USE_OPENMP" not in barrier[1]
     # the rounding to Q8_K goes before the function that calls it
     quants = (tmp_path / patch.QUANTIZE_Q8_K_AVX2.source).read_text()
     assert quants.index("static void other") < quants.index("static void ggml_quantize_q8_K_avx2(") < quants.index(
@@ -119,8 +112,7 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
     assert patch.NAME == ("flash-attn-bf16-blocked, quant-gemm-avx2, q0-gemm-vnni, q0-gemm-avx2, quant-gemm-amx, "
-                          "quantize-q8_K-avx2, spinning-barrier, huge-pages, tiled-forced-by-default, "
-                          "vulkan-layer-settings")
+                          "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default, vulkan-layer-settings")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -154,7 +146,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
-            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "spinning-barrier", "huge-pages",
+            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages",
                                   "tiled-forced-by-default", "vulkan-layer-settings")} == {2}
 
 
@@ -166,8 +158,7 @@ AVX2_ONLY = ["-march=x86-64-v3", "-DGGML_SIMD"]
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
 @pytest.mark.parametrize("p", [p for p in patch.PATCHES
-                               if p not in (patch.SPINNING_BARRIER, patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT,
-                                            patch.VULKAN_LAYER_SETTINGS)],
+                               if p not in (patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT, patch.VULKAN_LAYER_SETTINGS)],
                          ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
     """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
@@ -185,16 +176,6 @@ def test_the_marker_is_built_only_with_its_kernel(p):
     else:
         assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
     assert patch.MARKER + p.name not in preprocessed(BASELINE)
-
-
-@pytest.mark.skipif(shutil.which("cc") is None, reason="the barrier is tested by preprocessing with cc")
-def test_the_barrier_is_left_out_of_the_fingerprint():
-    """It changes no bits: its marker is in the patched source, for apply(), but not in what is compiled."""
-    text = patch.SPINNING_BARRIER.kernel.read_text()
-    built = subprocess.run(["cc", "-E", "-P", "-x", "c", "-"], input=text, capture_output=True, text=True,
-                           check=True).stdout
-    assert patch.MARKER + patch.SPINNING_BARRIER.name in text
-    assert "ggml_barrier_wait(" in built and patch.MARKER not in built
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="the allocation's guard is tested by preprocessing with cc")
