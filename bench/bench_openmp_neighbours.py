@@ -71,7 +71,7 @@ cat(jsonlite::toJSON(seconds, digits = NA), "\n")
 
 
 def cpu_library_digest() -> str:
-    """Which build of llama.cpp's CPU library ran: the barrier leaves the patch names alone, so its file tells."""
+    """Which build of llama.cpp's CPU library ran: the patch names do not tell every build apart, its file does."""
     import llama_cpp
     found = sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*"))
     return hashlib.sha256(found[0].read_bytes()).hexdigest()[:12] if found else "unknown"
