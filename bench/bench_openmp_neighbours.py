@@ -111,21 +111,25 @@ def r_has_data_table() -> bool:
     return bool(found)
 
 
-def r_child(case: str, path: str, runs: int) -> subprocess.CompletedProcess:
+def prompt_text(path: str) -> str:
+    """The Python cases' prompt as one line of text, for R's sessions."""
+    with newrllama.Model(path) as model:
+        return model.detokenize(sixteen_token_prompts(model)[0]).replace("\n", " ")
+
+
+def r_child(case: str, path: str, prompt: str, runs: int) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as tmp:
         script, prompt_file = Path(tmp) / "bench.R", Path(tmp) / "prompt.txt"
         script.write_text(R_SCRIPT)
-        model = newrllama.Model(path)
-        prompt_file.write_text(model.detokenize(sixteen_token_prompts(model)[0]).replace("\n", " ") + "\n")
-        model.close()
+        prompt_file.write_text(prompt + "\n")
         env = dict(os.environ, NEWRLLAMA_PYTHON=sys.executable, R_LIBS=os.environ.get("R_LIBS", str(ROOT / ".Rlib")))
         return subprocess.run(["Rscript", str(script), path, str(prompt_file), case, str(N_THREADS), str(runs),
                                str(MAX_TOKENS)], capture_output=True, text=True, env=env, check=True)
 
 
-def run_child(case: str, model: str, runs: int) -> Dict:
+def run_child(case: str, model: str, prompt: str, runs: int) -> Dict:
     if case.startswith("R "):
-        out = r_child(case, model_path(model), runs)
+        out = r_child(case, model_path(model), prompt, runs)
     else:
         out = subprocess.run([sys.executable, __file__, "--child", case, "--model", model, "--runs", str(runs)],
                              capture_output=True, text=True, check=True)
@@ -145,12 +149,13 @@ def main() -> int:
         print(json.dumps(child(args.child, path, args.runs)))
         return 0
     names = [c for c in CASES if not c.startswith("R ") or r_has_data_table()]
+    prompt = prompt_text(path)
     raw = []
     for repeat in range(args.repeats):
         order = names[repeat % len(names):] + names[:repeat % len(names)]
         figures = {}
         for case in order:
-            figures[case] = run_child(case, args.model, args.runs)
+            figures[case] = run_child(case, args.model, prompt, args.runs)
             print(f"repeat {repeat + 1}: {case:<40} {figures[case]['tokens_per_s']:7.1f} tokens/s", flush=True)
         raw.append({"order": order, "runs": figures})
     summary = {}
