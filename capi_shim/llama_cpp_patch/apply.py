@@ -24,6 +24,11 @@ One to a setting of the CPU backend:
   (batch invariance for the weight types the kernels above do not take) unless GGML_CPU_TILED_MM_FORCE says
   otherwise, so that nothing need be set in the process's environment, which child processes inherit
   (tiled_forced_by_default.cpp).
+One to ggml's threads:
+- futex-barrier, in ggml/src/ggml-cpu/ggml-cpu.c: on Linux the threads of a decode meet at ggml's counter barrier,
+  which spins for a while and then sleeps on a futex (futex_barrier.c), where an OpenMP build would meet at
+  libgomp's, which sleeps almost at once when the process holds more OpenMP threads than cores. It changes no bits,
+  and its marker is in the source only, so the build fingerprint does not name it.
 And one to ggml's allocation:
 - huge-pages, in ggml/src/ggml.c: buffers of 2 MiB and more on transparent huge pages, on Linux (huge_pages.c). It
   changes no bits, and is built into ggml's base library, so the build fingerprint does not name it.
@@ -225,6 +230,36 @@ Q0_GEMM_AVX2 = Patch(
 """),),
 )
 
+# ggml's barrier without libgomp on Linux: the counter barrier that ggml builds without OpenMP, spinning and then
+# sleeping on a futex.
+FUTEX_BARRIER = Patch(
+    name="futex-barrier",
+    source=QUANT_GEMM_AVX2.source,
+    kernel=HERE / "futex_barrier.c",
+    kernel_anchor="void ggml_barrier(struct ggml_threadpool * tp) {\n",
+    edits=(
+        Edit("OpenMP's barrier", """#ifdef GGML_USE_OPENMP
+    #pragma omp barrier
+#else
+    int n_passed = atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed);
+""", """#if defined(GGML_USE_OPENMP) && !defined(__linux__)
+    #pragma omp barrier
+#else
+    int n_passed = ggml_barrier_passed(tp);
+"""),
+        Edit("barrier's release", """        atomic_fetch_add_explicit(&tp->n_barrier_passed, 1, memory_order_seq_cst);
+        return;
+""", """        ggml_barrier_release(tp, n_passed);
+        return;
+"""),
+        Edit("barrier's wait", """    while (atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed) == n_passed) {
+        ggml_thread_cpu_relax();
+    }
+""", """    ggml_barrier_wait(tp, n_passed);
+"""),
+    ),
+)
+
 # ggml's tiled kernel for every row count unless GGML_CPU_TILED_MM_FORCE says otherwise, with nothing set in the
 # process's environment.
 TILED_FORCED_BY_DEFAULT = Patch(
@@ -262,8 +297,8 @@ VULKAN_LAYER_SETTINGS = Patch(
 """),
     ),
 )
-PATCHES = (FLASH_ATTN_BF16_BLOCKED, QUANT_GEMM_AVX2, Q0_GEMM_VNNI, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2, HUGE_PAGES,
-           TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
+PATCHES = (FLASH_ATTN_BF16_BLOCKED, QUANT_GEMM_AVX2, Q0_GEMM_VNNI, Q0_GEMM_AVX2, QUANT_GEMM_AMX, QUANTIZE_Q8_K_AVX2,
+           FUTEX_BARRIER, HUGE_PAGES, TILED_FORCED_BY_DEFAULT, VULKAN_LAYER_SETTINGS)
 NAME = ", ".join(p.name for p in PATCHES)
 
 

@@ -21,12 +21,20 @@ OPS = ("#include \"ops.h\"\n#include <algorithm>\n#include <cfloat>\n\nstatic vo
        + "        const ggml_compute_params * params,\n        ggml_tensor * dst) {\n"
        + patch.FLASH_ATTN_BF16_BLOCKED.edits[1].old
        + "\n                one_by_one(params, dst, ir0, ir1, 0, nek1, nullptr, 0);\n            }\n}\n")
+# ggml's counter barrier, as it builds without OpenMP, and libgomp's where it builds with it.
+BARRIER = (patch.FUTEX_BARRIER.kernel_anchor + "    int n_threads = tp->n_threads;\n    if (n_threads == 1) {\n"
+           + "        return;\n    }\n\n" + patch.FUTEX_BARRIER.edits[0].old + "\n"
+           + "    int n_barrier = atomic_fetch_add_explicit(&tp->n_barrier, 1, memory_order_seq_cst);\n"
+           + "    if (n_barrier == (n_threads - 1)) {\n"
+           + "        atomic_store_explicit(&tp->n_barrier, 0, memory_order_relaxed);\n"
+           + patch.FUTEX_BARRIER.edits[1].old + "    }\n\n" + patch.FUTEX_BARRIER.edits[2].old + "\n"
+           + "    atomic_thread_fence(memory_order_seq_cst);\n#endif\n}\n")
 CPU = ("#include \"ggml-cpu-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.Q0_GEMM_VNNI.kernel_anchor
        + "        const struct ggml_compute_params * params,\n              struct ggml_tensor * dst) {\n"
        + patch.QUANT_GEMM_AVX2.edits[0].old + "        return;\n    }\n    convert(params);\n"
        + "    ggml_barrier(params->threadpool);\n\n#if GGML_USE_LLAMAFILE\n    if (src1->type != vec_dot_type) {\n"
        + "        const void* wdata = params->wdata;\n"
-       + "        llamafile_sgemm(params);\n    }\n#endif\n}\n")
+       + "        llamafile_sgemm(params);\n    }\n#endif\n}\n\n" + BARRIER)
 QUANTS = ("#include \"ggml-common.h\"\n\nstatic void other(void) {}\n\n" + patch.QUANTIZE_Q8_K_AVX2.kernel_anchor
           + patch.QUANTIZE_Q8_K_AVX2.edits[0].old + "\n")
 BASE = ("#include \"ggml-impl.h\"\n\nstatic void other(void) {}\n\n" + patch.HUGE_PAGES.kernel_anchor
@@ -89,6 +97,12 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         patch.Q0_GEMM_AVX2.kernel_anchor)
     assert cpu.index("ggml_barrier") < cpu.index("ggml_q0_gemm_vnni(params, dst)") < cpu.index(
         "ggml_q0_gemm_avx2(params, dst)") < cpu.index("ggml_quant_gemm_avx2(params, dst)") < cpu.index("llamafile_sgemm")
+    # on Linux the threads of a decode wait at the futex barrier, in OpenMP builds too
+    barrier = cpu.split(patch.FUTEX_BARRIER.kernel_anchor)
+    assert "static void ggml_barrier_wait(" in barrier[0] and "static void ggml_barrier_release(" in barrier[0]
+    assert "ggml_barrier_release(tp, n_passed);\n        return;" in barrier[1]
+    assert "ggml_barrier_wait(tp, n_passed);" in barrier[1] and "ggml_thread_cpu_relax" not in barrier[1]
+    assert "#if defined(GGML_USE_OPENMP) && !defined(__linux__)\n    #pragma omp barrier" in barrier[1]
     # the rounding to Q8_K goes before the function that calls it
     quants = (tmp_path / patch.QUANTIZE_Q8_K_AVX2.source).read_text()
     assert quants.index("static void other") < quants.index("static void ggml_quantize_q8_K_avx2(") < quants.index(
@@ -112,7 +126,8 @@ def test_each_kernel_goes_before_its_dispatch_and_is_called_there(tmp_path):
         assert all(edit.new in p.patched(seen_by(p)) for edit in p.edits)
         assert patch.MARKER + p.name in (tmp_path / p.source).read_text()  # what the build fingerprint finds
     assert patch.NAME == ("flash-attn-bf16-blocked, quant-gemm-avx2, q0-gemm-vnni, q0-gemm-avx2, quant-gemm-amx, "
-                          "quantize-q8_K-avx2, huge-pages, tiled-forced-by-default, vulkan-layer-settings")
+                          "quantize-q8_K-avx2, futex-barrier, huge-pages, tiled-forced-by-default, "
+                          "vulkan-layer-settings")
 
 
 @pytest.mark.parametrize("p", patch.PATCHES, ids=lambda p: p.name)
@@ -146,7 +161,7 @@ def test_the_upgrade_check_names_each_anchor_that_moved(tmp_path):
     assert {c.copies for c in upgrade.check_anchors(tree) if c.patch == "flash-attn-bf16-blocked"} == {0}
     cpu.write_text(SOURCES[cpu.relative_to(tree)] + patch.Q0_GEMM_VNNI.kernel_anchor)
     assert {c.copies for c in upgrade.check_anchors(tree) if c.what == "dispatch function"
-            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "huge-pages",
+            and c.patch not in ("flash-attn-bf16-blocked", "quantize-q8_K-avx2", "futex-barrier", "huge-pages",
                                   "tiled-forced-by-default", "vulkan-layer-settings")} == {2}
 
 
@@ -158,7 +173,8 @@ AVX2_ONLY = ["-march=x86-64-v3", "-DGGML_SIMD"]
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or shutil.which("cc") is None,
                     reason="the kernels' guards are tested by preprocessing for x86-64 with cc")
 @pytest.mark.parametrize("p", [p for p in patch.PATCHES
-                               if p not in (patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT, patch.VULKAN_LAYER_SETTINGS)],
+                               if p not in (patch.FUTEX_BARRIER, patch.HUGE_PAGES, patch.TILED_FORCED_BY_DEFAULT,
+                                            patch.VULKAN_LAYER_SETTINGS)],
                          ids=lambda p: p.name)
 def test_the_marker_is_built_only_with_its_kernel(p):
     """The fingerprint names a kernel only where its guard compiled it in (SVE, RISC-V V, a CPU without AVX2...).
@@ -176,6 +192,87 @@ def test_the_marker_is_built_only_with_its_kernel(p):
     else:
         assert patch.MARKER + p.name in preprocessed(WITH_UNITS)
     assert patch.MARKER + p.name not in preprocessed(BASELINE)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="the barrier is tested by preprocessing with cc")
+def test_the_barrier_is_left_out_of_the_fingerprint():
+    """It changes no bits: its marker is in the patched source, for apply(), but not in what is compiled."""
+    text = patch.FUTEX_BARRIER.kernel.read_text()
+    built = subprocess.run(["cc", "-E", "-P", "-x", "c", "-"], input=text, capture_output=True, text=True,
+                           check=True).stdout
+    assert patch.MARKER + patch.FUTEX_BARRIER.name in text
+    assert "ggml_barrier_wait(" in built and patch.MARKER not in built
+
+
+# Threads that meet at the patched barrier round after round: before each round a thread writes the round it is in,
+# after it checks that every thread had reached it. Four threads on a machine's few cores, a little work of unequal
+# length between rounds; built with no spinning, so that every waiter but the last goes to sleep on the futex, and
+# a wake-up that is lost leaves the program hanging.
+BARRIER_ROUNDS = r"""
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct ggml_threadpool {
+    atomic_int n_barrier;
+    atomic_int n_barrier_passed;
+    int n_threads;
+};
+
+static void ggml_thread_cpu_relax(void) {}
+
+%s
+enum { THREADS = 4, ROUNDS = 20000 };
+static struct ggml_threadpool pool = { 0, 0, THREADS };
+static atomic_int reached[THREADS];
+static atomic_int early;
+
+static void * rounds(void * arg) {
+    int me = (int) (intptr_t) arg;
+    unsigned seed = (unsigned) me + 1;
+    for (int round = 1; round <= ROUNDS; round++) {
+        for (volatile int work = rand_r(&seed) %% 2000; work > 0; work--) {}
+        atomic_store(&reached[me], round);
+        ggml_barrier(&pool);
+        for (int other = 0; other < THREADS; other++) {
+            if (atomic_load(&reached[other]) < round) {
+                atomic_fetch_add(&early, 1);
+            }
+        }
+        ggml_barrier(&pool);
+    }
+    return NULL;
+}
+
+int main(void) {
+    pthread_t threads[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        pthread_create(&threads[t], NULL, rounds, (void *) (intptr_t) t);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(threads[t], NULL);
+    }
+    printf("%%d %%d\n", atomic_load(&early), atomic_load(&pool.n_barrier_passed));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or shutil.which("cc") is None,
+                    reason="the futex barrier is built and run on Linux with cc")
+def test_threads_sleeping_at_the_barrier_are_all_woken_and_none_passes_early(tmp_path):
+    program = BARRIER_ROUNDS % patch.FUTEX_BARRIER.patched(BARRIER)
+    assert "ggml_barrier_release(tp, n_passed)" in program
+    (tmp_path / "rounds.c").write_text(program)
+    subprocess.run(["cc", "-std=gnu11", "-O2", "-Wall", "-Werror", "-DGGML_BARRIER_SPINS_BEFORE_SLEEP=0", "-o",
+                    str(tmp_path / "rounds"), str(tmp_path / "rounds.c"), "-lpthread"], check=True)
+    early, passed = subprocess.run([str(tmp_path / "rounds")], capture_output=True, text=True, timeout=120,
+                                   check=True).stdout.split()
+    assert int(early) == 0
+    assert int(passed) == 2 * 20000  # every barrier passed once, and no sleeper's bit left behind
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="the allocation's guard is tested by preprocessing with cc")
