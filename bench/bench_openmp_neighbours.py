@@ -4,7 +4,9 @@ llama.cpp's CPU backend runs a decode as an OpenMP region, and libgomp keeps a t
 that has started one. newrllama starts every decode on its one engine thread, but a process may hold other teams:
 newrllama's C driver called on the main thread, llama-cpp-python's Llama there, an R package built with OpenMP
 (data.table). Once the process holds more OpenMP threads than cores, libgomp stops spinning at its barriers,
-and a decode meets hundreds of them a token.
+and a decode meets hundreds of them a token; newrllama's build meets at its own barrier on Linux (the
+futex-barrier patch), and this measures what is left. The results name the CPU library's digest, since the
+patches' names do not tell builds apart.
 
 Each case runs in a fresh process (a team, once made, lasts as long as its thread): the model is loaded, a context
 of one sequence and 2 threads is warmed up, the case's neighbour runs once on the main thread, then one 16-token

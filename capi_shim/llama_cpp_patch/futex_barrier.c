@@ -7,11 +7,11 @@
 // quarter longer on 2 cores. A barrier that only spins is no answer either: where processes share the cores, a spinning
 // thread keeps its core from the peer it waits for.
 // So on Linux the threads meet at ggml's own counter barrier (the one it builds without OpenMP), whatever other teams
-// the process holds: a waiter spins for as long as libgomp would with no other team, then sleeps on a futex, having set
-// the passed count's top bit, so that the last thread in makes the wake-up call only when someone sleeps. Both the bit
-// and the count change by sequentially consistent operations on one word, so the last thread either sees the bit or the
-// sleeper sees the count move: no wake-up is lost. Elsewhere the counter barrier only spins, as ggml's does, and OpenMP
-// builds keep libgomp's.
+// the process holds: a waiter spins for a fraction of a millisecond, longer than a decode's threads are apart at the
+// end of an op while they have their cores, then sleeps on a futex, having set the passed count's top bit, so that the
+// last thread in makes the wake-up call only when someone sleeps. Both the bit and the count change by sequentially
+// consistent operations on one word, so the last thread either sees the bit or the sleeper sees the count move: no
+// wake-up is lost. Elsewhere the counter barrier only spins, as ggml's does, and OpenMP builds keep libgomp's.
 // It changes no bits, so only this comment carries the patch's marker, not the built library, and the build
 // fingerprint does not name it:
 // newrllama-llama-cpp-patch: futex-barrier
@@ -23,11 +23,12 @@
 
 enum { GGML_BARRIER_SLEEPER = 1 << 30 };  // in n_barrier_passed: a thread sleeps until the count moves
 
-// About as long as libgomp spins where it does not count itself oversubscribed (some milliseconds). Shorter spins
-// were far slower where two processes share the cores: a waiter that sleeps hands its core to the other process,
-// and the peer it waits for then waits for a core. A test builds it with 0, so that every waiter sleeps.
+// Where processes share the cores, a spinning waiter keeps its core from the peer it waits for. Spinning for
+// milliseconds, as libgomp does in a process with one team, made three or four processes decoding at once on 2 cores up
+// to three times slower than this, and the test command twice as long. A test builds it with 0, so that every waiter
+// sleeps.
 #ifndef GGML_BARRIER_SPINS_BEFORE_SLEEP
-#define GGML_BARRIER_SPINS_BEFORE_SLEEP (1 << 18)
+#define GGML_BARRIER_SPINS_BEFORE_SLEEP (1 << 13)
 #endif
 
 static int ggml_barrier_passed(struct ggml_threadpool * tp) {

@@ -5,7 +5,7 @@ a team of worker threads for every thread that starts one. With a thread per con
 process that has decoded on two contexts manages more OpenMP threads than it has cores;
 libgomp then sleeps in the kernel almost at once where its threads wait for each other.
 newrllama's build of llama.cpp meets at its own barrier within a decode (the futex-barrier
-patch, which spins as long whatever teams the process holds), but a region's start and end
+patch, which spins as briefly whatever teams the process holds), but a region's start and end
 are still libgomp's, and two contexts stepping at once would put more busy threads than
 cores on the machine. One thread starting every decode keeps one team.
 
