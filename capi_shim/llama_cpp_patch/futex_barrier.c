@@ -7,7 +7,7 @@
 // quarter longer on 2 cores. A barrier that only spins is no answer either: where processes share the cores, a spinning
 // thread keeps its core from the peer it waits for.
 // So on Linux the threads meet at ggml's own counter barrier (the one it builds without OpenMP), whatever other teams
-// the process holds: a waiter spins for a fraction of a millisecond, longer than a decode's threads are apart at the
+// the process holds: a waiter spins for some tens of microseconds, about as long as a decode's threads are apart at the
 // end of an op while they have their cores, then sleeps on a futex, having set the passed count's top bit, so that the
 // last thread in makes the wake-up call only when someone sleeps. Both the bit and the count change by sequentially
 // consistent operations on one word, so the last thread either sees the bit or the sleeper sees the count move: no
@@ -23,12 +23,12 @@
 
 enum { GGML_BARRIER_SLEEPER = 1 << 30 };  // in n_barrier_passed: a thread sleeps until the count moves
 
-// Where processes share the cores, a spinning waiter keeps its core from the peer it waits for. Spinning for
-// milliseconds, as libgomp does in a process with one team, made three or four processes decoding at once on 2 cores up
-// to three times slower than this, and the test command twice as long. A test builds it with 0, so that every waiter
-// sleeps.
+// Where processes share the cores, a spinning waiter keeps its core from the peer it waits for: spinning for 2^13 looks
+// (a fraction of a millisecond) made the test command, whose lanes decode at once on 2 cores, half as long again, and
+// 2^18 (about libgomp's count in a process with one team) made it longer still. With 2^8 one prompt alone ran slower,
+// its threads sleeping between ops. A test builds it with 0, so that every waiter sleeps.
 #ifndef GGML_BARRIER_SPINS_BEFORE_SLEEP
-#define GGML_BARRIER_SPINS_BEFORE_SLEEP (1 << 13)
+#define GGML_BARRIER_SPINS_BEFORE_SLEEP (1 << 10)
 #endif
 
 static int ggml_barrier_passed(struct ggml_threadpool * tp) {
