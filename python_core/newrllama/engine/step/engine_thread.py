@@ -5,9 +5,9 @@ a team of worker threads for every thread that starts one. With a thread per con
 process that has decoded on two contexts manages more OpenMP threads than it has cores;
 libgomp then sleeps in the kernel almost at once where its threads wait for each other.
 newrllama's build of llama.cpp meets at its own barrier within a decode (the futex-barrier
-patch, which spins as briefly whatever teams the process holds), but a region's start and end
-are still libgomp's, and two contexts stepping at once would put more busy threads than
-cores on the machine. One thread starting every decode keeps one team.
+patch, which spins briefly and then sleeps, whatever teams the process holds), but a
+region's start and end are still libgomp's, and two contexts stepping at once would put
+more busy threads than cores on the machine. One thread starting every decode keeps one team.
 
 Schedulers share the engine's condition variable: callers add work under it and notify;
 the engine takes each scheduler with work, one step each per round, so one context's
