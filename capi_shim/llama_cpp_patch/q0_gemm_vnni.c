@@ -203,11 +203,12 @@ static void q0g_activation_sums(const block_q8_0 * b, int64_t ne11, size_t ldb, 
 }
 
 // The tile of weight rows from row i0 of a (ne01 rows, nb01 bytes apart) by the ne11 activation rows of b, into c:
-// up to Q0G_ONE_COL_MAX of them read the rows as they lie, more unpack the tile once for all. wq and wd are the
-// unpacked tile's room, which the row path takes for its partial sums and scales.
+// up to Q0G_ONE_COL_MAX of them read the rows as they lie, more unpack the tile once for all and ask for a part of
+// ahead's lines (quant-gemm-avx2's qg_ahead: the rows the next tile unpacks) before each pass over them. wq and wd
+// are the unpacked tile's room, which the row path takes for its partial sums and scales.
 static void q0g_tile(const char * a, size_t nb01, int64_t ne01, int64_t i0, enum ggml_type type, int nb,
                      int32_t offset, const block_q8_0 * b, size_t ldb, int64_t ne11, const int32_t * bsum,
-                     const float * bd, float * c, size_t ldc, uint8_t * wq, float * wd) {
+                     const float * bd, float * c, size_t ldc, uint8_t * wq, float * wd, qg_ahead * ahead) {
     const int rows = (int) MIN(Q0G_ROWS, ne01 - i0);
     if (ne11 <= Q0G_ONE_COL_MAX) {
         for (int64_t j = 0; j < ne11; j++) {
@@ -223,9 +224,11 @@ static void q0g_tile(const char * a, size_t nb01, int64_t ne01, int64_t i0, enum
     const __mmask16 keep = (__mmask16) ((1u << rows) - 1);
     int64_t j = 0;
     for (; j + Q0G_COLS <= ne11; j += Q0G_COLS) {
+        qg_ahead_part(ahead);
         q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, Q0G_COLS);
     }
     for (; j < ne11; j++) {
+        qg_ahead_part(ahead);
         q0g_cols(wq, wd, nb, offset, b + j * ldb, ldb, bsum + j * nb, bd + j * nb, c + j * ldc + i0, ldc, keep, 1);
     }
 }
@@ -262,16 +265,38 @@ static void ggml_q0_gemm_vnni(const struct ggml_compute_params * params, struct 
     float * bd = (float *) malloc((size_t) ne11 * nb * sizeof(float));
     GGML_ASSERT(wq && wd && bsum && bd);
 
+    // With unpacked tiles and few activation rows, a thread claims its next chunk when it starts the last tile of
+    // this one, so that it can ask for the rows that chunk starts with while this tile works (as quant-gemm-avx2's
+    // panels do). Over many activation rows a tile's unpacking is a small share of its time, and asking ahead made
+    // prefill slower.
+    const bool claim_ahead = ne11 > Q0G_ONE_COL_MAX && ne11 <= QG_CHUNK_COLS;
+    const size_t weight_row_bytes = (size_t) nb * ggml_type_size(src0->type);
+    const int64_t parts = ne11 / Q0G_COLS + ne11 % Q0G_COLS;  // passes of q0g_cols over a tile
     int64_t plane = -1;
     qg_plane at = {NULL, NULL, NULL};
-    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+    for (int64_t chunk = params->ith, next = chunks; chunk < chunks; chunk = next) {
         if (qg_chunk_plane(params, dst, chunk, plane_chunks, row_size, &plane, &at)) {
             q0g_activation_sums((const block_q8_0 *) at.b, ne11, ldb, nb, bsum, bd);
         }
         const int64_t first = chunk % plane_chunks * chunk_tiles;
-        for (int64_t t = first; t < MIN(tiles, first + chunk_tiles); t++) {
+        const int64_t last = MIN(tiles, first + chunk_tiles);
+        for (int64_t t = first; t < last; t++) {
+            const char * ahead_a = at.a;
+            int64_t ahead_tile = t + 1, ahead_tiles = 1;
+            if (claim_ahead && ahead_tile == last) {
+                next = ggml_threadpool_chunk_add(params->threadpool, 1);
+                ahead_tile = next % plane_chunks * chunk_tiles;
+                ahead_tiles = next < chunks;
+                ahead_a = next < chunks ? qg_plane_of(params, dst, next / plane_chunks, row_size).a : at.a;
+            }
+            const int64_t ahead_row = ahead_tile * Q0G_ROWS;
+            qg_ahead ahead = qg_ahead_of(ahead_a, nb01, weight_row_bytes, ahead_row,
+                                         MIN(ne01, ahead_row + ahead_tiles * Q0G_ROWS), parts);
             q0g_tile(at.a, nb01, ne01, t * Q0G_ROWS, src0->type, nb, offset, (const block_q8_0 *) at.b, ldb, ne11,
-                     bsum, bd, at.c, ldc, wq, wd);
+                     bsum, bd, at.c, ldc, wq, wd, &ahead);
+        }
+        if (!claim_ahead) {
+            next = ggml_threadpool_chunk_add(params->threadpool, 1);
         }
     }
 

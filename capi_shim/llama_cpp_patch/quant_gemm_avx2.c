@@ -491,11 +491,50 @@ static inline __attribute__((always_inline)) __m256i qg_panel_pairs(enum ggml_ty
     return m;
 }
 
+// The weight rows the next panels will unpack, asked for a few lines at a time while the current panels pass over
+// the activation rows. A row of a few hundred bytes is too short a stream for the hardware prefetcher, so unpacking
+// a panel waited on memory at every row's first bytes: on an AMD EPYC with AVX-512 that held about a fifth of the
+// matmul time of documents after a shared instruction (short prefills and decode steps of 16 prompts). Asked for all at once, the lines of a wide matrix's rows filled the core's queue of
+// misses and the asking itself waited, so the panel kernel asks for a few of them at each block it passes.
+typedef struct {
+    const char * row;  // the row being asked for
+    size_t nb01;       // bytes from one row to the next
+    int64_t row_lines; // 64-byte lines that cover a row, wherever it starts
+    int64_t line;      // the next line of the row
+    int64_t left;      // lines not yet asked for
+    int64_t per_part;  // lines to ask for at a time
+} qg_ahead;
+
+// Rows r0 to r1 (excluded; none where r1 <= r0) of a matrix at a, of row_bytes each, nb01 bytes apart, to be asked
+// for in `parts` parts.
+static inline qg_ahead qg_ahead_of(const char * a, size_t nb01, size_t row_bytes, int64_t r0, int64_t r1,
+                                   int64_t parts) {
+    qg_ahead h = {a, nb01, (int64_t) row_bytes / 64 + 1, 0, 0, 0};
+    if (r1 > r0) {
+        h.row = a + r0 * nb01;
+        h.left = (r1 - r0) * h.row_lines;
+        h.per_part = (h.left + parts - 1) / MAX(1, parts);
+    }
+    return h;
+}
+
+// Asks for the next part of the lines.
+static inline void qg_ahead_part(qg_ahead * h) {
+    for (int64_t n = MIN(h->per_part, h->left); n > 0; n--, h->left--) {
+        _mm_prefetch(h->row + 64 * h->line, _MM_HINT_T0);
+        if (++h->line == h->row_lines) {
+            h->line = 0;
+            h->row += h->nb01;
+        }
+    }
+}
+
 // P panels (p[0 .. P-1]) by C activation rows (x): out[(k * QG_PANEL_COLS + c) * 8 + r] = output of panel k's
-// weight row r and activation row c. Each output's arithmetic is the same whatever P and C are.
+// weight row r and activation row c. Each output's arithmetic is the same whatever P and C are. It asks for a part
+// of ahead's lines at each block.
 static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type type, const qg_panel * p, const int P,
                                                                  const block_q8_K * const * x, int nb, float * out,
-                                                                 const int C) {
+                                                                 const int C, qg_ahead * ahead) {
     const int G = qg_unit_groups(type);
     const int units = QG_GROUPS / G;
     const int subs = QK_K / qg_sub_codes(type);
@@ -506,6 +545,7 @@ static inline __attribute__((always_inline)) void qg_panel_cols(enum ggml_type t
         }
     }
     for (int l = 0; l < nb; l++) {
+        qg_ahead_part(ahead);
         __m256i s32[QG_PANELS][QG_PANEL_COLS];
         for (int k = 0; k < P; k++) {
             for (int c = 0; c < C; c++) {
@@ -688,8 +728,8 @@ static inline int64_t qg_chunk_cols(int nb) {
 
 // P panels (1 or QG_PANELS) by C activation rows (1 to QG_PANEL_COLS), each count as a constant of its own code.
 static inline void qg_panels_by_cols(enum ggml_type type, const qg_panel * p, int P, const block_q8_K * const * x,
-                                     int nb, float * out, int C) {
-#define QG_COLS(T, NP, NC) qg_panel_cols(T, p, NP, x, nb, out, NC)
+                                     int nb, float * out, int C, qg_ahead * ahead) {
+#define QG_COLS(T, NP, NC) qg_panel_cols(T, p, NP, x, nb, out, NC, ahead)
 #define QG_BY_COLS(T, NP) \
     (C == 4 ? QG_COLS(T, NP, 4) : C == 3 ? QG_COLS(T, NP, 3) : C == 2 ? QG_COLS(T, NP, 2) : QG_COLS(T, NP, 1))
 #define QG_ONE(T) QG_BY_COLS(T, 1)
@@ -748,7 +788,13 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
         GGML_ASSERT(p[k].codes && p[k].scales && p[k].pairs && p[k].d && p[k].dmin);
     }
 
-    for (int64_t chunk = params->ith; chunk < chunks; chunk = ggml_threadpool_chunk_add(params->threadpool, 1)) {
+    const size_t weight_row_bytes = (size_t) nb * ggml_type_size(type);
+    // Over few activation rows (a decode step of several prompts), a thread claims its next chunk when it starts the
+    // last panels of this one, so that it can ask for the weight rows that chunk starts with while these panels
+    // work. Over more, the panels' unpacking is a small share of their time, and a chunk claimed ahead, held while
+    // the other threads run out of work, cost more than it saved.
+    const bool claim_ahead = ne11 <= QG_CHUNK_COLS;
+    for (int64_t chunk = params->ith, next = chunks; chunk < chunks; chunk = next) {
         const int64_t first = chunk % tile_chunks * QG_PANEL_TILES;
         const int64_t j0 = chunk / tile_chunks % col_chunks * chunk_cols;
         const int64_t j1 = MIN(ne11, j0 + chunk_cols);
@@ -766,6 +812,18 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                 QG_BY_TYPE(type, QG_UNPACK);
 #undef QG_UNPACK
             }
+            // the panels after these: the rest of this chunk's, or, where it claims ahead, the first of the next chunk
+            const char * ahead_a = a;
+            int64_t ahead_tile = tile + np, ahead_end = MIN(last, tile + np + QG_PANELS);
+            if (ahead_tile >= last && claim_ahead) {
+                next = ggml_threadpool_chunk_add(params->threadpool, 1);
+                ahead_tile = next % tile_chunks * QG_PANEL_TILES;
+                ahead_end = next < chunks ? MIN(tiles, ahead_tile + QG_PANELS) : ahead_tile;
+                ahead_a = next < chunks ? qg_plane_of(params, dst, next / (tile_chunks * col_chunks), row_size).a : a;
+            }
+            const int64_t steps = (j1 - j0 + QG_PANEL_COLS - 1) / QG_PANEL_COLS;
+            qg_ahead ahead = qg_ahead_of(ahead_a, nb01, weight_row_bytes, ahead_tile * QG_LANES,
+                                         MIN(ne01, ahead_end * QG_LANES), steps * nb);
             float out[QG_PANELS * QG_PANEL_COLS * QG_LANES];
             for (int64_t j = j0; j < j1; j += QG_PANEL_COLS) {
                 const int n = (int) MIN(QG_PANEL_COLS, j1 - j);
@@ -773,7 +831,7 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                 for (int i = 0; i < n; i++) {
                     x[i] = b + (j + i) * ldb;
                 }
-                qg_panels_by_cols(type, p, np, x, nb, out, n);
+                qg_panels_by_cols(type, p, np, x, nb, out, n, &ahead);
                 for (int k = 0; k < np; k++) {
                     const int64_t i0 = (tile + k) * QG_LANES;
                     const int rows = (int) MIN(QG_LANES, ne01 - i0);
@@ -782,6 +840,9 @@ static void ggml_quant_gemm_avx2(const struct ggml_compute_params * params, stru
                     }
                 }
             }
+        }
+        if (!claim_ahead) {
+            next = ggml_threadpool_chunk_add(params->threadpool, 1);
         }
     }
 
