@@ -491,11 +491,11 @@ static inline __attribute__((always_inline)) __m256i qg_panel_pairs(enum ggml_ty
     return m;
 }
 
-// The weight rows the next panels will unpack, asked for a few lines at a time while the current panels pass over
-// the activation rows. A row of a few hundred bytes is too short a stream for the hardware prefetcher, so unpacking
-// a panel waited on memory at every row's first bytes: on an AMD EPYC with AVX-512 that held about a fifth of the
-// matmul time of documents after a shared instruction (short prefills and decode steps of 16 prompts). Asked for all at once, the lines of a wide matrix's rows filled the core's queue of
-// misses and the asking itself waited, so the panel kernel asks for a few of them at each block it passes.
+// The weight rows the next panels will unpack, asked for a few lines at a time while the current panels work. A row
+// of a few hundred bytes is too short a stream for the hardware prefetcher: unpacking waited on memory at each row,
+// on an AMD EPYC with AVX-512 about a fifth of the matmul time of documents after a shared instruction (short
+// prefills, decode steps of 16 prompts). Asked for at once, a wide matrix's lines filled the core's queue of misses
+// and the asking itself waited, so the panel kernel asks for a few of them at each block it passes.
 typedef struct {
     const char * row;  // the row being asked for
     size_t nb01;       // bytes from one row to the next
