@@ -17,7 +17,76 @@
 extern "C" const char newrllama_llama_cpp_patch[] = "newrllama-llama-cpp-patch: flash-attn-bf16-blocked";
 
 static constexpr int FA_BLOCK = 8;  // cells per online-softmax block
-static constexpr int FA_GROUP = 16; // rows that take a block together
+// Rows that take a block together, its cells widened once for them: a prompt's rows of one KV head are its tokens
+// times the heads that share it, and groups of 16 widened each cell four times as often.
+static constexpr int FA_GROUP = 64;
+// A row's dots with this many cells are taken side by side, and this many vectors of its V sums stay in registers
+// while the block's cells are added: as many as the vector registers hold beside what they work on.
+static constexpr int FA_DOTS  = GGML_F32_EPR >= 16 ? 4 : 2;
+static constexpr int FA_VREGS = 8;
+
+// The dots of one query with NC cells (rows k_stride floats apart), each with ggml_vec_dot_f32's arithmetic: its
+// accumulators, their reduction and its leftovers, so each dot has the bits that function gives it; side by side,
+// one cell's reduction overlaps the other cells' multiply-adds, where a call per cell ran them one after another.
+template <int NC>
+static inline void fa_dots(int64_t n, const float * q, const float * k, int64_t k_stride, float * out) {
+    const int64_t np = n & ~((int64_t) GGML_F32_STEP - 1);
+    GGML_F32_VEC sum[NC][GGML_F32_ARR];
+    for (int c = 0; c < NC; ++c) {
+        for (int j = 0; j < GGML_F32_ARR; ++j) {
+            sum[c][j] = GGML_F32_VEC_ZERO;
+        }
+    }
+    for (int64_t i = 0; i < np; i += GGML_F32_STEP) {
+        for (int j = 0; j < GGML_F32_ARR; ++j) {
+            const GGML_F32_VEC qj = GGML_F32_VEC_LOAD(q + i + j*GGML_F32_EPR);
+            for (int c = 0; c < NC; ++c) {
+                sum[c][j] = GGML_F32_VEC_FMA(sum[c][j], qj, GGML_F32_VEC_LOAD(k + c*k_stride + i + j*GGML_F32_EPR));
+            }
+        }
+    }
+    for (int c = 0; c < NC; ++c) {
+        float sumf = 0.0f;
+        GGML_F32_VEC_REDUCE(sumf, sum[c]);
+        for (int64_t i = np; i < n; ++i) {
+            sumf += q[i]*k[c*k_stride + i];
+        }
+        out[c] = sumf;
+    }
+}
+
+// acc += p[c]*V[c] over the block's visible cells, in cell order for every element, FA_VREGS vectors of acc at a
+// time held in registers across the cells (where a pass over acc per cell loaded and stored it for each).
+static inline void fa_add_values(int64_t DV, float * acc, const float * Vf, const float * p, const float * s, int nc) {
+    int64_t d = 0;
+    for (; d + FA_VREGS*GGML_F32_EPR <= DV; d += FA_VREGS*GGML_F32_EPR) {
+        GGML_F32_VEC a[FA_VREGS];
+        for (int r = 0; r < FA_VREGS; ++r) {
+            a[r] = GGML_F32_VEC_LOAD(acc + d + r*GGML_F32_EPR);
+        }
+        for (int c = 0; c < nc; ++c) {
+            if (s[c] == -INFINITY) {
+                continue;
+            }
+            const GGML_F32_VEC pc = GGML_F32_VEC_SET1(p[c]);
+            for (int r = 0; r < FA_VREGS; ++r) {
+                a[r] = GGML_F32_VEC_FMA(a[r], GGML_F32_VEC_LOAD(Vf + c*DV + d + r*GGML_F32_EPR), pc);
+            }
+        }
+        for (int r = 0; r < FA_VREGS; ++r) {
+            GGML_F32_VEC_STORE(acc + d + r*GGML_F32_EPR, a[r]);
+        }
+    }
+    for (; d < DV; d += GGML_F32_EPR) {
+        GGML_F32_VEC a = GGML_F32_VEC_LOAD(acc + d);
+        for (int c = 0; c < nc; ++c) {
+            if (s[c] != -INFINITY) {
+                a = GGML_F32_VEC_FMA(a, GGML_F32_VEC_LOAD(Vf + c*DV + d), GGML_F32_VEC_SET1(p[c]));
+            }
+        }
+        GGML_F32_VEC_STORE(acc + d, a);
+    }
+}
 
 static bool ggml_fa_bf16_blocked_supports(const ggml_tensor * q, const ggml_tensor * k, const ggml_tensor * v) {
     return q->type == GGML_TYPE_F32 && k->type == GGML_TYPE_BF16 && v->type == GGML_TYPE_BF16 &&
@@ -142,14 +211,31 @@ static void ggml_compute_forward_flash_attn_ext_bf16_blocked(
 
             for (int c = 0; c < nc; ++c) {
                 if (seen[c]) {
-                    ggml_bf16_to_fp32_row((const ggml_bf16_t *) ((const char *) k->data + ((ic0 + c)*nbk1 + ik2*nbk2 + ik3*nbk3)),
+                    ggml_cpu_bf16_to_fp32((const ggml_bf16_t *) ((const char *) k->data + ((ic0 + c)*nbk1 + ik2*nbk2 + ik3*nbk3)),
                                           Kf + c*DK, DK);
-                    ggml_bf16_to_fp32_row((const ggml_bf16_t *) ((const char *) v->data + ((ic0 + c)*nbv1 + iv2*nbv2 + iv3*nbv3)),
+                    ggml_cpu_bf16_to_fp32((const ggml_bf16_t *) ((const char *) v->data + ((ic0 + c)*nbv1 + iv2*nbv2 + iv3*nbv3)),
                                           Vf + c*DV, DV);
                 }
             }
 
             for (int g = 0; g < n; ++g) {
+                float dot[FA_BLOCK];
+                int c0 = 0;
+                for (; c0 + FA_DOTS <= nc; c0 += FA_DOTS) {
+                    bool visible = false;
+                    for (int c = c0; c < c0 + FA_DOTS; ++c) {
+                        visible = visible || mv[g][c] != -INFINITY;
+                    }
+                    if (visible) {
+                        fa_dots<FA_DOTS>(DK, pq[g], Kf + c0*DK, DK, dot + c0);
+                    }
+                }
+                for (; c0 < nc; ++c0) {
+                    if (mv[g][c0] != -INFINITY) {
+                        fa_dots<1>(DK, pq[g], Kf + c0*DK, DK, dot + c0);
+                    }
+                }
+
                 float s[FA_BLOCK];
                 float block_max = -INFINITY;
                 for (int c = 0; c < nc; ++c) {
@@ -157,8 +243,7 @@ static void ggml_compute_forward_flash_attn_ext_bf16_blocked(
                         s[c] = -INFINITY;
                         continue;
                     }
-                    float x;
-                    ggml_vec_dot_f32((int) DK, &x, 0, pq[g], 0, Kf + c*DK, 0, 1);
+                    float x = dot[c];
                     x *= scale;
                     if (logit_softcap != 0.0f) {
                         x = logit_softcap*tanhf(x);
@@ -184,15 +269,7 @@ static void ggml_compute_forward_flash_attn_ext_bf16_blocked(
                     S[g] += p[c];
                 }
 
-                for (int64_t d = 0; d < DV; d += GGML_F32_EPR) {
-                    GGML_F32_VEC a = GGML_F32_VEC_LOAD(acc + d);
-                    for (int c = 0; c < nc; ++c) {
-                        if (s[c] != -INFINITY) {
-                            a = GGML_F32_VEC_FMA(a, GGML_F32_VEC_LOAD(Vf + c*DV + d), GGML_F32_VEC_SET1(p[c]));
-                        }
-                    }
-                    GGML_F32_VEC_STORE(acc + d, a);
-                }
+                fa_add_values(DV, acc, Vf, p, s, nc);
             }
         }
 
