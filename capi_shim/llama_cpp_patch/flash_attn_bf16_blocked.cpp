@@ -55,36 +55,37 @@ static inline void fa_dots(int64_t n, const float * q, const float * k, int64_t 
     }
 }
 
-// acc += p[c]*V[c] over the block's visible cells, in cell order for every element, FA_VREGS vectors of acc at a
-// time held in registers across the cells (where a pass over acc per cell loaded and stored it for each).
+// acc[d, d + R vectors) += p[c]*V[c] over the block's visible cells, in cell order for every element, the R vectors
+// held in registers across the cells (where a pass over acc per cell loaded and stored them for each).
+template <int R>
+static inline void fa_add_value_vectors(int64_t DV, int64_t d, float * acc, const float * Vf, const float * p,
+                                        const float * s, int nc) {
+    GGML_F32_VEC a[R];
+    for (int r = 0; r < R; ++r) {
+        a[r] = GGML_F32_VEC_LOAD(acc + d + r*GGML_F32_EPR);
+    }
+    for (int c = 0; c < nc; ++c) {
+        if (s[c] == -INFINITY) {
+            continue;
+        }
+        const GGML_F32_VEC pc = GGML_F32_VEC_SET1(p[c]);
+        for (int r = 0; r < R; ++r) {
+            a[r] = GGML_F32_VEC_FMA(a[r], GGML_F32_VEC_LOAD(Vf + c*DV + d + r*GGML_F32_EPR), pc);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        GGML_F32_VEC_STORE(acc + d + r*GGML_F32_EPR, a[r]);
+    }
+}
+
+// acc += p[c]*V[c] over the block's visible cells: FA_VREGS vectors at a time, then the rest one by one.
 static inline void fa_add_values(int64_t DV, float * acc, const float * Vf, const float * p, const float * s, int nc) {
     int64_t d = 0;
     for (; d + FA_VREGS*GGML_F32_EPR <= DV; d += FA_VREGS*GGML_F32_EPR) {
-        GGML_F32_VEC a[FA_VREGS];
-        for (int r = 0; r < FA_VREGS; ++r) {
-            a[r] = GGML_F32_VEC_LOAD(acc + d + r*GGML_F32_EPR);
-        }
-        for (int c = 0; c < nc; ++c) {
-            if (s[c] == -INFINITY) {
-                continue;
-            }
-            const GGML_F32_VEC pc = GGML_F32_VEC_SET1(p[c]);
-            for (int r = 0; r < FA_VREGS; ++r) {
-                a[r] = GGML_F32_VEC_FMA(a[r], GGML_F32_VEC_LOAD(Vf + c*DV + d + r*GGML_F32_EPR), pc);
-            }
-        }
-        for (int r = 0; r < FA_VREGS; ++r) {
-            GGML_F32_VEC_STORE(acc + d + r*GGML_F32_EPR, a[r]);
-        }
+        fa_add_value_vectors<FA_VREGS>(DV, d, acc, Vf, p, s, nc);
     }
     for (; d < DV; d += GGML_F32_EPR) {
-        GGML_F32_VEC a = GGML_F32_VEC_LOAD(acc + d);
-        for (int c = 0; c < nc; ++c) {
-            if (s[c] != -INFINITY) {
-                a = GGML_F32_VEC_FMA(a, GGML_F32_VEC_LOAD(Vf + c*DV + d), GGML_F32_VEC_SET1(p[c]));
-            }
-        }
-        GGML_F32_VEC_STORE(acc + d, a);
+        fa_add_value_vectors<1>(DV, d, acc, Vf, p, s, nc);
     }
 }
 
